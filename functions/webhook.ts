@@ -1,0 +1,44 @@
+import { SQSClient } from '@aws-sdk/client-sqs';
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import { SqsEventQueue } from '../shared/adapters/sqs.ts';
+import { optionalNumber, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
+import { requestFromEvent, resultFromAnswer } from '../shared/http/apigw.ts';
+import { type IngestDeps, ingestWebhook } from '../shared/ingest.ts';
+import { makeLogger, makeMetrics, observeIngest } from '../shared/observability.ts';
+import { adapterFor } from '../shared/platforms/registry.ts';
+import { AwsSecretStore } from '../shared/secrets.ts';
+
+export type WebhookHandler = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
+
+/** `POST /webhooks/{source}`: verify, map, queue; answer once the message is durable. */
+export function makeHandler(deps: IngestDeps): WebhookHandler {
+  return async (event) => {
+    const source = event.pathParameters?.['source'] ?? '';
+    return resultFromAnswer(await ingestWebhook(deps, source, requestFromEvent(event)));
+  };
+}
+
+const logger = makeLogger();
+const metrics = makeMetrics();
+
+/** Built at cold start from the environment CDK sets; fails fast naming a missing setting. */
+function fromEnv(env: NodeJS.ProcessEnv): WebhookHandler {
+  return makeHandler({
+    sources: sourcesFromEnv(env),
+    adapterFor,
+    secrets: new AwsSecretStore(optionalNumber(env, 'SECRETS_MAX_AGE_SECONDS', 300)),
+    queue: new SqsEventQueue(new SQSClient({}), requireEnv(env, 'QUEUE_URL')),
+    now: () => new Date(),
+    observe: observeIngest(logger, metrics),
+  });
+}
+
+let wired: WebhookHandler | undefined;
+export const handler: WebhookHandler = async (event) => {
+  wired ??= fromEnv(process.env);
+  try {
+    return await wired(event);
+  } finally {
+    metrics.publishStoredMetrics();
+  }
+};

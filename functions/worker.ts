@@ -1,0 +1,72 @@
+import { randomUUID } from 'node:crypto';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import { DynamoLedger } from '../shared/adapters/dynamo-ledger.ts';
+import { SqsFailureQueue } from '../shared/adapters/sqs.ts';
+import { CurrentApiBackend } from '../shared/affiliate/backend.ts';
+import { AffiliateClient } from '../shared/affiliate/client.ts';
+import { parseRouteOverrides } from '../shared/affiliate/routes.ts';
+import { optionalNumber, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
+import { ConfigurationError } from '../shared/errors.ts';
+import { METRIC, makeLogger, makeMetrics, observeWorker } from '../shared/observability.ts';
+import { AwsSecretStore } from '../shared/secrets.ts';
+import { type BatchDeps, processBatch } from '../shared/worker/batch.ts';
+
+export type WorkerHandler = (event: SQSEvent, context: Pick<Context, 'getRemainingTimeInMillis'>) => Promise<SQSBatchResponse>;
+
+/** Time kept back from the Lambda's remaining time for recording results and answering. */
+const SAFETY_MS = 3_000;
+
+/** SQS FIFO event source: applies events to the platform, answers a partial batch response. */
+export function makeHandler(deps: BatchDeps): WorkerHandler {
+  return async (event, context) => {
+    const deadline = deps.now() + Math.max(0, context.getRemainingTimeInMillis() - SAFETY_MS);
+    return processBatch(deps, event.Records, deadline);
+  };
+}
+
+const logger = makeLogger();
+const metrics = makeMetrics();
+
+async function fromEnv(env: NodeJS.ProcessEnv): Promise<WorkerHandler> {
+  const secrets = new AwsSecretStore(optionalNumber(env, 'SECRETS_MAX_AGE_SECONDS', 300));
+  const sqs = new SQSClient({});
+  const client = new AffiliateClient({
+    baseUrl: requireEnv(env, 'AFFILIATE_BASE_URL'),
+    token: await secrets.get(requireEnv(env, 'AFFILIATE_TOKEN_SECRET')),
+    routes: parseRouteOverrides(env['AFFILIATE_ROUTES']),
+    ratePerSecond: optionalNumber(env, 'AFFILIATE_RATE_PER_SECOND', 100),
+    onEvent: (e) => {
+      if (e.type === 'rate_limited') metrics.addMetric(METRIC.rateLimited, MetricUnit.Count, 1);
+    },
+  });
+  const current = new CurrentApiBackend(client);
+  const leaseMs = Math.max(60_000, optionalNumber(env, 'LEASE_MS', 120_000));
+  return makeHandler({
+    ledger: new DynamoLedger(new DynamoDBClient({}), requireEnv(env, 'LEDGER_TABLE')),
+    sources: sourcesFromEnv(env),
+    backendFor: (source) => {
+      if (source.backend === 'legacy') {
+        throw new ConfigurationError(`source ${source.id} uses the legacy backend, which this deployment does not configure`);
+      }
+      return current;
+    },
+    failures: new SqsFailureQueue(sqs, requireEnv(env, 'QUEUE_URL'), requireEnv(env, 'DLQ_URL')),
+    now: Date.now,
+    workerId: randomUUID(),
+    leaseMs,
+    observe: observeWorker(logger, metrics),
+  });
+}
+
+let wired: Promise<WorkerHandler> | undefined;
+export const handler: WorkerHandler = async (event, context) => {
+  wired ??= fromEnv(process.env);
+  try {
+    return await (await wired)(event, context);
+  } finally {
+    metrics.publishStoredMetrics();
+  }
+};

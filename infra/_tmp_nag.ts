@@ -1,0 +1,14 @@
+import { App } from 'aws-cdk-lib';
+import cdkNag from 'cdk-nag';
+import { addConnector } from './app.ts';
+import { loadDeployConfig } from './deploy-config.ts';
+const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+const { config } = loadDeployConfig({ context: { alarmEmail: 'ops@example.com', refundsIamAuth: 'true' }, cwd: process.cwd() });
+const stack = addConnector(app, config);
+const report = new cdkNag.AwsSolutionsChecks().validateScope(stack);
+for (const v of report.violations) console.log(v.severity, v.ruleName, v.violatingResources.map((r) => r.constructPath).join(' '));
+import { Stack } from 'aws-cdk-lib';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+const bad = new Stack(new App(), 'Bad');
+new sqs.Queue(bad, 'Q');
+console.log(new cdkNag.AwsSolutionsChecks().validateScope(bad).violations.map((v) => v.ruleName));

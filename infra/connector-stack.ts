@@ -1,0 +1,394 @@
+import { fileURLToPath } from 'node:url';
+import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
+import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
+import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
+import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
+import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
+import type { Construct } from 'constructs';
+import { SourceConfig } from '../shared/config/sources.ts';
+import { type DeployConfig, workerRatePerSecond } from './deploy-config.ts';
+import { FifoQueuePair } from './fifo-queue-pair.ts';
+import { ConnectorMonitoring } from './monitoring.ts';
+
+
+/** The repository root: entries, package-lock.json and tsconfig.json are found from here. */
+export const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+export type ConnectorFunctionName = 'webhook' | 'refunds' | 'worker';
+
+export interface ConnectorFunctionSpec {
+  /** Entry file, relative to the project root. */
+  readonly entry: string;
+  readonly memorySize: number;
+  readonly timeout: Duration;
+  readonly description: string;
+}
+
+/** The three Lambda functions, their sizes and why. */
+export const CONNECTOR_FUNCTIONS: Readonly<Record<ConnectorFunctionName, ConnectorFunctionSpec>> = {
+  // Shops want a fast 2xx (Shopify within 5 s, else it retries; WooCommerce gives up). The handler
+  // only verifies a signature and enqueues, so the cost is the cold start: Lambda gives CPU in
+  // proportion to memory, and 512 MB on ARM keeps the init of the bundle well under a second. The
+  // timeout is twice the shops' deadline: a cold start plus an SQS retry still gets the message
+  // enqueued (the shop's own retry is then deduplicated), a hung call is cut long before API
+  // Gateway's 30 s.
+  webhook: {
+    entry: 'functions/webhook.ts',
+    memorySize: 512,
+    timeout: Duration.seconds(10),
+    description: 'Verifies shop webhooks and enqueues order events',
+  },
+  // Same shape as the webhook: a finance tool waits for the answer, the work is one read and one send.
+  refunds: {
+    entry: 'functions/refunds.ts',
+    memorySize: 512,
+    timeout: Duration.seconds(10),
+    description: 'Accepts refunds from the finance API and enqueues them',
+  },
+  // A batch holds up to 10 orders processed one after another (FIFO order within a group), each a
+  // few platform calls paced by the rate limiter and possibly one 429 wait: 30 s covers a batch of
+  // slow answers. The worker mostly waits on the network, so 512 MB is plenty. The main queue's
+  // visibility timeout is derived from this (6x).
+  worker: {
+    entry: 'functions/worker.ts',
+    memorySize: 512,
+    timeout: Duration.seconds(30),
+    description: 'Delivers queued order events to the affiliate platform',
+  },
+};
+
+/**
+ * ESM bundles have no `require`; CommonJS dependencies bundled into them (parts of the AWS SDK's
+ * dependency tree) still call it for Node built-ins. The alias keeps the import from colliding with
+ * a bundled `createRequire`.
+ */
+export const ESM_REQUIRE_BANNER =
+  "import { createRequire as __connectorCreateRequire } from 'node:module'; const require = __connectorCreateRequire(import.meta.url);";
+
+/**
+ * How every function is bundled. `infra/bundle-report.ts` translates exactly these settings to
+ * esbuild's API, and a test checks that its output equals the asset CDK built.
+ */
+export const CONNECTOR_BUNDLING: nodejs.BundlingOptions = {
+  // The installed esbuild, never Docker: synth must work offline and on CI without a daemon.
+  forceDockerBundling: false,
+  format: nodejs.OutputFormat.ESM,
+  target: 'node24',
+  // Prefer packages' ESM builds: they tree-shake, which matters most for the AWS SDK.
+  mainFields: ['module', 'main'],
+  // The runtime's SDK version moves under us; bundling pins the version we tested and loads faster
+  // than the runtime's full copy.
+  bundleAwsSDK: true,
+  minify: true,
+  // Stack traces point at the TypeScript (NODE_OPTIONS=--enable-source-maps). Without sources
+  // content the map stays small, and Node parses maps at load time.
+  sourceMap: true,
+  sourcesContent: false,
+  banner: ESM_REQUIRE_BANNER,
+};
+
+/** Lambda's limit on all environment variables of one function, names and values together. */
+const LAMBDA_ENVIRONMENT_LIMIT_BYTES = 4096;
+/** Length assumed for a value only known at deploy time (queue URL, table name). */
+const TOKEN_LENGTH_ESTIMATE = 160;
+
+export interface ConnectorStackProps extends StackProps {
+  readonly config: DeployConfig;
+  /**
+   * Where the function entries and package-lock.json are.
+   * @default PROJECT_ROOT
+   */
+  readonly projectRoot?: string;
+}
+
+/**
+ * The connector in the user's account: an HTTP API in front of two small functions that verify and
+ * enqueue, a FIFO queue pair, the worker that delivers to the affiliate platform, the ledger table,
+ * alarms and a dashboard. Secrets are referenced by name or ARN, never created or read here.
+ */
+export class ConnectorStack extends Stack {
+  readonly api: apigw.HttpApi;
+  readonly stage: apigw.HttpStage;
+  readonly pipeline: FifoQueuePair;
+  readonly ledger: dynamodb.Table;
+  readonly functions: Readonly<Record<ConnectorFunctionName, nodejs.NodejsFunction>>;
+  readonly monitoring: ConnectorMonitoring;
+  readonly #secrets = new Map<string, secretsmanager.ISecret>();
+
+  constructor(scope: Construct, id: string, props: ConnectorStackProps) {
+    const { config, projectRoot = PROJECT_ROOT, ...stackProps } = props;
+    super(scope, id, {
+      description: 'Conversion connector: shop webhooks to affiliate platform conversions',
+      ...stackProps,
+    });
+    const logRetention = config.logRetentionDays as logs.RetentionDays;
+
+    this.pipeline = new FifoQueuePair(this, 'Pipeline', {
+      visibilityTimeout: Duration.seconds(6 * CONNECTOR_FUNCTIONS.worker.timeout.toSeconds()),
+      maxReceiveCount: config.queue.maxReceiveCount,
+      retentionPeriod: Duration.days(config.queue.retentionDays),
+    });
+    const { queue, deadLetterQueue } = this.pipeline;
+
+    this.ledger = new dynamodb.Table(this, 'Ledger', {
+      partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      encryption: dynamodb.TableEncryption.AWS_MANAGED,
+      deletionProtection: config.ledgerDeletionProtection,
+      // The ledger is what makes delivery exactly-once: losing it with the stack would resend orders.
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+
+    const common: Record<string, string> = {
+      POWERTOOLS_SERVICE_NAME: config.powertools.serviceName,
+      POWERTOOLS_METRICS_NAMESPACE: config.powertools.metricsNamespace,
+      POWERTOOLS_LOG_LEVEL: config.powertools.logLevel,
+      SOURCES: JSON.stringify(compactSources(config.sources)),
+      SECRETS_MAX_AGE_SECONDS: String(config.secretsMaxAgeSeconds),
+      NODE_OPTIONS: '--enable-source-maps',
+    };
+    const make = (name: ConnectorFunctionName, environment: Record<string, string>) =>
+      this.#function(name, { ...common, ...environment }, projectRoot, logRetention);
+
+    const webhook = make('webhook', { QUEUE_URL: queue.queueUrl });
+    queue.grant(webhook, 'sqs:SendMessage');
+    for (const source of config.sources) this.#grantSecret(webhook, source.secretRef);
+
+    const refunds = make('refunds', {
+      QUEUE_URL: queue.queueUrl,
+      LEDGER_TABLE: this.ledger.tableName,
+      FINANCE_API_KEY_SECRET: config.financeApiKeySecret,
+    });
+    queue.grant(refunds, 'sqs:SendMessage');
+    this.ledger.grant(refunds, 'dynamodb:GetItem');
+    this.#grantSecret(refunds, config.financeApiKeySecret);
+
+    const workerEnvironment: Record<string, string> = {
+      LEDGER_TABLE: this.ledger.tableName,
+      QUEUE_URL: queue.queueUrl,
+      DLQ_URL: deadLetterQueue.queueUrl,
+      AFFILIATE_BASE_URL: config.affiliate.baseUrl,
+      AFFILIATE_TOKEN_SECRET: config.affiliate.tokenSecret,
+      AFFILIATE_RATE_PER_SECOND: String(workerRatePerSecond(config)),
+      LEGACY_BASE_URL: config.legacy.baseUrl ?? config.affiliate.baseUrl,
+    };
+    if (config.affiliate.routes !== undefined) {
+      workerEnvironment['AFFILIATE_ROUTES'] = JSON.stringify(config.affiliate.routes);
+    }
+    if (config.legacy.credentialsSecret !== undefined) {
+      workerEnvironment['LEGACY_CREDENTIALS_SECRET'] = config.legacy.credentialsSecret;
+    }
+    const worker = make('worker', workerEnvironment);
+    this.ledger.grant(worker, 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem');
+    deadLetterQueue.grant(worker, 'sqs:SendMessage');
+    this.#grantSecret(worker, config.affiliate.tokenSecret);
+    if (config.legacy.credentialsSecret !== undefined) this.#grantSecret(worker, config.legacy.credentialsSecret);
+    // Receive, delete and ChangeMessageVisibility on the main queue come with the event source.
+    // The platform allows 100 requests/s per route and token, and nearly every message ends in the
+    // same route (conversions.add). One worker instance handles one batch at a time, in order, and
+    // paces itself at AFFILIATE_RATE_PER_SECOND; instances share nothing, so the platform sees up to
+    // maxConcurrency x that rate. With the defaults, 5 instances x 16/s = 80/s: under the limit with
+    // room for the CLI on the same token, and still about 7 million orders a day.
+    worker.addEventSource(
+      new SqsEventSource(queue, {
+        batchSize: 10,
+        reportBatchItemFailures: true,
+        maxConcurrency: config.worker.maxConcurrency,
+      }),
+    );
+    this.functions = { webhook, refunds, worker };
+
+    const accessLogs = new logs.LogGroup(this, 'ApiAccessLogs', {
+      retention: logRetention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    this.api = new apigw.HttpApi(this, 'Api', {
+      apiName: this.stackName,
+      description: 'Webhook and refund intake of the conversion connector',
+      createDefaultStage: false,
+    });
+    this.stage = this.api.addStage('DefaultStage', {
+      stageName: '$default',
+      autoDeploy: true,
+      throttle: { rateLimit: config.apiThrottle.rateLimit, burstLimit: config.apiThrottle.burstLimit },
+      accessLogSettings: {
+        destination: new apigw.LogGroupLogDestination(accessLogs),
+        // No body and no headers: they carry signatures and customer data.
+        format: AccessLogFormat.custom(
+          JSON.stringify({
+            requestId: '$context.requestId',
+            requestTime: '$context.requestTime',
+            ip: '$context.identity.sourceIp',
+            userAgent: '$context.identity.userAgent',
+            routeKey: '$context.routeKey',
+            path: '$context.path',
+            status: '$context.status',
+            responseLength: '$context.responseLength',
+            latencyMs: '$context.responseLatency',
+            integrationLatencyMs: '$context.integrationLatency',
+            integrationError: '$context.integrationErrorMessage',
+          }),
+        ),
+      },
+    });
+    const [webhookRoute] = this.api.addRoutes({
+      path: '/webhooks/{source}',
+      methods: [apigw.HttpMethod.POST],
+      integration: new HttpLambdaIntegration('WebhookIntegration', webhook),
+    });
+    const [refundsRoute] = this.api.addRoutes({
+      path: '/refunds',
+      methods: [apigw.HttpMethod.POST],
+      integration: new HttpLambdaIntegration('RefundsIntegration', refunds),
+      authorizer: config.refundsIamAuth ? new HttpIamAuthorizer() : undefined,
+    });
+
+    this.monitoring = new ConnectorMonitoring(this, 'Monitoring', {
+      namespace: config.powertools.metricsNamespace,
+      serviceName: config.powertools.serviceName,
+      queue,
+      deadLetterQueue,
+      worker,
+      functions: this.functions,
+      oldestMessageAge: Duration.seconds(config.alarms.oldestMessageAgeSeconds),
+      rateLimitedPer5Minutes: config.alarms.rateLimitedPer5Minutes,
+      dashboardName: this.stackName,
+      alarmEmail: config.alarmEmail,
+    });
+
+    const url = this.stage.url;
+    new CfnOutput(this, 'ApiUrl', { value: url, description: 'Base URL of the HTTP API' });
+    new CfnOutput(this, 'RefundsUrl', { value: `${url}refunds`, description: 'POST refunds here' });
+    const outputIds = new Set<string>();
+    for (const [i, source] of config.sources.entries()) {
+      let outputId = `WebhookUrl${pascal(source.id)}`;
+      if (outputIds.has(outputId)) outputId += String(i);
+      outputIds.add(outputId);
+      new CfnOutput(this, outputId, {
+        value: `${url}webhooks/${source.id}`,
+        description: `Webhook URL to register in ${source.platform} for source ${source.id}`,
+      });
+    }
+    new CfnOutput(this, 'QueueUrl', { value: queue.queueUrl });
+    new CfnOutput(this, 'DeadLetterQueueUrl', { value: deadLetterQueue.queueUrl });
+    new CfnOutput(this, 'LedgerTableName', { value: this.ledger.tableName });
+    new CfnOutput(this, 'DashboardName', { value: this.stackName });
+
+    this.#suppressNagFindings(webhookRoute, refundsRoute, config.refundsIamAuth);
+  }
+
+  #function(
+    name: ConnectorFunctionName,
+    environment: Record<string, string>,
+    projectRoot: string,
+    retention: logs.RetentionDays,
+  ): nodejs.NodejsFunction {
+    const spec = CONNECTOR_FUNCTIONS[name];
+    const id = pascal(name);
+    checkEnvironmentSize(name, environment);
+    const logGroup = new logs.LogGroup(this, `${id}Logs`, { retention, removalPolicy: RemovalPolicy.DESTROY });
+    // Our own role instead of AWSLambdaBasicExecutionRole: that managed policy lets a function write
+    // to every log group in the account, this one only to its own.
+    const role = new iam.Role(this, `${id}Role`, {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: `Role of the ${name} function`,
+    });
+    logGroup.grantWrite(role);
+    return new nodejs.NodejsFunction(this, `${id}Function`, {
+      entry: `${projectRoot}/${spec.entry}`,
+      handler: 'handler',
+      projectRoot,
+      depsLockFilePath: `${projectRoot}/package-lock.json`,
+      runtime: lambda.Runtime.NODEJS_24_X,
+      architecture: lambda.Architecture.ARM_64,
+      memorySize: spec.memorySize,
+      timeout: spec.timeout,
+      description: spec.description,
+      role,
+      logGroup,
+      environment,
+      bundling: CONNECTOR_BUNDLING,
+    });
+  }
+
+  /** GetSecretValue on one user-created secret, referenced by name or ARN. */
+  #grantSecret(fn: lambda.IFunction, ref: string): void {
+    let secret = this.#secrets.get(ref);
+    if (secret === undefined) {
+      const id = `Secret${this.#secrets.size}`;
+      if (!ref.startsWith('arn:')) secret = secretsmanager.Secret.fromSecretNameV2(this, id, ref);
+      else if (/-[A-Za-z0-9]{6}$/.test(ref)) secret = secretsmanager.Secret.fromSecretCompleteArn(this, id, ref);
+      else secret = secretsmanager.Secret.fromSecretPartialArn(this, id, ref);
+      this.#secrets.set(ref, secret);
+    }
+    // Without the full ARN, Secrets Manager's random 6-character suffix must be matched by `??????`.
+    const resource = secret.secretFullArn ?? `${secret.secretArn}-??????`;
+    fn.role!.addToPrincipalPolicy(
+      new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [resource] }),
+    );
+  }
+
+  #suppressNagFindings(webhookRoute?: apigw.HttpRoute, refundsRoute?: apigw.HttpRoute, refundsIam = false): void {
+    if (webhookRoute !== undefined) {
+      Validations.of(webhookRoute).acknowledge({
+        id: 'AwsSolutions-APIG4',
+        reason:
+          'Shops cannot sign requests with AWS credentials; every webhook is authenticated by its HMAC signature (Shopify, WooCommerce, Stripe, generic) in the function before anything is enqueued.',
+      });
+    }
+    if (refundsRoute !== undefined && !refundsIam) {
+      Validations.of(refundsRoute).acknowledge({
+        id: 'AwsSolutions-APIG4',
+        reason:
+          'The finance API key (a Secrets Manager secret) is checked in the function; set refundsIamAuth to add IAM authorization.',
+      });
+    }
+  }
+}
+
+/** Fails the synth instead of the deploy when an environment would exceed Lambda's 4 KB. */
+function checkEnvironmentSize(name: string, environment: Record<string, string>): void {
+  let bytes = 0;
+  for (const [key, value] of Object.entries(environment)) {
+    bytes += Buffer.byteLength(key) + (Token.isUnresolved(value) ? TOKEN_LENGTH_ESTIMATE : Buffer.byteLength(value));
+  }
+  if (bytes > LAMBDA_ENVIRONMENT_LIMIT_BYTES) {
+    throw new Error(
+      `the ${name} function's environment would be about ${bytes} bytes, over Lambda's ${LAMBDA_ENVIRONMENT_LIMIT_BYTES}: SOURCES holds ${environment['SOURCES']?.length ?? 0} characters; split the sources over two stacks (two config files with different stackName)`,
+    );
+  }
+}
+
+/**
+ * The sources without the settings that equal their defaults. The functions parse SOURCES with the
+ * same `SourceConfig` schema, which puts the defaults back, so the result is the same sources in
+ * fewer bytes of Lambda's 4 KB environment.
+ */
+export function compactSources(sources: readonly SourceConfig[]): Record<string, unknown>[] {
+  return sources.map((source) => {
+    const { id, platform, program, rule, secretRef } = source;
+    const required = { id, platform, program, rule, secretRef };
+    const defaults: Record<string, unknown> = SourceConfig.parse(required);
+    return Object.fromEntries(
+      Object.entries(source).filter(
+        ([key, value]) => key in required || JSON.stringify(value) !== JSON.stringify(defaults[key]),
+      ),
+    );
+  });
+}
+
+function pascal(id: string): string {
+  return id
+    .split(/[^A-Za-z0-9]+/)
+    .filter((part) => part.length > 0)
+    .map((part) => part[0]!.toUpperCase() + part.slice(1))
+    .join('');
+}

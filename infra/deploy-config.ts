@@ -1,0 +1,288 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { isAbsolute, relative, resolve } from 'node:path';
+import { z } from 'zod';
+import { ROUTE_NAMES, type RouteName, resolveRoutes } from '../shared/affiliate/routes.ts';
+import { SourcesFile } from '../shared/config/sources.ts';
+
+/**
+ * The deploy configuration: everything that differs between two installations of the connector.
+ * It is read from a JSON file (context `config`, default `connector.config.json`) and may be
+ * overridden setting by setting with CDK context (`-c queue.maxReceiveCount=8`). Secrets are never
+ * part of it: only the NAMES or ARNs of Secrets Manager secrets the user created.
+ */
+
+/** The file read when context `config` is not given. */
+export const DEFAULT_CONFIG_FILE = 'connector.config.json';
+/** Used, with a warning, when the default file does not exist (so `cdk synth` works on a fresh clone). */
+export const EXAMPLE_CONFIG_FILE = 'connector.config.example.json';
+
+/** A Secrets Manager secret name (`connector/affiliate-token`) or ARN; never a secret value. */
+export const SecretRef = z
+  .string()
+  .min(1)
+  .max(2048)
+  .regex(/^(arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:)?[A-Za-z0-9/_+=.@-]+$/, {
+    message: 'must be a Secrets Manager secret name or ARN (letters, digits and /_+=.@-)',
+  });
+
+const HttpsUrl = z.url({ protocol: /^https$/, message: 'must be an https:// URL' });
+
+/** CloudWatch Logs accepts only these retention periods. */
+const LOG_RETENTION_DAYS = [
+  1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+] as const;
+
+export const DeployConfig = z
+  .strictObject({
+    /** CloudFormation stack name; also names the dashboard. */
+    stackName: z
+      .string()
+      .regex(/^[A-Za-z][A-Za-z0-9-]{0,99}$/, 'letters, digits and -, starting with a letter')
+      .default('ConversionConnector'),
+    /** The shops posting webhooks, validated by the same schema the functions use. */
+    sources: SourcesFile.refine((s) => s.length > 0, 'configure at least one source'),
+    affiliate: z.strictObject({
+      /** Base URL of the platform's current API (host address, no route). */
+      baseUrl: HttpsUrl,
+      /** Secret holding the Bearer token of the current API. */
+      tokenSecret: SecretRef,
+      /** The platform's limit per route and token (100 requests per second at the time of writing). */
+      rateLimitPerSecond: z.number().int().positive().default(100),
+      /** Operation name to route path, for correcting a route without a release (AFFILIATE_ROUTES). */
+      routes: z
+        .partialRecord(z.enum(ROUTE_NAMES as [RouteName, ...RouteName[]]), z.string())
+        .superRefine((routes, ctx) => {
+          for (const [name, path] of Object.entries(routes)) {
+            try {
+              resolveRoutes({ [name]: path });
+            } catch {
+              ctx.addIssue({ code: 'custom', path: [name], message: 'must be a path relative to baseUrl, starting with /' });
+            }
+          }
+        })
+        .optional(),
+    }),
+    legacy: z
+      .strictObject({
+        /** Base URL of the legacy 2.0 interface. @default affiliate.baseUrl */
+        baseUrl: HttpsUrl.optional(),
+        /** Secret holding the legacy Basic credentials; required when a source uses backend "legacy". */
+        credentialsSecret: SecretRef.optional(),
+      })
+      .prefault({}),
+    /** Secret holding the API key the finance team sends to `POST /refunds`. */
+    financeApiKeySecret: SecretRef,
+    /** Also require AWS IAM (SigV4) on `POST /refunds`, on top of the finance API key. */
+    refundsIamAuth: z.boolean().default(false),
+    /**
+     * Default-stage throttling of the HTTP API. WooCommerce does not retry a webhook it got a 429 for,
+     * so keep the rate above your peak order rate; the limit is there to cap the cost of a flood.
+     */
+    apiThrottle: z
+      .strictObject({
+        rateLimit: z.number().int().positive().default(100),
+        burstLimit: z.number().int().positive().default(200),
+      })
+      .prefault({}),
+    queue: z
+      .strictObject({
+        /** Receives before a message is parked in the DLQ (Lambda's guidance: at least 5). */
+        maxReceiveCount: z.number().int().min(5).max(1000).default(6),
+        /** Retention of the main queue; the DLQ always keeps 14 days (the SQS maximum). */
+        retentionDays: z.number().int().min(1).max(14).default(4),
+      })
+      .prefault({}),
+    worker: z
+      .strictObject({
+        /** Event source mapping `maxConcurrency` (AWS allows 2 to 1000). */
+        maxConcurrency: z.number().int().min(2).max(1000).default(5),
+        /**
+         * Platform calls per second ONE worker instance allows itself (AFFILIATE_RATE_PER_SECOND).
+         * @default 80% of affiliate.rateLimitPerSecond shared by maxConcurrency instances
+         */
+        ratePerSecond: z.number().positive().optional(),
+      })
+      .prefault({}),
+    /** Upper bound on how long a function keeps a secret value cached (rotation takes effect after it). */
+    secretsMaxAgeSeconds: z.number().int().min(1).max(3600).default(300),
+    /** DynamoDB deletion protection on the ledger (the table is retained on stack delete either way). */
+    ledgerDeletionProtection: z.boolean().default(true),
+    powertools: z
+      .strictObject({
+        serviceName: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).default('conversion-connector'),
+        metricsNamespace: z.string().regex(/^[A-Za-z0-9_./#:-]{1,255}$/).default('ConversionConnector'),
+        logLevel: z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'SILENT', 'CRITICAL']).default('INFO'),
+      })
+      .prefault({}),
+    logRetentionDays: z
+      .number()
+      .refine((d) => (LOG_RETENTION_DAYS as readonly number[]).includes(d), {
+        message: `must be one of ${LOG_RETENTION_DAYS.join(', ')}`,
+      })
+      .default(30),
+    /** Where alarm notifications go (an SNS topic with this e-mail subscription); none when absent. */
+    alarmEmail: z.email().optional(),
+    alarms: z
+      .strictObject({
+        /**
+         * Age of the oldest message in the main queue. A failing message is retried for up to
+         * maxReceiveCount x visibility timeout (about 18 minutes by default) before it is parked,
+         * so the default sits above that: this alarm means a stalled worker, not one bad message.
+         */
+        oldestMessageAgeSeconds: z.number().int().positive().default(1800),
+        /** 429 answers from the platform counted over 5 minutes before the alarm fires. */
+        rateLimitedPer5Minutes: z.number().int().nonnegative().default(20),
+      })
+      .prefault({}),
+  })
+  .superRefine((config, ctx) => {
+    if (config.sources.some((s) => s.backend === 'legacy') && config.legacy.credentialsSecret === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['legacy', 'credentialsSecret'],
+        message: 'required because a source uses backend "legacy"',
+      });
+    }
+    const rate = workerRatePerSecond(config);
+    if (rate * config.worker.maxConcurrency > config.affiliate.rateLimitPerSecond) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['worker', 'ratePerSecond'],
+        message: `${rate}/s x maxConcurrency ${config.worker.maxConcurrency} exceeds the platform's ${config.affiliate.rateLimitPerSecond}/s per route`,
+      });
+    }
+  });
+export type DeployConfig = z.infer<typeof DeployConfig>;
+export type DeployConfigInput = z.input<typeof DeployConfig>;
+
+/**
+ * Platform calls per second one worker instance may make. Each Lambda instance runs its own
+ * limiter (instances share no memory), so the platform sees up to maxConcurrency times this rate on
+ * one route: the default keeps that at 80% of the platform's limit, leaving the rest for the CLI
+ * (backfills, reconciliation) that uses the same token.
+ */
+export function workerRatePerSecond(config: Pick<DeployConfig, 'worker' | 'affiliate'>): number {
+  return (
+    config.worker.ratePerSecond ??
+    Math.max(1, Math.floor((config.affiliate.rateLimitPerSecond * 0.8) / config.worker.maxConcurrency))
+  );
+}
+
+/** A deploy configuration that cannot be used; the message names the file and the wrong setting. */
+export class DeployConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DeployConfigError';
+  }
+}
+
+export interface LoadedDeployConfig {
+  readonly config: DeployConfig;
+  /** The file the settings came from (absolute path). */
+  readonly file: string;
+  /** The setting paths that CDK context overrode (`queue.maxReceiveCount`). */
+  readonly overrides: readonly string[];
+  /** Things the user should know but that do not stop the deploy. */
+  readonly warnings: readonly string[];
+}
+
+export interface LoadDeployConfigOptions {
+  /** All CDK context (`app.node.getAllContext()`): `config` names the file, other keys override settings. */
+  readonly context: Readonly<Record<string, unknown>>;
+  /** Directory relative file names resolve against. */
+  readonly cwd: string;
+}
+
+const TOP_LEVEL_KEYS: ReadonlySet<string> = new Set(Object.keys(DeployConfig.shape));
+
+/**
+ * Reads, overrides and validates the deploy configuration.
+ *
+ * Context keys whose first segment is a setting (`alarmEmail`, `queue.maxReceiveCount`,
+ * `sources.0.secretRef`) replace that setting; their values are parsed as JSON when they can be
+ * (`true`, `8`, `[...]`) and kept as strings otherwise. Other context keys (CDK feature flags) are ignored.
+ *
+ * @throws DeployConfigError naming the file, the setting and, when it came from context, the `-c` key.
+ */
+export function loadDeployConfig(options: LoadDeployConfigOptions): LoadedDeployConfig {
+  const warnings: string[] = [];
+  const named = options.context['config'];
+  if (named !== undefined && (typeof named !== 'string' || named.trim() === '')) {
+    throw new DeployConfigError('context config: must be the path of a JSON file');
+  }
+  let file = absolute(options.cwd, named ?? DEFAULT_CONFIG_FILE);
+  if (!existsSync(file)) {
+    if (named !== undefined) throw new DeployConfigError(`${file}: config file not found (context config)`);
+    const example = absolute(options.cwd, EXAMPLE_CONFIG_FILE);
+    warnings.push(
+      `${DEFAULT_CONFIG_FILE} not found: using ${EXAMPLE_CONFIG_FILE}, whose sources and secret names are placeholders. Copy it to ${DEFAULT_CONFIG_FILE} and edit it before deploying.`,
+    );
+    file = example;
+  }
+
+  const shown = relative(options.cwd, file) || file;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    const reason = error instanceof SyntaxError ? 'not valid JSON' : 'cannot be read';
+    throw new DeployConfigError(`${shown}: ${reason}`);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new DeployConfigError(`${shown}: must hold a JSON object`);
+  }
+
+  const overrides: string[] = [];
+  for (const [key, value] of Object.entries(options.context)) {
+    const path = key.split('.');
+    if (key === 'config' || !TOP_LEVEL_KEYS.has(path[0] ?? '')) continue;
+    setPath(raw as Record<string, unknown>, path, parseContextValue(value), key);
+    overrides.push(key);
+  }
+
+  const result = DeployConfig.safeParse(raw);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const setting = issue?.path.map(String).join('.') || '(root)';
+    const fromContext = overrides.find((o) => setting === o || setting.startsWith(`${o}.`));
+    const origin = fromContext === undefined ? '' : ` (set by context -c ${fromContext})`;
+    throw new DeployConfigError(`${shown}: ${setting}: ${issue?.message ?? 'invalid'}${origin}`);
+  }
+  return { config: result.data, file, overrides, warnings };
+}
+
+function absolute(cwd: string, file: string): string {
+  return isAbsolute(file) ? file : resolve(cwd, file);
+}
+
+function parseContextValue(value: unknown): unknown {
+  if (typeof value !== 'string') return value;
+  try {
+    return JSON.parse(value);
+  } catch {
+    return value;
+  }
+}
+
+function setPath(target: Record<string, unknown>, path: readonly string[], value: unknown, key: string): void {
+  let node: Record<string, unknown> = target;
+  for (const [i, segment] of path.entries()) {
+    if (segment === '' || segment === '__proto__' || segment === 'constructor' || segment === 'prototype') {
+      throw new DeployConfigError(`context ${key}: not a setting path`);
+    }
+    if (i === path.length - 1) {
+      node[segment] = value;
+      return;
+    }
+    const next = node[segment];
+    if (next === undefined) {
+      const child: Record<string, unknown> = {};
+      node[segment] = child;
+      node = child;
+    } else if (typeof next === 'object' && next !== null) {
+      node = next as Record<string, unknown>;
+    } else {
+      throw new DeployConfigError(`context ${key}: ${path.slice(0, i + 1).join('.')} is not an object`);
+    }
+  }
+}

@@ -1,0 +1,119 @@
+import type { AddressInfo } from 'node:net';
+import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import dynalite from 'dynalite';
+import { startFauxqs } from 'fauxqs';
+
+/**
+ * The AWS side of the local stack, on real wire protocols: fauxqs (SQS) and dynalite (DynamoDB),
+ * both in process, on loopback. The queue pair and the table are created with the same settings the
+ * CDK stack deploys (FIFO, redrive to a FIFO DLQ after `maxReceiveCount` receives).
+ */
+export interface EmulatorOptions {
+  /** 0 = any free port. */
+  readonly sqsPort?: number;
+  readonly dynamoPort?: number;
+  /** Directory for dynalite's LevelDB; in memory when absent. */
+  readonly dynamoPath?: string;
+  readonly maxReceiveCount?: number;
+  readonly visibilityTimeoutSeconds?: number;
+  readonly queueName?: string;
+  readonly tableName?: string;
+}
+
+export interface Emulators {
+  readonly sqs: SQSClient;
+  readonly dynamo: DynamoDBClient;
+  readonly sqsEndpoint: string;
+  readonly dynamoEndpoint: string;
+  readonly queueUrl: string;
+  readonly dlqUrl: string;
+  readonly queueName: string;
+  readonly dlqName: string;
+  readonly tableName: string;
+  readonly maxReceiveCount: number;
+  /** Messages of a queue by state, read from the emulator without receiving them. */
+  counts(queueName: string): { ready: number; inflight: number; delayed: number };
+  close(): Promise<void>;
+}
+
+/** Credentials the emulators accept; never real ones. */
+export const LOCAL_AWS = {
+  region: 'us-east-1',
+  credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+} as const;
+
+export async function startEmulators(options: EmulatorOptions = {}): Promise<Emulators> {
+  const queueName = options.queueName ?? 'connector-events.fifo';
+  const dlqName = queueName.replace(/\.fifo$/, '-dlq.fifo');
+  const tableName = options.tableName ?? 'connector-ledger';
+  const maxReceiveCount = options.maxReceiveCount ?? 6;
+
+  const fauxqs = await startFauxqs({ port: options.sqsPort ?? 0, host: '127.0.0.1', logger: false });
+  const sqsEndpoint = `http://127.0.0.1:${fauxqs.port}`;
+  const dlq = fauxqs.createQueue(dlqName, {
+    attributes: { FifoQueue: 'true', MessageRetentionPeriod: '1209600' },
+  });
+  const main = fauxqs.createQueue(queueName, {
+    attributes: {
+      FifoQueue: 'true',
+      VisibilityTimeout: String(options.visibilityTimeoutSeconds ?? 30),
+      RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlq.queueArn, maxReceiveCount }),
+    },
+  });
+
+  const dynaliteServer = dynalite({ path: options.dynamoPath, createTableMs: 0 });
+  await new Promise<void>((resolve, reject) => {
+    dynaliteServer.once('error', reject);
+    dynaliteServer.listen(options.dynamoPort ?? 0, '127.0.0.1', () => resolve());
+  });
+  const dynamoEndpoint = `http://127.0.0.1:${(dynaliteServer.address() as AddressInfo).port}`;
+
+  const sqs = new SQSClient({ ...LOCAL_AWS, endpoint: sqsEndpoint });
+  const dynamo = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoEndpoint });
+  await ensureTable(dynamo, tableName);
+
+  return {
+    sqs,
+    dynamo,
+    sqsEndpoint,
+    dynamoEndpoint,
+    queueUrl: main.queueUrl,
+    dlqUrl: dlq.queueUrl,
+    queueName,
+    dlqName,
+    tableName,
+    maxReceiveCount,
+    counts(name) {
+      const q = fauxqs.inspectQueue(name);
+      return {
+        ready: q?.messages.ready.length ?? 0,
+        inflight: q?.messages.inflight.length ?? 0,
+        delayed: q?.messages.delayed.length ?? 0,
+      };
+    },
+    async close() {
+      sqs.destroy();
+      dynamo.destroy();
+      await fauxqs.stop();
+      await new Promise<void>((resolve) => dynaliteServer.close(() => resolve()));
+    },
+  };
+}
+
+async function ensureTable(dynamo: DynamoDBClient, tableName: string): Promise<void> {
+  try {
+    await dynamo.send(new DescribeTableCommand({ TableName: tableName }));
+    return;
+  } catch (error) {
+    if ((error as Error).name !== 'ResourceNotFoundException') throw error;
+  }
+  await dynamo.send(
+    new CreateTableCommand({
+      TableName: tableName,
+      AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+      KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+      BillingMode: 'PAY_PER_REQUEST',
+    }),
+  );
+}

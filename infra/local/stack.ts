@@ -1,0 +1,379 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DeleteMessageBatchCommand, type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import type { APIGatewayProxyEventV2, SQSRecord } from 'aws-lambda';
+import { makeHandler as makeRefundsHandler } from '../../functions/refunds.ts';
+import { makeHandler as makeWebhookHandler } from '../../functions/webhook.ts';
+import { makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
+import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
+import { SqsEventQueue, SqsFailureQueue } from '../../shared/adapters/sqs.ts';
+import { CurrentApiBackend } from '../../shared/affiliate/backend.ts';
+import { AffiliateClient, type AffiliateClientOptions } from '../../shared/affiliate/client.ts';
+import type { Env } from '../../shared/config/env.ts';
+import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
+import type { Ledger } from '../../shared/ledger.ts';
+import { adapterFor } from '../../shared/platforms/registry.ts';
+import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../shared/sandbox/server.ts';
+import { EnvSecretStore } from '../../shared/secrets.ts';
+import type { RecordReport } from '../../shared/worker/batch.ts';
+import type { ConversionBackend } from '../../shared/worker/backend.ts';
+import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
+
+/** Written by `npm start` (git-ignored): how the operator CLI reaches the local stack. */
+export const LOCAL_STATE_FILE = '.local-stack.json';
+
+/** Local secrets used when neither env nor `.env` sets them (documented in the README). */
+export const LOCAL_DEFAULTS = {
+  SHOPIFY_WEBHOOK_SECRET: 'local-shopify-secret',
+  WOOCOMMERCE_WEBHOOK_SECRET: 'local-woocommerce-secret',
+  STRIPE_WEBHOOK_SECRET: 'whsec_local_stripe_secret',
+  GENERIC_WEBHOOK_SECRET: 'local-generic-secret',
+  FINANCE_API_KEY: 'local-finance-key',
+} as const;
+
+const PLATFORM_SECRET: Record<SourceConfig['platform'], keyof typeof LOCAL_DEFAULTS> = {
+  shopify: 'SHOPIFY_WEBHOOK_SECRET',
+  woocommerce: 'WOOCOMMERCE_WEBHOOK_SECRET',
+  stripe: 'STRIPE_WEBHOOK_SECRET',
+  generic: 'GENERIC_WEBHOOK_SECRET',
+};
+
+export interface LocalStackOptions {
+  /** HTTP port of the ingest API; 0 = any free port. */
+  readonly port?: number;
+  /** Settings and secrets (env or `.env`); defaults fill what is missing. */
+  readonly env?: Env;
+  /** Start an in-process sandbox with these options (default), or use an external platform. */
+  readonly sandbox?: SandboxOptions | { readonly external: { readonly url: string; readonly token: string } };
+  /** One source per platform by default (ids shopify, woocommerce, stripe, generic). */
+  readonly sources?: SourceConfigInput[];
+  readonly emulators?: EmulatorOptions;
+  /** Concurrent pollers, like Lambda's concurrent batches. */
+  readonly pollers?: number;
+  readonly client?: Partial<AffiliateClientOptions>;
+  readonly leaseMs?: number;
+  readonly visibilityBaseSeconds?: number;
+  /** Lets tests wrap the ledger or the backend (to kill a worker mid-flight). */
+  readonly wrapLedger?: (ledger: Ledger) => Ledger;
+  readonly wrapBackend?: (backend: ConversionBackend) => ConversionBackend;
+  /** Start the pollers at once (default true). */
+  readonly autoPoll?: boolean;
+  readonly observe?: (report: RecordReport) => void;
+  readonly log?: (line: string) => void;
+}
+
+export interface LocalStack {
+  readonly url: string;
+  readonly port: number;
+  readonly sandbox: RunningSandbox | undefined;
+  readonly platformUrl: string;
+  readonly emulators: Emulators;
+  readonly sources: ReadonlyMap<string, SourceConfig>;
+  readonly secrets: Readonly<Record<string, string>>;
+  readonly ledger: Ledger;
+  startPolling(): void;
+  stopPolling(): Promise<void>;
+  /** Resolves when the main queue has no message left (ready, in flight or delayed). */
+  waitForIdle(timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * The whole connector on this machine: the same handlers as in AWS, wired to fauxqs, dynalite and
+ * the sandbox, an HTTP server that turns requests into API Gateway v2 events, and pollers that drive
+ * the worker like Lambda's event source mapping (batches of 10, partial batch failures, visibility
+ * timeouts, redrive to the DLQ after maxReceiveCount).
+ */
+export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
+  const env: Record<string, string | undefined> = { ...LOCAL_DEFAULTS, ...definedOnly(options.env ?? {}) };
+  const emulators = await startEmulators(options.emulators);
+
+  let sandbox: RunningSandbox | undefined;
+  let platformUrl: string;
+  let token: string;
+  if (options.sandbox && 'external' in options.sandbox) {
+    platformUrl = options.sandbox.external.url;
+    token = options.sandbox.external.token;
+  } else {
+    sandbox = await startSandbox({ port: 0, ...options.sandbox });
+    platformUrl = sandbox.url;
+    token = sandbox.token;
+  }
+
+  const program = env['PROGRAM_ID'] ?? sandbox?.seed.programs[0];
+  const rule = env['RULE_ID'] ?? sandbox?.seed.rules[0];
+  if (!program || !rule) throw new Error('PROGRAM_ID and RULE_ID are required when the platform is not the sandbox');
+  const sourceInputs: SourceConfigInput[] =
+    options.sources ??
+    (['shopify', 'woocommerce', 'stripe', 'generic'] as const).map((platform) => ({
+      id: platform,
+      platform,
+      program,
+      rule,
+      secretRef: PLATFORM_SECRET[platform],
+    }));
+  const sources = new Map(sourceInputs.map((s) => SourceConfig.parse(s)).map((s) => [s.id, s]));
+
+  const secretStore = new EnvSecretStore(env);
+  const queue = new SqsEventQueue(emulators.sqs, emulators.queueUrl);
+  const baseLedger = new DynamoLedger(emulators.dynamo, emulators.tableName);
+  const ledger = options.wrapLedger ? options.wrapLedger(baseLedger) : baseLedger;
+  const log = options.log ?? (() => undefined);
+
+  const webhook = makeWebhookHandler({
+    sources,
+    adapterFor,
+    secrets: secretStore,
+    queue,
+    now: () => new Date(),
+    observe: (o) => log(`webhook ${o.source} → ${o.status} ${o.result}${o.detail ? ` (${o.detail})` : ''}`),
+  });
+  const refunds = makeRefundsHandler({
+    sources,
+    ledger,
+    queue,
+    secrets: secretStore,
+    keyRef: 'FINANCE_API_KEY',
+    now: () => new Date(),
+  });
+
+  const client = new AffiliateClient({ baseUrl: platformUrl, token, ...options.client });
+  const current = new CurrentApiBackend(client);
+  const backend = options.wrapBackend ? options.wrapBackend(current) : current;
+  const worker = makeWorkerHandler({
+    ledger,
+    sources,
+    backendFor: () => backend,
+    failures: new SqsFailureQueue(emulators.sqs, emulators.queueUrl, emulators.dlqUrl),
+    now: Date.now,
+    workerId: randomUUID(),
+    leaseMs: options.leaseMs ?? 60_000,
+    visibilityBaseSeconds: options.visibilityBaseSeconds ?? 2,
+    observe: (report) => {
+      options.observe?.(report);
+      const what = report.outcome?.result ?? report.reason ?? '';
+      log(`worker ${report.event?.type ?? '?'} ${report.event?.externalId ?? ''} → ${report.status} ${what}`);
+    },
+  });
+
+  const server = createServer((req, res) => {
+    route(req, res).catch(() => send(res, 500, { error: 'internal', message: 'unexpected error' }));
+  });
+  const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? '/', 'http://local');
+    if (req.method === 'GET' && url.pathname === '/health') {
+      return send(res, 200, { status: 'ok', sources: [...sources.keys()], platform: platformUrl });
+    }
+    const match = /^\/webhooks\/([^/]+)$/.exec(url.pathname);
+    if (!match && url.pathname !== '/refunds') return send(res, 404, { error: 'not_found', message: 'no such route' });
+    if (req.method !== 'POST') return send(res, 405, { error: 'method_not_allowed', message: 'use POST' });
+    const body = await readBody(req, 1024 * 1024 + 1);
+    const event = toApiGatewayEvent(req, url, body, match ? decodeURIComponent(match[1] ?? '') : undefined);
+    const result = match ? await webhook(event) : await refunds(event);
+    res.writeHead(result.statusCode ?? 200, result.headers as Record<string, string>);
+    res.end(result.body);
+  };
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+
+  const pollers = new Pollers(emulators, worker, options.pollers ?? 2);
+  if (options.autoPoll ?? true) pollers.start();
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    sandbox,
+    platformUrl,
+    emulators,
+    sources,
+    secrets: Object.fromEntries(Object.keys(LOCAL_DEFAULTS).map((k) => [k, env[k] ?? ''])),
+    ledger,
+    startPolling: () => pollers.start(),
+    stopPolling: () => pollers.stop(),
+    waitForIdle: (timeoutMs = 30_000) => waitForIdle(emulators, timeoutMs),
+    async close() {
+      await pollers.stop();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await sandbox?.close();
+      await emulators.close();
+    },
+  };
+}
+
+function definedOnly(env: Env): Record<string, string> {
+  return Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ''));
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent) return;
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+/** Reads at most `limit` bytes: enough for the handler to see that a body is over its 1 MiB limit. */
+async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    const buf = chunk as Buffer;
+    if (size < limit) chunks.push(buf.subarray(0, limit - size));
+    size += buf.byteLength;
+  }
+  return Buffer.concat(chunks);
+}
+
+/** What API Gateway HTTP API (payload format 2.0) hands the function, from a plain request. */
+function toApiGatewayEvent(req: IncomingMessage, url: URL, body: Buffer, source?: string): APIGatewayProxyEventV2 {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(',') : value;
+  }
+  const now = Date.now();
+  return {
+    version: '2.0',
+    routeKey: source === undefined ? 'POST /refunds' : 'POST /webhooks/{source}',
+    rawPath: url.pathname,
+    rawQueryString: url.search.slice(1),
+    headers,
+    ...(source === undefined ? {} : { pathParameters: { source } }),
+    requestContext: {
+      accountId: 'local',
+      apiId: 'local',
+      domainName: url.host,
+      domainPrefix: 'local',
+      http: {
+        method: req.method ?? 'POST',
+        path: url.pathname,
+        protocol: 'HTTP/1.1',
+        sourceIp: req.socket.remoteAddress ?? '127.0.0.1',
+        userAgent: headers['user-agent'] ?? '',
+      },
+      requestId: randomUUID(),
+      routeKey: source === undefined ? 'POST /refunds' : 'POST /webhooks/{source}',
+      stage: '$default',
+      time: new Date(now).toISOString(),
+      timeEpoch: now,
+    },
+    body: body.toString('base64'),
+    isBase64Encoded: true,
+  };
+}
+
+type Worker = ReturnType<typeof makeWorkerHandler>;
+
+/** Drives the worker like Lambda's SQS event source mapping does. */
+class Pollers {
+  readonly #emulators: Emulators;
+  readonly #worker: Worker;
+  readonly #count: number;
+  #running = false;
+  #loops: Promise<void>[] = [];
+
+  constructor(emulators: Emulators, worker: Worker, count: number) {
+    this.#emulators = emulators;
+    this.#worker = worker;
+    this.#count = count;
+  }
+
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#loops = Array.from({ length: this.#count }, () => this.#loop());
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false;
+    await Promise.all(this.#loops);
+    this.#loops = [];
+  }
+
+  async #loop(): Promise<void> {
+    const { sqs, queueUrl } = this.#emulators;
+    while (this.#running) {
+      let messages: Message[] = [];
+      try {
+        const out = await sqs.send(
+          new ReceiveMessageCommand({
+            QueueUrl: queueUrl,
+            MaxNumberOfMessages: 10,
+            WaitTimeSeconds: 1,
+            MessageSystemAttributeNames: ['All'],
+            MessageAttributeNames: ['All'],
+          }),
+        );
+        messages = out.Messages ?? [];
+      } catch {
+        if (!this.#running) return;
+        await new Promise((r) => setTimeout(r, 200));
+        continue;
+      }
+      if (messages.length === 0) continue;
+      const records = messages.map((m) => toRecord(m, this.#emulators.queueName));
+      let failed: Set<string>;
+      try {
+        const response = await this.#worker({ Records: records }, { getRemainingTimeInMillis: () => 30_000 });
+        failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
+      } catch {
+        // A crashed invocation: Lambda leaves the whole batch to the visibility timeout.
+        continue;
+      }
+      const done = messages.filter((m) => m.MessageId && !failed.has(m.MessageId));
+      if (done.length > 0) {
+        await sqs
+          .send(
+            new DeleteMessageBatchCommand({
+              QueueUrl: queueUrl,
+              Entries: done.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle ?? '' })),
+            }),
+          )
+          .catch(() => undefined);
+      }
+    }
+  }
+}
+
+function toRecord(message: Message, queueName: string): SQSRecord {
+  const attributes = message.Attributes ?? {};
+  const messageAttributes: SQSRecord['messageAttributes'] = {};
+  for (const [name, value] of Object.entries(message.MessageAttributes ?? {})) {
+    messageAttributes[name] = {
+      stringValue: value.StringValue,
+      dataType: value.DataType ?? 'String',
+      stringListValues: [],
+      binaryListValues: [],
+    };
+  }
+  return {
+    messageId: message.MessageId ?? '',
+    receiptHandle: message.ReceiptHandle ?? '',
+    body: message.Body ?? '',
+    attributes: {
+      ApproximateReceiveCount: attributes.ApproximateReceiveCount ?? '1',
+      SentTimestamp: attributes.SentTimestamp ?? '',
+      SenderId: attributes.SenderId ?? '',
+      ApproximateFirstReceiveTimestamp: attributes.ApproximateFirstReceiveTimestamp ?? '',
+      MessageGroupId: attributes.MessageGroupId,
+      MessageDeduplicationId: attributes.MessageDeduplicationId,
+      SequenceNumber: attributes.SequenceNumber,
+    },
+    messageAttributes,
+    md5OfBody: message.MD5OfBody ?? '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: `arn:aws:sqs:us-east-1:000000000000:${queueName}`,
+    awsRegion: 'us-east-1',
+  };
+}
+
+async function waitForIdle(emulators: Emulators, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const counts = emulators.counts(emulators.queueName);
+    if (counts.ready + counts.inflight + counts.delayed === 0) return;
+    if (Date.now() > until) {
+      throw new Error(`queue not idle after ${timeoutMs} ms: ${JSON.stringify(counts)}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -1,0 +1,103 @@
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { LOCAL_STATE_FILE, startLocalStack } from './stack.ts';
+
+/**
+ * `npm start`: the whole connector on this machine (ingest API, worker, fauxqs, dynalite, sandbox).
+ * Settings come from the environment or `.env`; see the README's "Local stack" section.
+ */
+const { values } = parseArgs({ options: { help: { type: 'boolean', short: 'h' }, quiet: { type: 'boolean', short: 'q' } } });
+if (values.help) {
+  console.log(`Usage: npm start [-- --quiet]
+
+Runs the connector locally: HTTP on PORT (default 3000) with POST /webhooks/{source}, POST /refunds and
+GET /health; the platform sandbox on SANDBOX_PORT (default 4010, token SANDBOX_TOKEN); SQS (fauxqs) and
+DynamoDB (dynalite) in process. Set AFFILIATE_BASE_URL and AFFILIATE_TOKEN to use another platform URL
+instead of the sandbox. Secrets: SHOPIFY_WEBHOOK_SECRET, WOOCOMMERCE_WEBHOOK_SECRET, STRIPE_WEBHOOK_SECRET,
+GENERIC_WEBHOOK_SECRET, FINANCE_API_KEY (documented local defaults). A .env file is read if present.`);
+  process.exit(0);
+}
+if (existsSync('.env')) process.loadEnvFile('.env');
+const env = process.env;
+
+function port(name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0 || value > 65_535) {
+    console.error(`${name} must be a port number (0-65535), got "${raw}"`);
+    process.exit(2);
+  }
+  return value;
+}
+
+const external =
+  env['AFFILIATE_BASE_URL'] && env['AFFILIATE_TOKEN']
+    ? { external: { url: env['AFFILIATE_BASE_URL'], token: env['AFFILIATE_TOKEN'] } }
+    : undefined;
+
+try {
+  const stack = await startLocalStack({
+    port: port('PORT', 3000),
+    env,
+    sandbox: external ?? {
+      port: port('SANDBOX_PORT', 4010),
+      ...(env['SANDBOX_TOKEN'] ? { token: env['SANDBOX_TOKEN'] } : {}),
+      ...(env['SANDBOX_PERSIST'] ? { persistPath: env['SANDBOX_PERSIST'] } : {}),
+    },
+    emulators: env['LOCAL_DATA_DIR'] ? { dynamoPath: `${env['LOCAL_DATA_DIR']}/ledger` } : {},
+    log: values.quiet ? undefined : (line) => console.log(`${new Date().toISOString()} ${line}`),
+  });
+  const lines = [
+    'Conversion connector running locally',
+    `  ingest API      ${stack.url}   (GET /health)`,
+    ...[...stack.sources.values()].map((s) => `  webhook         ${stack.url}/webhooks/${s.id}   (${s.platform}, secret ${s.secretRef}=${stack.secrets[s.secretRef] ?? ''})`),
+    `  finance refunds ${stack.url}/refunds   (x-api-key: ${stack.secrets['FINANCE_API_KEY']})`,
+    `  platform        ${stack.platformUrl}${stack.sandbox ? `   (sandbox, token ${stack.sandbox.token}; conversions: GET ${stack.platformUrl}/_sandbox/conversions)` : ''}`,
+    `  program / rule  ${[...stack.sources.values()][0]?.program} / ${[...stack.sources.values()][0]?.rule}`,
+    `  SQS (fauxqs)    ${stack.emulators.sqsEndpoint}   queue ${stack.emulators.queueUrl}`,
+    `                  DLQ ${stack.emulators.dlqUrl}`,
+    `  DynamoDB        ${stack.emulators.dynamoEndpoint}   table ${stack.emulators.tableName}`,
+    '',
+    'Send a signed sample:  npx connector send shopify --click-id <24 hex> --ip 203.0.113.7',
+    'Ctrl-C stops everything.',
+  ];
+  console.log(lines.join('\n'));
+  // The operator CLI (`npx connector …`) finds the local stack through this file.
+  writeFileSync(
+    LOCAL_STATE_FILE,
+    JSON.stringify(
+      {
+        connectorUrl: stack.url,
+        financeApiKey: stack.secrets['FINANCE_API_KEY'],
+        secrets: stack.secrets,
+        sqsEndpoint: stack.emulators.sqsEndpoint,
+        queueUrl: stack.emulators.queueUrl,
+        dlqUrl: stack.emulators.dlqUrl,
+        dynamoEndpoint: stack.emulators.dynamoEndpoint,
+        ledgerTable: stack.emulators.tableName,
+        affiliateBaseUrl: stack.platformUrl,
+        affiliateToken: stack.sandbox?.token ?? env['AFFILIATE_TOKEN'],
+        sources: [...stack.sources.values()],
+      },
+      null,
+      2,
+    ),
+  );
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    console.log('stopping…');
+    rmSync(LOCAL_STATE_FILE, { force: true });
+    await stack.close();
+    process.exit(0);
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+} catch (error) {
+  const e = error as NodeJS.ErrnoException;
+  if (e.code === 'EADDRINUSE') console.error(`port already in use: ${e.message}. Set PORT or SANDBOX_PORT.`);
+  else console.error(`could not start the local stack: ${e.message}`);
+  process.exit(1);
+}

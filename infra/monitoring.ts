@@ -1,0 +1,165 @@
+import { Duration } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
+import { Construct } from 'constructs';
+
+/** The metrics the functions emit with Powertools (EMF), dimension `service`. */
+const ORDER_METRICS = ['ConversionsAdded', 'RefundsApplied', 'ConversionsRefused', 'DuplicatesSkipped'];
+const FAILURE_METRICS = ['RateLimited', 'TransientFailures', 'PermanentFailures'];
+export const CONNECTOR_METRICS: readonly string[] = [...ORDER_METRICS, ...FAILURE_METRICS];
+
+export interface ConnectorMonitoringProps {
+  /** Powertools metrics namespace (POWERTOOLS_METRICS_NAMESPACE). */
+  readonly namespace: string;
+  /** Powertools service name: the `service` dimension of every connector metric. */
+  readonly serviceName: string;
+  readonly queue: sqs.IQueue;
+  readonly deadLetterQueue: sqs.IQueue;
+  readonly worker: lambda.IFunction;
+  /** All functions, for the dashboard's Lambda widgets. */
+  readonly functions: Readonly<Record<string, lambda.IFunction>>;
+  /** Alarm when the oldest message in the main queue is older than this. */
+  readonly oldestMessageAge: Duration;
+  /** Alarm when the platform answered 429 more often than this in 5 minutes. */
+  readonly rateLimitedPer5Minutes: number;
+  readonly dashboardName: string;
+  /**
+   * E-mail address subscribed to an SNS topic that receives every alarm and its recovery.
+   * @default - no topic, alarms only show in the console and dashboard
+   */
+  readonly alarmEmail?: string;
+}
+
+/**
+ * Alarms and a dashboard for the connector. Missing data is "not breaching" everywhere: no orders
+ * means no metrics, which is not a fault.
+ */
+export class ConnectorMonitoring extends Construct {
+  readonly alarms: readonly cloudwatch.Alarm[];
+  readonly dashboard: cloudwatch.Dashboard;
+  readonly topic?: sns.Topic;
+
+  constructor(scope: Construct, id: string, props: ConnectorMonitoringProps) {
+    super(scope, id);
+    const connectorMetric = (metricName: string, statistic = cloudwatch.Stats.SUM) =>
+      new cloudwatch.Metric({
+        namespace: props.namespace,
+        metricName,
+        dimensionsMap: { service: props.serviceName },
+        statistic,
+        period: Duration.minutes(5),
+      });
+
+    const alarms = [
+      new cloudwatch.Alarm(this, 'DeadLetterMessages', {
+        alarmDescription:
+          'Orders are parked in the dead-letter queue: read their failure attributes, fix the cause, then redrive them (README: Operations).',
+        metric: props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
+          statistic: cloudwatch.Stats.MAXIMUM,
+          period: Duration.minutes(1),
+        }),
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+      new cloudwatch.Alarm(this, 'OldestMessageAge', {
+        alarmDescription:
+          'The main queue is not draining: the worker is failing, throttled or rate limited for longer than retries explain.',
+        metric: props.queue.metricApproximateAgeOfOldestMessage({
+          statistic: cloudwatch.Stats.MAXIMUM,
+          period: Duration.minutes(1),
+        }),
+        threshold: props.oldestMessageAge.toSeconds(),
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 5,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+      new cloudwatch.Alarm(this, 'WorkerErrors', {
+        alarmDescription:
+          'The worker failed whole invocations (crash, timeout or bad configuration), not single orders.',
+        metric: props.worker.metricErrors({ statistic: cloudwatch.Stats.SUM, period: Duration.minutes(5) }),
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+      new cloudwatch.Alarm(this, 'WorkerThrottles', {
+        alarmDescription:
+          'Lambda throttled the worker: the account concurrency is exhausted (raise it or lower other functions).',
+        metric: props.worker.metricThrottles({ statistic: cloudwatch.Stats.SUM, period: Duration.minutes(5) }),
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+      new cloudwatch.Alarm(this, 'RateLimited', {
+        alarmDescription:
+          'The affiliate platform keeps answering 429: another client shares the token, or the limit changed (lower worker.ratePerSecond).',
+        metric: connectorMetric('RateLimited'),
+        threshold: props.rateLimitedPer5Minutes,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+    ];
+    this.alarms = alarms;
+
+    if (props.alarmEmail !== undefined) {
+      this.topic = new sns.Topic(this, 'AlarmTopic', { enforceSSL: true });
+      this.topic.addSubscription(new subscriptions.EmailSubscription(props.alarmEmail));
+      const action = new actions.SnsAction(this.topic);
+      for (const alarm of alarms) {
+        alarm.addAlarmAction(action);
+        alarm.addOkAction(action);
+      }
+    }
+
+    const graph = (title: string, metrics: cloudwatch.IMetric[], width = 8) =>
+      new cloudwatch.GraphWidget({ title, left: metrics, width, height: 6 });
+    const fns = Object.entries(props.functions);
+    this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
+      dashboardName: props.dashboardName,
+      defaultInterval: Duration.days(1),
+      widgets: [
+        [new cloudwatch.AlarmStatusWidget({ title: 'Alarms', alarms, width: 24, height: 3 })],
+        [
+          graph(
+            'Orders',
+            ORDER_METRICS.map((m) => connectorMetric(m)),
+          ),
+          graph(
+            'Failures',
+            FAILURE_METRICS.map((m) => connectorMetric(m)),
+          ),
+          graph('Queues', [
+            props.queue.metricApproximateNumberOfMessagesVisible({ label: 'main: visible' }),
+            props.queue.metricApproximateAgeOfOldestMessage({ label: 'main: oldest (s)' }),
+            props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ label: 'DLQ: visible' }),
+          ]),
+        ],
+        [
+          graph(
+            'Invocations',
+            fns.map(([name, fn]) => fn.metricInvocations({ label: name, statistic: cloudwatch.Stats.SUM })),
+          ),
+          graph(
+            'Errors and throttles',
+            fns.flatMap(([name, fn]) => [
+              fn.metricErrors({ label: `${name} errors`, statistic: cloudwatch.Stats.SUM }),
+              fn.metricThrottles({ label: `${name} throttles`, statistic: cloudwatch.Stats.SUM }),
+            ]),
+          ),
+          graph(
+            'Duration p99 (ms)',
+            fns.map(([name, fn]) => fn.metricDuration({ label: name, statistic: cloudwatch.Stats.p(99) })),
+          ),
+        ],
+      ],
+    });
+  }
+}

@@ -1,0 +1,349 @@
+import { z } from 'zod';
+
+/**
+ * Request rules of the platform's current API (4.93), written once and used by both the client
+ * (validated before anything leaves the process) and the sandbox (which answers 400 naming the
+ * field). Field names follow the spec's tables.
+ */
+
+/** The spec's `Currency` list, verbatim. */
+export const CURRENCIES = [
+  'AED',
+  'AFN',
+  'ALL',
+  'AMD',
+  'ANG',
+  'AOA',
+  'ARS',
+  'AUD',
+  'AWG',
+  'AZN',
+  'BAM',
+  'BBD',
+  'BDT',
+  'BGN',
+  'BHD',
+  'BIF',
+  'BMD',
+  'BND',
+  'BOB',
+  'BOV',
+  'BRL',
+  'BSD',
+  'BTN',
+  'BWP',
+  'BYR',
+  'BZD',
+  'CAD',
+  'CDF',
+  'CHE',
+  'CHF',
+  'CHW',
+  'CLF',
+  'CLP',
+  'CNY',
+  'COP',
+  'COU',
+  'CRC',
+  'CUC',
+  'CUP',
+  'CVE',
+  'CZK',
+  'DJF',
+  'DKK',
+  'DOP',
+  'DZD',
+  'EGP',
+  'ERN',
+  'ETB',
+  'EUR',
+  'FJD',
+  'FKP',
+  'GBP',
+  'GEL',
+  'GHS',
+  'GIP',
+  'GMD',
+  'GNF',
+  'GTQ',
+  'GYD',
+  'HKD',
+  'HNL',
+  'HRK',
+  'HTG',
+  'HUF',
+  'IDR',
+  'ILS',
+  'INR',
+  'IQD',
+  'IRR',
+  'ISK',
+  'JMD',
+  'JOD',
+  'JPY',
+  'KES',
+  'KGS',
+  'KHR',
+  'KMF',
+  'KPW',
+  'KRW',
+  'KWD',
+  'KYD',
+  'KZT',
+  'LAK',
+  'LBP',
+  'LKR',
+  'LRD',
+  'LSL',
+  'LTL',
+  'LVL',
+  'LYD',
+  'MAD',
+  'MDL',
+  'MGA',
+  'MKD',
+  'MMK',
+  'MNT',
+  'MOP',
+  'MRO',
+  'MUR',
+  'MVR',
+  'MWK',
+  'MXN',
+  'MXV',
+  'MYR',
+  'MZN',
+  'NAD',
+  'NGN',
+  'NIO',
+  'NOK',
+  'NPR',
+  'NZD',
+  'OMR',
+  'PAB',
+  'PEN',
+  'PGK',
+  'PHP',
+  'PKR',
+  'PLN',
+  'PYG',
+  'QAR',
+  'RON',
+  'RSD',
+  'RUB',
+  'RWF',
+  'SAR',
+  'SBD',
+  'SCR',
+  'SDG',
+  'SEK',
+  'SGD',
+  'SHP',
+  'SLL',
+  'SOS',
+  'SRD',
+  'SSP',
+  'STD',
+  'SYP',
+  'SZL',
+  'THB',
+  'TJS',
+  'TMT',
+  'TND',
+  'TOP',
+  'TRY',
+  'TTD',
+  'TWD',
+  'TZS',
+  'UAH',
+  'UGX',
+  'USD',
+  'UYI',
+  'UYU',
+  'UZS',
+  'VEF',
+  'VND',
+  'VUV',
+  'WST',
+  'XAF',
+  'XAG',
+  'XAU',
+  'XBA',
+  'XBB',
+  'XBC',
+  'XBD',
+  'XBT',
+  'XCD',
+  'XDR',
+  'XFU',
+  'XOF',
+  'XPD',
+  'XPF',
+  'XPT',
+  'XTS',
+  'XXX',
+  'YER',
+  'ZAR',
+  'ZMW',
+] as const;
+export const Currency = z.enum(CURRENCIES);
+export type Currency = z.infer<typeof Currency>;
+
+/** IDs of programs, rules, partnerships, conversions, click ids: 24 hexadecimal characters. */
+export const HexId = z.string().regex(/^[0-9a-f]{24}$/i, 'must be 24 hexadecimal characters');
+export const Cents = z
+  .number()
+  .int('must be an integer count of cents')
+  .nonnegative()
+  .max(Number.MAX_SAFE_INTEGER);
+/** Datetime values sent: UTC, `YYYY-MM-DDTHH:mm:ss.sssZ`. */
+export const ApiDate = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, 'must be YYYY-MM-DDTHH:mm:ss.sssZ (UTC)');
+export const Ip = z.union([z.ipv4(), z.ipv6()], { error: 'must be an IPv4 or IPv6 address' });
+const Reason = z.string().trim().min(1, 'must not be empty').max(1000);
+
+const conversionCommon = {
+  program: HexId,
+  rule: HexId,
+  externalId: z.string().min(1).max(256),
+  amount: Cents.optional(),
+  paymentMethod: z.string().max(256).optional(),
+  customerId: z.string().max(256).optional(),
+  date: ApiDate.optional(),
+  subId: z.string().max(256).optional(),
+  voucher: z.string().max(256).optional(),
+  currency: Currency.optional(),
+  product: z.array(z.string().min(1)).optional(),
+  notify: z.boolean().optional(),
+};
+
+/** Conversion Add in tracking mode: `cids` and `ip` are required, and only allowed here. */
+export const TrackingConversion = z.strictObject({
+  kind: z.literal('tracking'),
+  ...conversionCommon,
+  cids: z.array(HexId).min(1, 'at least one click id is required in tracking mode'),
+  ip: Ip,
+});
+/** Conversion Add in bonus mode (deprecated by the platform in favour of commission adjustments). */
+export const BonusConversion = z.strictObject({
+  kind: z.literal('bonus'),
+  ...conversionCommon,
+  partnership: HexId,
+  bonus: Cents,
+});
+/** Conversion Add in manual mode: the affiliate is named by its tracking id. */
+export const ManualConversion = z.strictObject({
+  kind: z.literal('manual'),
+  ...conversionCommon,
+  affiliateTrackingId: z.number().int().positive(),
+});
+export const ConversionAddBody = z.discriminatedUnion('kind', [
+  TrackingConversion,
+  BonusConversion,
+  ManualConversion,
+]);
+export type ConversionAddBody = z.infer<typeof ConversionAddBody>;
+
+export const ConversionRefuseBody = z.strictObject({
+  program: HexId,
+  id: HexId,
+  reason: Reason,
+  notify: z.boolean().optional(),
+});
+export type ConversionRefuseBody = z.infer<typeof ConversionRefuseBody>;
+
+export const ConversionAcceptBody = z.strictObject({ program: HexId, id: HexId });
+export type ConversionAcceptBody = z.infer<typeof ConversionAcceptBody>;
+
+/** Update conversion amount: the spec lists no `program`, only the conversion id. */
+export const ConversionUpdateBody = z.strictObject({ id: HexId, amount: Cents, reason: Reason });
+export type ConversionUpdateBody = z.infer<typeof ConversionUpdateBody>;
+
+export const ConversionInfoQuery = z
+  .strictObject({
+    program: HexId,
+    externalId: z.string().min(1).optional(),
+    customerId: z.string().min(1).optional(),
+  })
+  .refine((q) => q.externalId !== undefined || q.customerId !== undefined, {
+    message: 'externalId or customerId is required',
+    path: ['externalId'],
+  });
+export type ConversionInfoQuery = z.infer<typeof ConversionInfoQuery>;
+
+export const ConversionStatus = z.enum(['pending', 'accepted', 'refused']);
+export type ConversionStatus = z.infer<typeof ConversionStatus>;
+
+const boolParam = z.union([z.boolean(), z.enum(['true', 'false']).transform((v) => v === 'true')]);
+const intParam = (max: number) => z.coerce.number().int().min(0).max(max);
+
+export const ConversionsListQuery = z.strictObject({
+  orderBy: z.enum(['externalId', 'createdAt', 'amount', 'commissions']).optional(),
+  sort: z.enum(['asc', 'desc']).optional(),
+  limit: intParam(10_000).optional(),
+  offset: intParam(Number.MAX_SAFE_INTEGER).optional(),
+  from: z.string().min(1).optional(),
+  to: z.string().min(1).optional(),
+  program: HexId.optional(),
+  rule: HexId.optional(),
+  partnership: HexId.optional(),
+  status: ConversionStatus.optional(),
+  locked: boolParam.optional(),
+  externalId: z.string().min(1).optional(),
+  customerId: z.string().min(1).optional(),
+  subId: z.string().optional(),
+});
+export type ConversionsListQuery = z.input<typeof ConversionsListQuery>;
+
+export const CommissionAdjustmentAddBody = z.strictObject({
+  type: z.enum(['bonus', 'fixed_fees']),
+  program: HexId,
+  partnership: HexId,
+  identifier: z.string().min(1).max(256),
+  commission: Cents,
+  comment: z.string().max(1000).optional(),
+  currency: Currency.optional(),
+  date: ApiDate.optional(),
+  status: z.enum(['accepted', 'pending']).optional(),
+});
+export type CommissionAdjustmentAddBody = z.infer<typeof CommissionAdjustmentAddBody>;
+
+/** A conversion as the platform returns it (fields from NOTES.md; everything else passes through). */
+export const Conversion = z.looseObject({
+  id: HexId,
+  program: z.string().optional(),
+  rule: z.string().optional(),
+  externalId: z.string(),
+  amount: z.number().optional(),
+  currency: z.string().optional(),
+  status: ConversionStatus.or(z.string()),
+  refuseReason: z.string().nullish(),
+  isLocked: z.boolean().optional(),
+  lockedAt: z.string().nullish(),
+  customerId: z.string().nullish(),
+  subId: z.string().nullish(),
+  createdAt: z.string().optional(),
+});
+export type Conversion = z.infer<typeof Conversion>;
+
+export const AdvertiserInfo = z.looseObject({
+  id: z.string(),
+  programs: z
+    .array(z.looseObject({ id: z.string(), rules: z.array(z.looseObject({ id: z.string() })).default([]) }))
+    .default([]),
+});
+export type AdvertiserInfo = z.infer<typeof AdvertiserInfo>;
+
+/** The first failing field of a zod error as a dotted path, for "400 naming the field". */
+export function firstIssue(error: z.ZodError): { field: string; message: string } {
+  const issue = error.issues[0];
+  if (!issue) return { field: '', message: 'invalid' };
+  const field = issue.path.map(String).join('.');
+  // Unknown keys of a strict object are reported on the parent; name the key itself.
+  if (issue.code === 'unrecognized_keys') {
+    const key = issue.keys[0] ?? '';
+    return { field: field ? `${field}.${key}` : key, message: `${key} is not allowed here` };
+  }
+  return { field, message: issue.message };
+}

@@ -1,0 +1,79 @@
+/**
+ * The connector's failure taxonomy. Every failure is one of these classes so that the worker knows
+ * whether to retry (transient), park the message in the DLQ with a reason (permanent, configuration),
+ * or reject the caller with a 4xx (bad input).
+ */
+export type FailureClass = 'transient' | 'permanent' | 'bad_input' | 'configuration';
+
+export interface ConnectorErrorDetails {
+  /** HTTP status the platform answered, when the failure came from an HTTP call. */
+  readonly status?: number;
+  /** The platform's own message, safe to show an operator (never contains our secrets). */
+  readonly platformMessage?: string;
+  /** Field that failed validation, as a dotted path (`cids`, `line_items.0.price`). */
+  readonly field?: string;
+  /** Milliseconds the platform asked us to wait before retrying. */
+  readonly retryAfterMs?: number;
+  readonly cause?: unknown;
+}
+
+export abstract class ConnectorError extends Error {
+  abstract readonly failureClass: FailureClass;
+  readonly status?: number;
+  readonly platformMessage?: string;
+  readonly field?: string;
+  readonly retryAfterMs?: number;
+
+  constructor(message: string, details: ConnectorErrorDetails = {}) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.status = details.status;
+    this.platformMessage = details.platformMessage;
+    this.field = details.field;
+    this.retryAfterMs = details.retryAfterMs;
+  }
+}
+
+/** Worth retrying with backoff: 429, 5xx, network errors, timeouts, a lease held by another worker. */
+export class TransientError extends ConnectorError {
+  override readonly name = 'TransientError';
+  readonly failureClass = 'transient';
+}
+
+/** Will fail again the same way: a business refusal or a 4xx. Goes to the DLQ with its reason. */
+export class PermanentError extends ConnectorError {
+  override readonly name = 'PermanentError';
+  readonly failureClass = 'permanent';
+}
+
+/** Wrong credentials or settings (401/403, unknown program): an operator must fix configuration. */
+export class ConfigurationError extends ConnectorError {
+  override readonly name = 'ConfigurationError';
+  readonly failureClass = 'configuration';
+}
+
+/** The caller sent something invalid: answered with a 4xx naming the field, never queued. */
+export class BadInputError extends ConnectorError {
+  override readonly name = 'BadInputError';
+  readonly failureClass = 'bad_input';
+}
+
+export function isConnectorError(error: unknown): error is ConnectorError {
+  return error instanceof ConnectorError;
+}
+
+/** Classifies anything thrown; unknown errors count as transient so nothing is dropped on a bug. */
+export function failureClassOf(error: unknown): FailureClass {
+  return isConnectorError(error) ? error.failureClass : 'transient';
+}
+
+/** A short, log-safe description of any thrown value (no stack, no request bodies). */
+export function describeError(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  return String(error);
+}
+
+/** Missing or wrong webhook signature or API key: answered 401, never queued. */
+export class UnauthorizedError extends ConnectorError {
+  override readonly name = 'UnauthorizedError';
+  readonly failureClass = 'bad_input';
+}

@@ -1,0 +1,176 @@
+import { timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
+import type { SourceConfig } from './config/sources.ts';
+import { splitSecrets } from './config/sources.ts';
+import { OrderRefunded } from './domain/events.ts';
+import { BadInputError } from './errors.ts';
+import type { HttpAnswer } from './ingest.ts';
+import { type Ledger, type OrderRecord, ledgerKey } from './ledger.ts';
+import { parseMoney } from './money.ts';
+import type { EventQueue } from './ports.ts';
+import { deduplicationId, messageGroupId } from './queueing.ts';
+import type { SecretStore } from './secrets.ts';
+
+/**
+ * `POST /refunds`, for finance staff: `{ externalId, refundId, amount | amountCents | full: true,
+ * reason, source?, currency? }`. `amount` is a decimal string in the order's currency ("12.50");
+ * `amountCents` the same in minor units. The refund joins the order's FIFO group, so it is applied
+ * after the order, and a refund id already seen from the shop counts once.
+ */
+export const FinanceRefundRequest = z
+  .strictObject({
+    externalId: z.string().min(1).max(256),
+    refundId: z.string().min(1).max(256),
+    amount: z.string().min(1).optional(),
+    amountCents: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
+    full: z.literal(true).optional(),
+    reason: z.string().max(500).optional(),
+    source: z.string().min(1).optional(),
+    currency: z
+      .string()
+      .regex(/^[A-Z]{3}$/, 'ISO 4217 code in upper case')
+      .optional(),
+  })
+  .superRefine((body, ctx) => {
+    const given = [body.amount !== undefined, body.amountCents !== undefined, body.full === true].filter(Boolean);
+    if (given.length !== 1) {
+      ctx.addIssue({ code: 'custom', path: ['amount'], message: 'give exactly one of amount, amountCents or full: true' });
+    }
+  });
+export type FinanceRefundRequest = z.infer<typeof FinanceRefundRequest>;
+
+export interface FinanceDeps {
+  readonly sources: ReadonlyMap<string, SourceConfig>;
+  readonly ledger: Pick<Ledger, 'get'>;
+  readonly queue: EventQueue;
+  readonly secrets: SecretStore;
+  /** Reference of the finance API key(s) in the secret store (several, comma-separated, for rotation). */
+  readonly keyRef: string;
+  readonly now: () => Date;
+}
+
+/** Compares a presented key with every current key in constant time per key. */
+export function keyMatches(presented: string | undefined, keys: readonly string[]): boolean {
+  if (!presented) return false;
+  const given = Buffer.from(presented);
+  let ok = false;
+  for (const key of keys) {
+    const expected = Buffer.from(key);
+    if (expected.length === given.length && timingSafeEqual(expected, given)) ok = true;
+  }
+  return ok;
+}
+
+export function presentedKey(headers: Readonly<Record<string, string | undefined>>): string | undefined {
+  const direct = headers['x-api-key'];
+  if (direct) return direct;
+  const auth = headers['authorization'];
+  return auth?.startsWith('Bearer ') ? auth.slice('Bearer '.length) : undefined;
+}
+
+const bad = (field: string, message: string): HttpAnswer => ({
+  status: 400,
+  body: { error: 'bad_request', field, message },
+});
+
+/** Authenticates, validates and queues one finance refund. */
+export async function submitFinanceRefund(
+  deps: FinanceDeps,
+  headers: Readonly<Record<string, string | undefined>>,
+  rawBody: Buffer,
+): Promise<HttpAnswer> {
+  let keys: string[];
+  try {
+    keys = splitSecrets(await deps.secrets.get(deps.keyRef));
+  } catch {
+    return { status: 503, body: { error: 'unavailable', message: 'finance key not available, retry later' } };
+  }
+  if (!keyMatches(presentedKey(headers), keys)) {
+    return { status: 401, body: { error: 'unauthorized', message: 'missing or wrong API key (x-api-key header)' } };
+  }
+
+  let json: unknown;
+  try {
+    json = JSON.parse(rawBody.toString('utf8'));
+  } catch {
+    return bad('body', 'body is not valid JSON');
+  }
+  const parsed = FinanceRefundRequest.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field =
+      issue?.code === 'unrecognized_keys' ? (issue.keys[0] ?? '') : (issue?.path.map(String).join('.') ?? '');
+    return bad(field, issue?.code === 'unrecognized_keys' ? `${field} is not allowed` : (issue?.message ?? 'invalid'));
+  }
+  const request = parsed.data;
+
+  const located = await locateOrder(deps, request);
+  if ('error' in located) return located.error;
+  const { source, record } = located;
+
+  const currency = record?.currency ?? request.currency;
+  if (request.currency && record?.currency && request.currency !== record.currency) {
+    return bad('currency', `the order is in ${record.currency}, not ${request.currency}`);
+  }
+  let amount: number | undefined;
+  if (request.amountCents !== undefined) amount = request.amountCents;
+  if (request.amount !== undefined) {
+    if (!currency) return bad('currency', 'the ledger does not know this order: give its currency');
+    try {
+      amount = parseMoney(request.amount, currency, { field: 'amount' });
+    } catch (error) {
+      if (error instanceof BadInputError) return bad('amount', error.message);
+      throw error;
+    }
+    if (amount <= 0) return bad('amount', 'must be greater than zero');
+  }
+
+  const now = deps.now();
+  const event = OrderRefunded.parse({
+    type: 'OrderRefunded',
+    eventId: `finance:${request.refundId}`,
+    source: source.id,
+    platform: 'finance',
+    externalId: request.externalId,
+    receivedAt: now.toISOString(),
+    refundId: request.refundId,
+    amount,
+    full: request.full === true,
+    currency,
+    reason: request.reason,
+    origin: 'finance',
+  });
+  try {
+    const messageId = await deps.queue.send(event, {
+      groupId: messageGroupId(source.program, event.externalId),
+      deduplicationId: deduplicationId(event),
+    });
+    return { status: 202, body: { status: 'queued', messageId, externalId: event.externalId, refundId: event.refundId, amount: amount ?? null, full: event.full } };
+  } catch {
+    return { status: 503, body: { error: 'unavailable', message: 'queue unavailable, retry later' } };
+  }
+}
+
+/**
+ * Finds the order's source: the one named, or the one whose program's ledger knows the order, or the
+ * only configured program.
+ */
+async function locateOrder(
+  deps: FinanceDeps,
+  request: FinanceRefundRequest,
+): Promise<{ source: SourceConfig; record: OrderRecord | undefined } | { error: HttpAnswer }> {
+  if (request.source) {
+    const source = deps.sources.get(request.source);
+    if (!source) return { error: bad('source', `unknown source "${request.source.slice(0, 64)}"`) };
+    return { source, record: await deps.ledger.get(ledgerKey(source.program, request.externalId)) };
+  }
+  const byProgram = new Map<string, SourceConfig>();
+  for (const source of deps.sources.values()) if (!byProgram.has(source.program)) byProgram.set(source.program, source);
+  for (const [program, fallback] of byProgram) {
+    const record = await deps.ledger.get(ledgerKey(program, request.externalId));
+    if (record) return { source: deps.sources.get(record.source) ?? fallback, record };
+  }
+  const only = [...byProgram.values()];
+  if (only.length === 1 && only[0]) return { source: only[0], record: undefined };
+  return { error: bad('source', 'the ledger does not know this order and several programs are configured: give source') };
+}

@@ -1,0 +1,80 @@
+/**
+ * The ledger: one record per order (program + externalId), the connector's memory of what it did on
+ * the platform. Every write is conditional on the record's version, so two workers never both win.
+ */
+
+export type OrderState =
+  /** A Conversion Add is (or may be) in flight; `leaseUntil` says until when it is held. */
+  | 'adding'
+  | 'added'
+  /** No affiliate signal: no conversion, and later refunds are skipped too. */
+  | 'skipped'
+  | 'refused'
+  /** The add failed permanently; the message is in the DLQ and a replay may try again. */
+  | 'failed';
+
+export type RefundStatus = 'pending' | 'applied' | 'skipped' | 'rejected';
+
+export interface RefundRecord {
+  readonly refundId: string;
+  /** Net refunded amount in minor units (0 for a full refund or cancellation). */
+  readonly amount: number;
+  readonly full: boolean;
+  readonly origin: 'shop' | 'finance';
+  readonly reason?: string;
+  readonly receivedAt: string;
+  status: RefundStatus;
+  /** The conversion amount after this refund, when applied. */
+  resultingAmount?: number;
+  appliedAt?: string;
+  /** Why it was skipped or rejected, or a remark (over-refund). */
+  outcome?: string;
+}
+
+export interface OrderRecord {
+  readonly key: string;
+  readonly program: string;
+  readonly externalId: string;
+  /** Source (shop) the order came from. */
+  source: string;
+  state: OrderState;
+  version: number;
+  kind?: 'tracking' | 'manual';
+  conversionId?: string;
+  /** Amount of the conversion as added (minor units), the base refunds are subtracted from. */
+  originalAmount: number;
+  currentAmount: number;
+  currency?: string;
+  refunds: Record<string, RefundRecord>;
+  leaseOwner?: string;
+  /** Epoch ms; a lease past this time is expired and its add must be reconciled before retrying. */
+  leaseUntil?: number;
+  skipReason?: string;
+  lastError?: string;
+  /** The record was created from the platform's data (order placed before the connector). */
+  imported?: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface Ledger {
+  get(key: string): Promise<OrderRecord | undefined>;
+  /** Creates the record unless one exists; false when it does. */
+  create(record: OrderRecord): Promise<boolean>;
+  /**
+   * Writes the record with `version` incremented, only if the stored version is still the one read;
+   * false when another writer got there first. Mutates `record.version` on success.
+   */
+  update(record: OrderRecord): Promise<boolean>;
+  /** Every record of a program (reconciliation). */
+  list(program?: string): AsyncIterable<OrderRecord>;
+}
+
+export function ledgerKey(program: string, externalId: string): string {
+  return `${program}#${externalId}`;
+}
+
+/** Refunds that count towards the conversion amount: recorded and not rejected or skipped. */
+export function countedRefunds(record: OrderRecord): RefundRecord[] {
+  return Object.values(record.refunds).filter((r) => r.status === 'pending' || r.status === 'applied');
+}

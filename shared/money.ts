@@ -1,0 +1,157 @@
+import { BadInputError } from './errors.ts';
+
+/**
+ * Exact money: integer minor units ("cents") of an ISO 4217 currency, parsed from and formatted to
+ * decimal strings with string and BigInt arithmetic only. Shops send amounts as decimal strings
+ * (`"49.90"`); a float on the way (`parseFloat("0.29") * 100` is 28.999999999999996) would put a
+ * cent of drift into commissions, so no float ever touches an amount here.
+ */
+
+const ZERO_DECIMALS = new Set([
+  'BIF',
+  'BYR',
+  'CLP',
+  'DJF',
+  'GNF',
+  'ISK',
+  'JPY',
+  'KMF',
+  'KRW',
+  'PYG',
+  'RWF',
+  'UGX',
+  'UYI',
+  'VND',
+  'VUV',
+  'XAF',
+  'XOF',
+  'XPF',
+]);
+const THREE_DECIMALS = new Set(['BHD', 'IQD', 'JOD', 'KWD', 'LYD', 'OMR', 'TND']);
+const FOUR_DECIMALS = new Set(['CLF', 'UYW']);
+
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+/** Anything longer is junk: MAX_SAFE_INTEGER has 16 digits, plus sign, point and zero padding. */
+const MAX_INPUT_LENGTH = 64;
+const DECIMAL = /^(-)?([0-9]+)(?:\.([0-9]+))?$/;
+
+/**
+ * Number of digits after the decimal point of `currency`'s minor unit (ISO 4217): 0 for JPY, KRW,
+ * CLP, ISK…, 3 for BHD, KWD, TND…, 4 for the CLF/UYW units of account, 2 for everything else.
+ */
+export function currencyExponent(currency: string): number {
+  const code = currency.toUpperCase();
+  if (ZERO_DECIMALS.has(code)) return 0;
+  if (THREE_DECIMALS.has(code)) return 3;
+  if (FOUR_DECIMALS.has(code)) return 4;
+  return 2;
+}
+
+export interface ParseMoneyOptions {
+  /** Dotted path of the value in the payload, reported in the `BadInputError` (default `amount`). */
+  readonly field?: string;
+  /** Accept a leading minus sign (WooCommerce refund totals are negative). Default false. */
+  readonly allowNegative?: boolean;
+}
+
+/**
+ * Parses a decimal string (`"12"`, `"12.3"`, `"12.30"`, `"-4.50"` with `allowNegative`) into integer
+ * minor units of `currency`. More decimals than the currency has are accepted only when the extra
+ * ones are zeros (`"1000.00"` JPY is 1000). Rejects exponent notation, signs other than an allowed
+ * leading minus, spaces, separators and anything past `Number.MAX_SAFE_INTEGER` minor units.
+ *
+ * @throws BadInputError naming `options.field`
+ */
+export function parseMoney(decimal: string, currency: string, options: ParseMoneyOptions = {}): number {
+  const field = options.field ?? 'amount';
+  const match = typeof decimal === 'string' && decimal.length <= MAX_INPUT_LENGTH ? DECIMAL.exec(decimal) : null;
+  if (!match) {
+    throw new BadInputError(`${field}: not a decimal amount (digits with an optional "." fraction)`, { field });
+  }
+  const [, sign, whole = '', fraction = ''] = match;
+  const exponent = currencyExponent(currency);
+  const kept = fraction.slice(0, exponent);
+  if (/[^0]/.test(fraction.slice(exponent))) {
+    throw new BadInputError(`${field}: more than ${exponent} decimals for ${currency}`, { field });
+  }
+  const minor = BigInt(whole + kept.padEnd(exponent, '0'));
+  if (minor > MAX_SAFE) {
+    throw new BadInputError(`${field}: amount too large`, { field });
+  }
+  if (sign && minor !== 0n) {
+    if (!options.allowNegative) throw new BadInputError(`${field}: must not be negative`, { field });
+    return -Number(minor);
+  }
+  return Number(minor);
+}
+
+/**
+ * Formats integer minor units as a plain decimal string with the currency's number of decimals:
+ * `formatMoney(1230, 'EUR')` is `"12.30"`, `formatMoney(1230, 'JPY')` is `"1230"`.
+ *
+ * @throws RangeError when `minor` is not a safe integer
+ */
+export function formatMoney(minor: number, currency: string): string {
+  assertMinor(minor, 'minor');
+  const exponent = currencyExponent(currency);
+  const digits = (minor < 0 ? -minor : minor).toString().padStart(exponent + 1, '0');
+  const sign = minor < 0 ? '-' : '';
+  if (exponent === 0) return sign + digits;
+  return `${sign}${digits.slice(0, -exponent)}.${digits.slice(-exponent)}`;
+}
+
+/**
+ * Adds amounts of minor units exactly.
+ *
+ * @throws RangeError when an input or the sum is past `Number.MAX_SAFE_INTEGER`
+ */
+export function sumMinor(amounts: Iterable<number>): number {
+  let total = 0n;
+  for (const amount of amounts) {
+    assertMinor(amount, 'amount');
+    total += BigInt(amount);
+  }
+  return toSafeNumber(total);
+}
+
+/**
+ * `amount × factor` for a unit price times a quantity, exactly.
+ *
+ * @throws RangeError when the product is past `Number.MAX_SAFE_INTEGER`
+ */
+export function multiplyMinor(amount: number, factor: number): number {
+  assertMinor(amount, 'amount');
+  assertMinor(factor, 'factor');
+  return toSafeNumber(BigInt(amount) * BigInt(factor));
+}
+
+/**
+ * `amount × numerator / denominator` in integer arithmetic, rounded half away from zero: the share
+ * of `amount` that `numerator` is of `denominator` (a gross refund turned net with the order's
+ * net/gross ratio). A zero denominator gives 0: nothing to share.
+ *
+ * @throws RangeError on a negative denominator or a result past `Number.MAX_SAFE_INTEGER`
+ */
+export function prorateMinor(amount: number, numerator: number, denominator: number): number {
+  assertMinor(amount, 'amount');
+  assertMinor(numerator, 'numerator');
+  assertMinor(denominator, 'denominator');
+  if (denominator < 0) throw new RangeError('denominator must not be negative');
+  if (denominator === 0) return 0;
+  const product = BigInt(amount) * BigInt(numerator);
+  const negative = product < 0n;
+  const magnitude = negative ? -product : product;
+  const den = BigInt(denominator);
+  const quotient = magnitude / den;
+  const rounded = (magnitude % den) * 2n >= den ? quotient + 1n : quotient;
+  return toSafeNumber(negative ? -rounded : rounded);
+}
+
+function assertMinor(value: number, name: string): void {
+  if (!Number.isSafeInteger(value)) throw new RangeError(`${name} must be a safe integer of minor units`);
+}
+
+function toSafeNumber(value: bigint): number {
+  if (value > MAX_SAFE || value < -MAX_SAFE) throw new RangeError('amount past Number.MAX_SAFE_INTEGER minor units');
+  return Number(value);
+}

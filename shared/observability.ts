@@ -1,0 +1,95 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { IngestOutcome } from './ingest.ts';
+import type { RecordReport } from './worker/batch.ts';
+
+/**
+ * Logs and metrics of the connector. Log lines carry externalId, source and message id; never a
+ * secret, a body, or the buyer's IP. Metric names are the ones the CDK dashboard and alarms use.
+ */
+export const METRIC = {
+  conversionsAdded: 'ConversionsAdded',
+  refundsApplied: 'RefundsApplied',
+  conversionsRefused: 'ConversionsRefused',
+  duplicatesSkipped: 'DuplicatesSkipped',
+  ordersSkipped: 'OrdersSkipped',
+  rateLimited: 'RateLimited',
+  transientFailures: 'TransientFailures',
+  permanentFailures: 'PermanentFailures',
+  webhooksQueued: 'WebhooksQueued',
+  webhooksRejected: 'WebhooksRejected',
+} as const;
+
+export function makeLogger(serviceName = 'conversion-connector'): Logger {
+  return new Logger({ serviceName });
+}
+
+export function makeMetrics(namespace = 'ConversionConnector', serviceName = 'conversion-connector'): Metrics {
+  return new Metrics({ namespace, serviceName });
+}
+
+export function observeIngest(logger: Logger, metrics: Metrics): (outcome: IngestOutcome) => void {
+  return (outcome) => {
+    const line = {
+      source: outcome.source,
+      status: outcome.status,
+      result: outcome.result,
+      detail: outcome.detail,
+      externalId: outcome.externalIds?.join(','),
+      messageId: outcome.messageIds?.join(','),
+    };
+    if (outcome.result === 'queued') {
+      metrics.addMetric(METRIC.webhooksQueued, MetricUnit.Count, 1);
+      logger.info('webhook queued', line);
+    } else if (outcome.result === 'rejected') {
+      metrics.addMetric(METRIC.webhooksRejected, MetricUnit.Count, 1);
+      logger.warn('webhook rejected', line);
+    } else if (outcome.result === 'unavailable') {
+      logger.error('webhook not queued', line);
+    } else {
+      logger.info(`webhook ${outcome.result}`, line);
+    }
+  };
+}
+
+export function observeWorker(logger: Logger, metrics: Metrics): (report: RecordReport) => void {
+  return (report) => {
+    const line = {
+      messageId: report.messageId,
+      externalId: report.event?.externalId,
+      source: report.event?.source,
+      eventType: report.event?.type,
+      receiveCount: report.receiveCount,
+      result: report.outcome?.result,
+      conversionId: report.outcome?.conversionId,
+      amount: report.outcome?.amount,
+      detail: report.outcome?.detail,
+      failureClass: report.failureClass,
+      reason: report.reason,
+      platformStatus: report.platformStatus,
+    };
+    if (report.status === 'done') {
+      const metric = {
+        added: METRIC.conversionsAdded,
+        reconciled: METRIC.conversionsAdded,
+        duplicate: METRIC.duplicatesSkipped,
+        refund_duplicate: METRIC.duplicatesSkipped,
+        skipped: METRIC.ordersSkipped,
+        refund_skipped: undefined,
+        already_refused: undefined,
+        refund_applied: METRIC.refundsApplied,
+        refused: METRIC.conversionsRefused,
+      }[report.outcome?.result ?? 'skipped'];
+      if (metric) metrics.addMetric(metric, MetricUnit.Count, 1);
+      logger.info('event processed', line);
+    } else if (report.status === 'retry') {
+      metrics.addMetric(METRIC.transientFailures, MetricUnit.Count, 1);
+      logger.warn('event will be retried', line);
+    } else if (report.status === 'parked') {
+      metrics.addMetric(METRIC.permanentFailures, MetricUnit.Count, 1);
+      logger.error('event parked in the DLQ', line);
+    } else {
+      logger.info('event deferred behind a failed message of its group', line);
+    }
+  };
+}

@@ -1,0 +1,127 @@
+import type { SourceConfig } from '../config/sources.ts';
+import { BadInputError } from '../errors.ts';
+import { firstIp, unique } from './mapping.ts';
+
+/**
+ * Tracking data read from a shop's free-form attributes: Shopify `note_attributes` and the
+ * `landing_site` query, WooCommerce `meta_data`, Stripe `metadata`, the Generic `attributes`. The
+ * names are configuration (`SourceConfig.clickIdAttributes`, `trackingIdAttributes`,
+ * `subIdAttributes`); the mode (tracking, manual, skip) is chosen later by the worker.
+ */
+
+/** One attribute with the dotted path of its value in the payload (for "400 naming the field"). */
+export interface AttributeEntry {
+  readonly name: string;
+  readonly value: unknown;
+  readonly field: string;
+}
+
+export type AttributeNames = Pick<SourceConfig, 'clickIdAttributes' | 'trackingIdAttributes' | 'subIdAttributes'>;
+
+export interface Attribution {
+  readonly clickIds: string[];
+  readonly affiliateTrackingId?: number;
+  readonly subId?: string;
+}
+
+/** Attribute names that may carry the buyer's IP where the platform has no field for it (Stripe metadata). */
+export const IP_ATTRIBUTES: readonly string[] = ['buyer_ip', 'ip', 'customer_ip'];
+
+/** `[{ name, value }]` lists: Shopify `note_attributes`, the Generic `attributes`. */
+export function nameValueEntries(list: readonly unknown[] | null | undefined, path: string): AttributeEntry[] {
+  return pairEntries(list, path, 'name');
+}
+
+/** `[{ key, value }]` lists: WooCommerce `meta_data`. */
+export function keyValueEntries(list: readonly unknown[] | null | undefined, path: string): AttributeEntry[] {
+  return pairEntries(list, path, 'key');
+}
+
+function pairEntries(list: readonly unknown[] | null | undefined, path: string, nameKey: string): AttributeEntry[] {
+  const entries: AttributeEntry[] = [];
+  (list ?? []).forEach((item, i) => {
+    if (typeof item !== 'object' || item === null) return;
+    const record = item as Record<string, unknown>;
+    const name = record[nameKey];
+    if (typeof name === 'string') entries.push({ name, value: record['value'], field: `${path}.${i}.value` });
+  });
+  return entries;
+}
+
+/** `{ name: value }` maps: Stripe `metadata`. */
+export function recordEntries(record: Readonly<Record<string, unknown>> | null | undefined, path: string) {
+  return Object.entries(record ?? {}).map(([name, value]): AttributeEntry => ({ name, value, field: `${path}.${name}` }));
+}
+
+/**
+ * The query parameters of a URL the buyer landed on (Shopify `landing_site`, often a bare path such
+ * as `/products/x?aecid=…`). An unreadable URL yields nothing: it is a hint, not a contract.
+ */
+export function urlQueryEntries(url: string | null | undefined, path: string): AttributeEntry[] {
+  if (!url) return [];
+  let parsed: URL;
+  try {
+    parsed = new URL(url, 'https://shop.invalid/');
+  } catch {
+    return [];
+  }
+  return [...parsed.searchParams].map(([name, value]) => ({ name, value, field: path }));
+}
+
+/**
+ * Shops hide technical attributes behind a leading underscore (Shopify cart attributes `_aecid`,
+ * WooCommerce private meta `_aecid`), so `aecid` matches both; the case is ignored.
+ */
+function matches(entryName: string, configured: readonly string[]): boolean {
+  const name = entryName.trim().toLowerCase();
+  return configured.some((c) => {
+    const wanted = c.toLowerCase();
+    return name === wanted || name === `_${wanted}`;
+  });
+}
+
+function text(value: unknown): string | undefined {
+  if (typeof value === 'string') return value.trim() || undefined;
+  if (typeof value === 'number' && Number.isFinite(value)) return value.toString();
+  return undefined;
+}
+
+/**
+ * Click ids, affiliate tracking id and subId from attribute entries. Click ids are collected from
+ * every matching entry (a value may hold several, separated by commas or spaces) without
+ * duplicates; the tracking id and subId come from the first matching non-blank entry.
+ *
+ * @throws BadInputError naming the attribute's field when the tracking id is not a positive integer
+ */
+export function extractAttribution(entries: readonly AttributeEntry[], names: AttributeNames): Attribution {
+  const clickIds = unique(
+    entries
+      .filter((e) => matches(e.name, names.clickIdAttributes))
+      .flatMap((e) => (text(e.value) ?? '').split(/[\s,]+/)),
+  );
+  const trackingEntry = entries.find((e) => matches(e.name, names.trackingIdAttributes) && text(e.value));
+  const subId = entries.filter((e) => matches(e.name, names.subIdAttributes)).map((e) => text(e.value))
+    .find((v) => v !== undefined);
+  return {
+    clickIds,
+    ...(trackingEntry ? { affiliateTrackingId: trackingId(trackingEntry) } : {}),
+    ...(subId !== undefined ? { subId } : {}),
+  };
+}
+
+/** The platform's tracking id is the integer after the tracking code's prefix: digits only here. */
+function trackingId(entry: AttributeEntry): number {
+  const value = text(entry.value) ?? '';
+  const id = /^[0-9]{1,16}$/.test(value) ? Number.parseInt(value, 10) : Number.NaN;
+  if (!Number.isSafeInteger(id) || id <= 0) {
+    throw new BadInputError(`${entry.field}: attribute "${entry.name}" must be a positive integer affiliate tracking id`, {
+      field: entry.field,
+    });
+  }
+  return id;
+}
+
+/** The buyer's IP from attributes named in `IP_ATTRIBUTES`, when valid. */
+export function attributeIp(entries: readonly AttributeEntry[]): string | undefined {
+  return firstIp(...entries.filter((e) => matches(e.name, IP_ATTRIBUTES)).map((e) => e.value));
+}

@@ -1,0 +1,147 @@
+import { z } from 'zod';
+import type { ConnectorEventInput } from '../domain/events.ts';
+import { BadInputError } from '../errors.ts';
+import { parseJsonBody } from '../json.ts';
+import { extractAttribution, nameValueEntries } from './attribution.ts';
+import { bodySha256, CurrencyCode, checkEvents, IdString, money, parsePayload, unique } from './mapping.ts';
+import { verifyGenericSignature } from './signature.ts';
+import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } from './types.ts';
+
+/**
+ * The Generic platform: a small JSON schema that any shop module (PrestaShop, Magento, a custom
+ * shop) can post, documented in the README. The module computes the amount (excluding tax and
+ * shipping, after discounts) and sends it as a decimal string in the order currency; ids are
+ * strings (or integers). Unknown keys are ignored so a newer module can talk to an older connector.
+ */
+
+const Amount = z.string().min(1, 'must be a decimal string such as "49.90"');
+const TrackingId = z.union([z.number(), z.string()]).optional();
+
+const common = {
+  eventId: z.string().trim().min(1).max(256).optional(),
+  orderId: IdString,
+};
+
+const OrderBody = z.looseObject({
+  type: z.literal('order'),
+  ...common,
+  amount: Amount,
+  currency: CurrencyCode,
+  orderDate: z.string().optional(),
+  customerId: IdString.optional(),
+  vouchers: z.array(z.string()).optional(),
+  clickIds: z.array(z.string()).optional(),
+  buyerIp: z.string().optional(),
+  productIds: z.array(IdString).optional(),
+  paymentMethod: z.string().optional(),
+  affiliateTrackingId: TrackingId,
+  subId: z.string().optional(),
+  attributes: z.array(z.unknown()).optional(),
+});
+type OrderBody = z.infer<typeof OrderBody>;
+
+const RefundBody = z.looseObject({
+  type: z.literal('refund'),
+  ...common,
+  refundId: IdString,
+  amount: Amount.optional(),
+  currency: CurrencyCode.optional(),
+  full: z.boolean().optional(),
+  reason: z.string().max(500).optional(),
+});
+
+const CancelBody = z.looseObject({
+  type: z.literal('cancel'),
+  ...common,
+  reason: z.string().max(500).optional(),
+});
+
+const Body = z.discriminatedUnion('type', [OrderBody, RefundBody, CancelBody]);
+
+function trackingIdOf(value: OrderBody['affiliateTrackingId']): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  const id = typeof value === 'number' ? value : /^[0-9]{1,16}$/.test(value) ? Number.parseInt(value, 10) : Number.NaN;
+  if (!Number.isSafeInteger(id) || id <= 0) {
+    throw new BadInputError('affiliateTrackingId: must be a positive integer', { field: 'affiliateTrackingId' });
+  }
+  return id;
+}
+
+function orderEvent(body: OrderBody, eventId: string, context: AdapterContext): ConnectorEventInput {
+  const fromAttributes = extractAttribution(nameValueEntries(body.attributes, 'attributes'), context.source);
+  const affiliateTrackingId = trackingIdOf(body.affiliateTrackingId) ?? fromAttributes.affiliateTrackingId;
+  return {
+    type: 'OrderPlaced',
+    eventId,
+    source: context.source.id,
+    platform: 'generic',
+    externalId: body.orderId,
+    receivedAt: context.now.toISOString(),
+    amount: money(body.amount, body.currency, 'amount'),
+    currency: body.currency,
+    customerId: body.customerId,
+    vouchers: unique(body.vouchers ?? []),
+    clickIds: unique([...(body.clickIds ?? []), ...fromAttributes.clickIds]),
+    buyerIp: body.buyerIp?.trim() || undefined,
+    productIds: unique(body.productIds ?? []),
+    paymentMethod: body.paymentMethod || undefined,
+    orderDate: body.orderDate,
+    affiliateTrackingId,
+    subId: body.subId ?? fromAttributes.subId,
+  };
+}
+
+/**
+ * Generic: `x-connector-signature: sha256=<hex>` over `<x-connector-timestamp>.<raw body>`
+ * (tolerance `SourceConfig.toleranceSeconds`, 300 s by default). `type` `order` → OrderPlaced,
+ * `refund` → OrderRefunded, `cancel` → OrderCancelled. Dedup key: the body's `eventId`, else a
+ * sha256 of the raw body.
+ */
+export const genericAdapter: PlatformAdapter = {
+  platform: 'generic',
+  handle(request: WebhookRequest, context: AdapterContext): AdapterResult {
+    verifyGenericSignature(request.rawBody, request.headers, context.secrets, {
+      now: context.now,
+      toleranceSeconds: context.source.toleranceSeconds,
+    });
+    const body = parsePayload(Body, parseJsonBody(request.rawBody));
+    const eventId = body.eventId ?? bodySha256(request.rawBody);
+    const base = {
+      eventId,
+      source: context.source.id,
+      platform: 'generic',
+      externalId: body.orderId,
+      receivedAt: context.now.toISOString(),
+    } as const;
+    let event: ConnectorEventInput;
+    switch (body.type) {
+      case 'order':
+        event = orderEvent(body, eventId, context);
+        break;
+      case 'cancel':
+        event = { type: 'OrderCancelled', ...base, reason: body.reason };
+        break;
+      case 'refund': {
+        const full = body.full === true;
+        if (!full && body.amount === undefined) {
+          throw new BadInputError('amount: required unless full is true', { field: 'amount' });
+        }
+        if (!full && body.currency === undefined) {
+          throw new BadInputError('currency: required with amount', { field: 'currency' });
+        }
+        event = {
+          type: 'OrderRefunded',
+          ...base,
+          refundId: body.refundId,
+          full,
+          // A full refund needs no amount: the worker takes the conversion's whole amount.
+          ...(full ? {} : { amount: money(body.amount!, body.currency!, 'amount'), currency: body.currency }),
+          reason: body.reason,
+          origin: 'shop',
+        };
+        break;
+      }
+    }
+    return { kind: 'events', events: checkEvents([event]) };
+  },
+};

@@ -1,0 +1,111 @@
+import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import { ConnectorEvent, type ConnectorEventInput } from '../domain/events.ts';
+import { BadInputError } from '../errors.ts';
+import { type ParseMoneyOptions, parseMoney } from '../money.ts';
+
+/**
+ * Pieces every adapter shares: zod building blocks for the parts of a payload we read, the
+ * "400 naming the field" conversion, and the final check of each produced event.
+ */
+
+/** Ids arrive as numbers (safe ones), or as strings (big ones, via `parseJsonBody`): always strings out. */
+export const IdString = z
+  .union([z.string().trim().min(1), z.number().int().nonnegative()])
+  .transform((v) => (typeof v === 'number' ? v.toString() : v));
+
+/**
+ * A money value as the payload writes it: a decimal string (the rule), or a JSON number (Shopify's
+ * refund `subtotal`). A JSON number is turned back into its shortest decimal text, which for the
+ * 2–3 decimal amounts shops send is exactly the text they wrote; `parseMoney` then reads that text
+ * without float arithmetic and rejects exponent notation.
+ */
+export const MoneyText = z.union([
+  z.string(),
+  z
+    .number()
+    .refine(Number.isFinite, 'must be a finite number')
+    .transform((v) => v.toString()),
+]);
+
+/** Reads a decimal amount, reporting `field` (the dotted payload path) when it is not one. */
+export function money(value: string, currency: string, field: string, options: ParseMoneyOptions = {}): number {
+  return parseMoney(value, currency, { ...options, field });
+}
+
+/** ISO 4217 code as received (some platforms send lower case); upper-cased. */
+export const CurrencyCode = z
+  .string()
+  .regex(/^[A-Za-z]{3}$/, 'must be an ISO 4217 currency code')
+  .transform((v) => v.toUpperCase());
+
+/**
+ * Parses the part of a payload an adapter reads.
+ *
+ * @throws BadInputError naming the first failing field as a dotted path (`line_items.0.price`)
+ */
+export function parsePayload<S extends z.ZodType>(schema: S, body: unknown, prefix = ''): z.output<S> {
+  const result = schema.safeParse(body);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  const path = [prefix, ...(issue?.path.map(String) ?? [])].filter((p) => p !== '').join('.');
+  const field = path || 'body';
+  throw new BadInputError(`${field}: ${issue?.message ?? 'invalid'}`, { field });
+}
+
+/**
+ * Validates produced events against the queue's contract, so a mapping bug or an odd payload is
+ * answered 400 here instead of failing in the worker.
+ *
+ * @throws BadInputError naming the event field that failed
+ */
+export function checkEvents(events: readonly ConnectorEventInput[]): ConnectorEvent[] {
+  return events.map((event) => {
+    const result = ConnectorEvent.safeParse(event);
+    if (result.success) return result.data;
+    const issue = result.error.issues[0];
+    const field = issue?.path.map(String).join('.') || 'event';
+    throw new BadInputError(`mapped ${event.type} event: ${field}: ${issue?.message ?? 'invalid'}`, { field });
+  });
+}
+
+/** The dedup key of a delivery that carries none: a hash of the exact bytes. */
+export function bodySha256(rawBody: Buffer): string {
+  return `sha256:${createHash('sha256').update(rawBody).digest('hex')}`;
+}
+
+/** A header's value, trimmed; undefined when absent or blank. */
+export function header(headers: Readonly<Record<string, string | undefined>>, name: string): string | undefined {
+  const value = headers[name]?.trim();
+  return value ? value : undefined;
+}
+
+/** The first candidate that is an IPv4 or IPv6 address; blanks and junk are skipped, not fatal. */
+export function firstIp(...candidates: unknown[]): string | undefined {
+  for (const candidate of candidates) {
+    if (typeof candidate === 'string' && isIP(candidate.trim()) !== 0) return candidate.trim();
+  }
+  return undefined;
+}
+
+/**
+ * An ISO 8601 timestamp with offset from a platform date: Shopify's carry an offset, WooCommerce's
+ * `*_gmt` fields are UTC without one. Undefined when absent or unreadable (the date is optional).
+ */
+export function isoDate(value: string | null | undefined, assumeUtc = false): string | undefined {
+  if (!value) return undefined;
+  const text = assumeUtc && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?$/.test(value) ? `${value}Z` : value;
+  return z.iso.datetime({ offset: true }).safeParse(text).success ? text : undefined;
+}
+
+/** Unix seconds (Stripe `created`) as an ISO timestamp. */
+export function unixToIso(seconds: number | null | undefined): string | undefined {
+  if (typeof seconds !== 'number' || !Number.isSafeInteger(seconds) || seconds <= 0 || seconds > 253_402_300_799) return undefined;
+  return new Date(seconds * 1000).toISOString();
+}
+
+/** Keeps the first occurrence of each non-empty string. */
+export function unique(values: Iterable<string>): string[] {
+  return [...new Set([...values].map((v) => v.trim()).filter((v) => v.length > 0))];
+}

@@ -1,0 +1,323 @@
+import { z } from 'zod';
+import type { ConnectorEventInput } from '../domain/events.ts';
+import { BadInputError } from '../errors.ts';
+import { parseJsonBody } from '../json.ts';
+import { multiplyMinor, prorateMinor, sumMinor } from '../money.ts';
+import { extractAttribution, nameValueEntries, urlQueryEntries } from './attribution.ts';
+import {
+  bodySha256,
+  CurrencyCode,
+  checkEvents,
+  firstIp,
+  header,
+  IdString,
+  isoDate,
+  MoneyText,
+  money,
+  parsePayload,
+  unique,
+} from './mapping.ts';
+import { verifyBase64Hmac } from './signature.ts';
+import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } from './types.ts';
+
+/**
+ * Shopify webhooks (REST payloads, API 2024-01 and later; older shapes where noted).
+ *
+ * Amount of an order: Σ over `line_items` of `price × quantity − Σ discount_allocations`, in the
+ * shop currency (`*_set.shop_money` when present), minus the line items' `tax_lines` when
+ * `taxes_included`. Shipping lines, shipping taxes, tips and duties never enter it. This is
+ * computed from the lines rather than read from `subtotal_price` because the lines are what
+ * refunds reference, and because Shopify's own documentation example has a `subtotal_price` that
+ * ignores its discount (597.00 where its lines and `total_price` say 587.00). Payloads older than
+ * `discount_allocations` fall back to `subtotal_price` (after discounts, before shipping).
+ */
+
+const SHOP_MONEY = z.looseObject({ amount: MoneyText, currency_code: z.string().nullish() });
+const MoneySet = z.looseObject({ shop_money: SHOP_MONEY }).nullish();
+
+const TaxLine = z.looseObject({ price: MoneyText, price_set: MoneySet });
+const DiscountAllocation = z.looseObject({ amount: MoneyText, amount_set: MoneySet });
+const LineItem = z.looseObject({
+  price: MoneyText,
+  price_set: MoneySet,
+  quantity: z.number().int().nonnegative(),
+  product_id: IdString.nullish(),
+  tax_lines: z.array(TaxLine).nullish(),
+  discount_allocations: z.array(DiscountAllocation).optional(),
+});
+type LineItem = z.infer<typeof LineItem>;
+
+const Order = z.looseObject({
+  id: IdString,
+  currency: CurrencyCode,
+  taxes_included: z.boolean().nullish(),
+  subtotal_price: MoneyText.nullish(),
+  subtotal_price_set: MoneySet,
+  line_items: z.array(LineItem),
+  discount_codes: z.array(z.looseObject({ code: z.string() })).nullish(),
+  note_attributes: z.array(z.unknown()).nullish(),
+  landing_site: z.string().nullish(),
+  browser_ip: z.string().nullish(),
+  client_details: z.looseObject({ browser_ip: z.string().nullish() }).nullish(),
+  customer: z.looseObject({ id: IdString.nullish() }).nullish(),
+  payment_gateway_names: z.array(z.string()).nullish(),
+  gateway: z.string().nullish(),
+  processed_at: z.string().nullish(),
+  created_at: z.string().nullish(),
+});
+type Order = z.infer<typeof Order>;
+
+const CancelledOrder = z.looseObject({ id: IdString, cancel_reason: z.string().nullish() });
+
+const RefundLineItem = z.looseObject({
+  quantity: z.number().int().nonnegative(),
+  subtotal: MoneyText.nullish(),
+  subtotal_set: MoneySet,
+  total_tax: MoneyText.nullish(),
+  total_tax_set: MoneySet,
+  line_item: LineItem.partial().nullish(),
+});
+type RefundLineItem = z.infer<typeof RefundLineItem>;
+
+const Refund = z.looseObject({
+  id: IdString,
+  order_id: IdString,
+  note: z.string().nullish(),
+  refund_line_items: z.array(RefundLineItem).nullish(),
+  transactions: z
+    .array(
+      z.looseObject({
+        kind: z.string().nullish(),
+        status: z.string().nullish(),
+        amount: MoneyText,
+        currency: z.string().nullish(),
+      }),
+    )
+    .nullish(),
+});
+type Refund = z.infer<typeof Refund>;
+
+/** A money value in shop currency: `<name>_set.shop_money.amount` when present, else the plain field. */
+function shopMoney(
+  plain: string | null | undefined,
+  set: z.infer<typeof MoneySet>,
+  field: string,
+): { text: string; field: string } | undefined {
+  if (set) return { text: set.shop_money.amount, field: `${field}_set.shop_money.amount` };
+  if (plain !== null && plain !== undefined) return { text: plain, field };
+  return undefined;
+}
+
+function read(value: { text: string; field: string }, currency: string): number {
+  return money(value.text, currency, value.field);
+}
+
+function lineTaxes(line: Partial<LineItem>, currency: string, path: string): number {
+  return sumMinor(
+    (line.tax_lines ?? []).map((t, j) => read(shopMoney(t.price, t.price_set, `${path}.tax_lines.${j}.price`)!, currency)),
+  );
+}
+
+function lineNet(line: LineItem, currency: string, path: string, taxesIncluded: boolean): number {
+  const unit = read(shopMoney(line.price, line.price_set, `${path}.price`)!, currency);
+  const discounts = sumMinor(
+    (line.discount_allocations ?? []).map((d, j) =>
+      read(shopMoney(d.amount, d.amount_set, `${path}.discount_allocations.${j}.amount`)!, currency),
+    ),
+  );
+  const taxes = taxesIncluded ? lineTaxes(line, currency, path) : 0;
+  return multiplyMinor(unit, line.quantity) - discounts - taxes;
+}
+
+/** The order amount rule described at the top of this file. */
+export function shopifyOrderAmount(order: Order): number {
+  const currency = order.currency;
+  const taxesIncluded = order.taxes_included === true;
+  const hasAllocations = order.line_items.some((l) => l.discount_allocations !== undefined);
+  const subtotal = shopMoney(order.subtotal_price, order.subtotal_price_set, 'subtotal_price');
+  let amount: number;
+  if (!hasAllocations && subtotal) {
+    const taxes = taxesIncluded
+      ? sumMinor(order.line_items.map((l, i) => lineTaxes(l, currency, `line_items.${i}`)))
+      : 0;
+    amount = read(subtotal, currency) - taxes;
+  } else {
+    amount = sumMinor(order.line_items.map((l, i) => lineNet(l, currency, `line_items.${i}`, taxesIncluded)));
+  }
+  if (amount < 0) throw new BadInputError('line_items: discounts and taxes exceed the line prices', { field: 'line_items' });
+  return amount;
+}
+
+function placed(order: Order, eventId: string, context: AdapterContext): ConnectorEventInput {
+  const entries = [
+    ...nameValueEntries(order.note_attributes, 'note_attributes'),
+    ...urlQueryEntries(order.landing_site, 'landing_site'),
+  ];
+  const attribution = extractAttribution(entries, context.source);
+  return {
+    type: 'OrderPlaced',
+    eventId,
+    source: context.source.id,
+    platform: 'shopify',
+    externalId: order.id,
+    receivedAt: context.now.toISOString(),
+    amount: shopifyOrderAmount(order),
+    currency: order.currency,
+    customerId: order.customer?.id ?? undefined,
+    vouchers: unique((order.discount_codes ?? []).map((d) => d.code)),
+    ...attribution,
+    buyerIp: firstIp(order.browser_ip, order.client_details?.browser_ip),
+    productIds: unique(order.line_items.flatMap((l) => (l.product_id ? [l.product_id] : []))),
+    paymentMethod: order.payment_gateway_names?.[0] || order.gateway || undefined,
+    orderDate: isoDate(order.processed_at) ?? isoDate(order.created_at),
+  };
+}
+
+function refundCurrency(refund: Refund, lines: readonly RefundLineItem[]): string {
+  for (const line of lines) {
+    const code =
+      line.subtotal_set?.shop_money.currency_code ??
+      line.total_tax_set?.shop_money.currency_code ??
+      line.line_item?.price_set?.shop_money.currency_code;
+    if (code) return parsePayload(CurrencyCode, code, 'refund_line_items');
+  }
+  // Transactions are in the presentment currency: only a last resort, for payloads without *_set.
+  const code = refund.transactions?.find((t) => t.currency)?.currency;
+  if (code) return parsePayload(CurrencyCode, code, 'transactions.0.currency');
+  throw new BadInputError('refund_line_items.0.subtotal_set: the refund names no currency', {
+    field: 'refund_line_items.0.subtotal_set',
+  });
+}
+
+/** Subtotal and tax of one refund line; derived from its `line_item` on payloads that predate `subtotal`. */
+function refundLine(line: RefundLineItem, currency: string, path: string): { subtotal: number; tax: number } {
+  const subtotal = shopMoney(line.subtotal, line.subtotal_set, `${path}.subtotal`);
+  const tax = shopMoney(line.total_tax, line.total_tax_set, `${path}.total_tax`);
+  if (subtotal) return { subtotal: read(subtotal, currency), tax: tax ? read(tax, currency) : 0 };
+  const item = line.line_item;
+  const unitText = item && shopMoney(item.price, item.price_set, `${path}.line_item.price`);
+  if (!item || !unitText) {
+    throw new BadInputError(`${path}.subtotal_set: missing`, { field: `${path}.subtotal_set` });
+  }
+  const ordered = item.quantity ?? line.quantity;
+  const discounts = sumMinor(
+    (item.discount_allocations ?? []).map((d, j) =>
+      read(shopMoney(d.amount, d.amount_set, `${path}.line_item.discount_allocations.${j}.amount`)!, currency),
+    ),
+  );
+  const share = (whole: number) => prorateMinor(whole, line.quantity, ordered);
+  return {
+    subtotal: multiplyMinor(read(unitText, currency), line.quantity) - share(discounts),
+    tax: share(lineTaxes(item, currency, `${path}.line_item`)),
+  };
+}
+
+/**
+ * Refund amount excluding tax. `subtotal` of a refund line is `price × quantity − discounts` in
+ * the order's pricing, so it holds the tax when the order's prices included it, and Shopify's
+ * refund payload does not say whether they did. We decide from the refund's own money: when its
+ * successful refund transactions add up to exactly Σ subtotal (not Σ subtotal + Σ total_tax), the
+ * tax was inside the subtotals and is subtracted. In every other case (tax on top, shipping or an
+ * arbitrary amount refunded alongside, no transaction) the subtotals are taken as net, which is
+ * exact for tax-exclusive shops and, for tax-inclusive ones, errs by the refunded lines' tax.
+ */
+export function shopifyRefundAmount(refund: Refund): { amount: number; currency: string } | undefined {
+  const lines = refund.refund_line_items ?? [];
+  if (lines.length === 0) return undefined;
+  const currency = refundCurrency(refund, lines);
+  const parts = lines.map((l, i) => refundLine(l, currency, `refund_line_items.${i}`));
+  const subtotal = sumMinor(parts.map((p) => p.subtotal));
+  const tax = sumMinor(parts.map((p) => p.tax));
+  const paid = (refund.transactions ?? []).filter(
+    (t) => (t.kind ?? 'refund') === 'refund' && (t.status ?? 'success') === 'success',
+  );
+  const sameCurrency = paid.every((t) => !t.currency || t.currency.toUpperCase() === currency);
+  let taxesIncluded = false;
+  if (tax > 0 && paid.length > 0 && sameCurrency) {
+    const refunded = sumMinor(paid.map((t, i) => money(t.amount, currency, `transactions.${i}.amount`)));
+    taxesIncluded = refunded === subtotal && refunded !== subtotal + tax;
+  }
+  const amount = taxesIncluded ? subtotal - tax : subtotal;
+  if (amount < 0) {
+    throw new BadInputError('refund_line_items: taxes exceed the refunded subtotal', { field: 'refund_line_items' });
+  }
+  return { amount, currency };
+}
+
+function eventIdOf(request: WebhookRequest): string {
+  return (
+    header(request.headers, 'x-shopify-event-id') ??
+    header(request.headers, 'x-shopify-webhook-id') ??
+    bodySha256(request.rawBody)
+  );
+}
+
+const ORDER_TOPICS = new Set(['orders/create', 'orders/paid']);
+
+/**
+ * Shopify: `x-shopify-hmac-sha256` (base64 HMAC-SHA256 of the raw body), dedup key
+ * `x-shopify-event-id` (else `x-shopify-webhook-id`). Topics: the configured order topic
+ * (`orders/create` by default, or `orders/paid`) → OrderPlaced, `refunds/create` → OrderRefunded,
+ * `orders/cancelled` → OrderCancelled; everything else is ignored.
+ */
+export const shopifyAdapter: PlatformAdapter = {
+  platform: 'shopify',
+  handle(request: WebhookRequest, context: AdapterContext): AdapterResult {
+    verifyBase64Hmac(
+      request.rawBody,
+      request.headers['x-shopify-hmac-sha256'],
+      context.secrets,
+      'x-shopify-hmac-sha256',
+    );
+    const topic = header(request.headers, 'x-shopify-topic');
+    if (!topic) throw new BadInputError('missing x-shopify-topic header', { field: 'x-shopify-topic' });
+    const isOrderTopic = ORDER_TOPICS.has(topic);
+    if (isOrderTopic && topic !== context.source.orderTopic) {
+      return { kind: 'ignored', reason: `${topic} is not the configured order topic (${context.source.orderTopic})` };
+    }
+    if (!isOrderTopic && topic !== 'refunds/create' && topic !== 'orders/cancelled') {
+      return { kind: 'ignored', reason: `topic ${topic} is not handled` };
+    }
+    const body = parseJsonBody(request.rawBody);
+    const eventId = eventIdOf(request);
+    const base = {
+      eventId,
+      source: context.source.id,
+      platform: 'shopify',
+      receivedAt: context.now.toISOString(),
+    } as const;
+
+    if (isOrderTopic) return { kind: 'events', events: checkEvents([placed(parsePayload(Order, body), eventId, context)]) };
+
+    if (topic === 'orders/cancelled') {
+      const order = parsePayload(CancelledOrder, body);
+      const event: ConnectorEventInput = {
+        type: 'OrderCancelled',
+        ...base,
+        externalId: order.id,
+        reason: order.cancel_reason?.slice(0, 500) || undefined,
+      };
+      return { kind: 'events', events: checkEvents([event]) };
+    }
+
+    const refund = parsePayload(Refund, body);
+    const net = shopifyRefundAmount(refund);
+    if (!net) {
+      return {
+        kind: 'ignored',
+        reason: `refund ${refund.id} refunds no line items (shipping or amount only): the commission base is unchanged`,
+      };
+    }
+    const event: ConnectorEventInput = {
+      type: 'OrderRefunded',
+      ...base,
+      externalId: refund.order_id,
+      refundId: refund.id,
+      amount: net.amount,
+      currency: net.currency,
+      reason: refund.note?.slice(0, 500) || undefined,
+      origin: 'shop',
+    };
+    return { kind: 'events', events: checkEvents([event]) };
+  },
+};

@@ -1,0 +1,244 @@
+import { z } from 'zod';
+import type { ConnectorEventInput } from '../domain/events.ts';
+import { BadInputError } from '../errors.ts';
+import { parseJsonBody } from '../json.ts';
+import { attributeIp, extractAttribution, recordEntries } from './attribution.ts';
+import { CurrencyCode, checkEvents, parsePayload, unique, unixToIso } from './mapping.ts';
+import { verifyStripeSignature } from './signature.ts';
+import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } from './types.ts';
+
+/**
+ * Stripe webhooks: the event envelope (`id`, `type`, `data.object`), signed with
+ * `Stripe-Signature`. Amounts are already integers of Stripe's smallest unit and are passed
+ * through: Stripe's unit is the ISO 4217 minor unit for every currency but a few (ISK, MGA, UGX…),
+ * which this connector does not special-case.
+ *
+ * The order key (externalId) must be the same on the checkout and on its refunds, and a refund
+ * only carries the PaymentIntent: so it is `metadata.order_id` when set (on the session, and then
+ * also on the refund), else the PaymentIntent id, else (sessions with no PaymentIntent) the
+ * session id.
+ */
+
+const Metadata = z.record(z.string(), z.unknown()).nullish();
+/** An id field that Stripe may expand into an object. */
+const Ref = z
+  .union([z.string().min(1), z.looseObject({ id: z.string().min(1) })])
+  .nullish()
+  .transform((v) => (typeof v === 'string' ? v : v?.id));
+
+const Envelope = z.looseObject({
+  id: z.string().min(1),
+  type: z.string().min(1),
+  data: z.looseObject({ object: z.looseObject({}) }),
+});
+
+const Session = z.looseObject({
+  id: z.string().min(1),
+  mode: z.string().nullish(),
+  payment_status: z.string(),
+  amount_total: z.number().int().nonnegative(),
+  currency: CurrencyCode,
+  total_details: z
+    .looseObject({
+      amount_tax: z.number().int().nonnegative().nullish(),
+      amount_shipping: z.number().int().nonnegative().nullish(),
+    })
+    .nullish(),
+  metadata: Metadata,
+  payment_intent: Ref,
+  customer: Ref,
+  payment_method_types: z.array(z.string()).nullish(),
+  created: z.number().int().nullish(),
+});
+
+const Refund = z.looseObject({
+  id: z.string().min(1),
+  amount: z.number().int().nonnegative(),
+  currency: CurrencyCode,
+  status: z.string().nullish(),
+  reason: z.string().nullish(),
+  metadata: Metadata,
+  payment_intent: Ref,
+});
+
+const Charge = z.looseObject({
+  id: z.string().min(1),
+  currency: CurrencyCode,
+  refunded: z.boolean(),
+  metadata: Metadata,
+  payment_intent: Ref,
+  refunds: z.looseObject({ data: z.array(Refund.partial({ currency: true })) }).nullish(),
+});
+
+/** Metadata keys read as voucher codes (Checkout's own discounts are ids, not codes). */
+const VOUCHER_KEYS = ['voucher', 'coupon', 'promotion_code'];
+
+function orderIdOf(metadata: Readonly<Record<string, unknown>> | null | undefined): string | undefined {
+  const value = metadata?.['order_id'];
+  return typeof value === 'string' && value.trim() ? value.trim() : undefined;
+}
+
+function sessionPlaced(object: unknown, eventId: string, context: AdapterContext): AdapterResult {
+  const session = parsePayload(Session, object, 'data.object');
+  const tax = session.total_details?.amount_tax ?? 0;
+  const shipping = session.total_details?.amount_shipping ?? 0;
+  const amount = session.amount_total - tax - shipping;
+  if (amount < 0) {
+    throw new BadInputError('data.object.amount_total: smaller than its tax and shipping', {
+      field: 'data.object.amount_total',
+    });
+  }
+  const entries = recordEntries(session.metadata, 'data.object.metadata');
+  const vouchers = entries
+    .filter((e) => VOUCHER_KEYS.includes(e.name.toLowerCase()) && typeof e.value === 'string')
+    .map((e) => e.value as string);
+  const event: ConnectorEventInput = {
+    type: 'OrderPlaced',
+    eventId,
+    source: context.source.id,
+    platform: 'stripe',
+    externalId: orderIdOf(session.metadata) ?? session.payment_intent ?? session.id,
+    receivedAt: context.now.toISOString(),
+    amount,
+    currency: session.currency,
+    customerId: session.customer,
+    vouchers: unique(vouchers),
+    ...extractAttribution(entries, context.source),
+    buyerIp: attributeIp(entries),
+    paymentMethod: session.payment_method_types?.[0] || undefined,
+    orderDate: unixToIso(session.created),
+  };
+  return { kind: 'events', events: checkEvents([event]) };
+}
+
+/** The fields of a refund read here, whether from refund.created or a charge's `refunds.data`. */
+interface RefundFields {
+  readonly id: string;
+  readonly amount: number;
+  readonly currency?: string | undefined;
+  readonly reason?: string | null | undefined;
+  readonly metadata?: Readonly<Record<string, unknown>> | null | undefined;
+  readonly payment_intent?: string | undefined;
+}
+
+function refunded(
+  refund: RefundFields,
+  fallback: { currency: string; externalId: string | undefined },
+  eventId: string,
+  context: AdapterContext,
+): ConnectorEventInput | undefined {
+  const externalId = orderIdOf(refund.metadata) ?? refund.payment_intent ?? fallback.externalId;
+  if (!externalId) return undefined;
+  return {
+    type: 'OrderRefunded',
+    eventId,
+    source: context.source.id,
+    platform: 'stripe',
+    externalId,
+    receivedAt: context.now.toISOString(),
+    refundId: refund.id,
+    // Stripe refunds include tax; a partial one is taken as given (no tax split).
+    amount: refund.amount,
+    currency: refund.currency ?? fallback.currency,
+    reason: refund.reason ?? undefined,
+    origin: 'shop',
+  };
+}
+
+const FAILED_REFUND = new Set(['failed', 'canceled']);
+
+function refundCreated(object: unknown, eventId: string, context: AdapterContext): AdapterResult {
+  const refund = parsePayload(Refund, object, 'data.object');
+  if (refund.status && FAILED_REFUND.has(refund.status)) {
+    return { kind: 'ignored', reason: `refund ${refund.id} is ${refund.status}` };
+  }
+  const event = refunded(refund, { currency: refund.currency, externalId: undefined }, eventId, context);
+  if (!event) {
+    return {
+      kind: 'ignored',
+      reason: `refund ${refund.id} has neither metadata.order_id nor a payment_intent: not from a Checkout order`,
+    };
+  }
+  return { kind: 'events', events: checkEvents([event]) };
+}
+
+function chargeRefunded(object: unknown, eventId: string, context: AdapterContext): AdapterResult {
+  const charge = parsePayload(Charge, object, 'data.object');
+  const externalId = orderIdOf(charge.metadata) ?? charge.payment_intent;
+  if (!externalId) {
+    return { kind: 'ignored', reason: `charge ${charge.id} has neither metadata.order_id nor a payment_intent` };
+  }
+  const base = {
+    source: context.source.id,
+    platform: 'stripe',
+    externalId,
+    receivedAt: context.now.toISOString(),
+  } as const;
+  if (charge.refunded) {
+    const event: ConnectorEventInput = {
+      type: 'OrderRefunded',
+      ...base,
+      eventId,
+      refundId: `full:${charge.id}`,
+      full: true,
+      currency: charge.currency,
+      origin: 'shop',
+    };
+    return { kind: 'events', events: checkEvents([event]) };
+  }
+  const list = (charge.refunds?.data ?? []).filter((r) => !(r.status && FAILED_REFUND.has(r.status)));
+  if (list.length === 0) {
+    return {
+      kind: 'ignored',
+      reason: `charge ${charge.id} is partly refunded but lists no refunds: each is counted from its refund.created`,
+    };
+  }
+  const events = list.flatMap((refund) => {
+    const event = refunded(refund, { currency: charge.currency, externalId }, `${eventId}:${refund.id}`, context);
+    return event ? [event] : [];
+  });
+  return { kind: 'events', events: checkEvents(events) };
+}
+
+/** Checkout payment states that mean the money is there (or none was due). */
+const PAID = new Set(['paid', 'no_payment_required']);
+
+/**
+ * Stripe: `Stripe-Signature` (`t=…,v1=…`, tolerance `SourceConfig.toleranceSeconds`), dedup key
+ * the event id (suffixed with the refund id when one charge.refunded yields several events).
+ * `checkout.session.completed` (when paid) and `checkout.session.async_payment_succeeded` →
+ * OrderPlaced; `refund.created` → OrderRefunded; `charge.refunded` → a full OrderRefunded when the
+ * charge is wholly refunded, else one per listed refund (their ids match refund.created's).
+ */
+export const stripeAdapter: PlatformAdapter = {
+  platform: 'stripe',
+  handle(request: WebhookRequest, context: AdapterContext): AdapterResult {
+    verifyStripeSignature(request.rawBody, request.headers['stripe-signature'], context.secrets, {
+      now: context.now,
+      toleranceSeconds: context.source.toleranceSeconds,
+    });
+    const envelope = parsePayload(Envelope, parseJsonBody(request.rawBody));
+    const object = envelope.data.object;
+    switch (envelope.type) {
+      case 'checkout.session.completed': {
+        if (object['mode'] === 'setup') return { kind: 'ignored', reason: 'setup-mode checkout session: no sale' };
+        const status = object['payment_status'];
+        if (typeof status === 'string' && !PAID.has(status)) {
+          return {
+            kind: 'ignored',
+            reason: `checkout session payment_status ${status}: checkout.session.async_payment_succeeded follows`,
+          };
+        }
+        return sessionPlaced(object, envelope.id, context);
+      }
+      case 'checkout.session.async_payment_succeeded':
+        return sessionPlaced(object, envelope.id, context);
+      case 'refund.created':
+        return refundCreated(object, envelope.id, context);
+      case 'charge.refunded':
+        return chargeRefunded(object, envelope.id, context);
+      default:
+        return { kind: 'ignored', reason: `event type ${envelope.type} is not handled` };
+    }
+  },
+};

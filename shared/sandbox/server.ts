@@ -1,0 +1,254 @@
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { describeError } from '../errors.ts';
+import { CONTROL_ROUTES, createControl, type InternalControl } from './control.ts';
+import { FaultInjector } from './faults.ts';
+import { HttpError, parseJsonBody, parseQuery, readBody, reasonOf, sendJson, sleep } from './http.ts';
+import { resolveSeed } from './ids.ts';
+import { parseFaultSettings, resolveSettings } from './options.ts';
+import { RateLimiter, rateLimitHeaders } from './rate-limit.ts';
+import { type ApiRoute, type AuthScheme, bearerChecker, CURRENT_API_ROUTES, matchRoute } from './routes.ts';
+import { SandboxStore } from './store.ts';
+import type { CallCount, RunningSandbox, SandboxOptions } from './types.ts';
+import type { SandboxWorld } from './world.ts';
+
+export { DEFAULT_SEED } from './ids.ts';
+export type {
+  CallCount,
+  FaultSettings,
+  RunningSandbox,
+  SandboxControl,
+  SandboxOptions,
+  SeedIds,
+  StoredCommissionAdjustment,
+  StoredConversion,
+} from './types.ts';
+
+/**
+ * Starts the local sandbox of the affiliate platform's current API on `host:port` (port 0 = any free
+ * port). Rejects when an option is invalid (the message names it) or the port cannot be bound.
+ */
+export async function startSandbox(options: SandboxOptions = {}): Promise<RunningSandbox> {
+  const settings = resolveSettings(options);
+  const seed = resolveSeed(options.seed);
+  const world: SandboxWorld = {
+    store: new SandboxStore(options.persistPath),
+    seed,
+    settings,
+    now: options.now ?? Date.now,
+  };
+  const apiRoutes: readonly ApiRoute[] = CURRENT_API_ROUTES;
+  const startFaults = parseFaultSettings(options.faults ?? {}, apiPaths(apiRoutes));
+  const faults = new FaultInjector();
+  faults.set(startFaults);
+  const limiter = new RateLimiter();
+  const calls = new Map<string, CallCount>();
+  const control = createControl({
+    world,
+    faults,
+    limiter,
+    calls,
+    startFaults,
+    startSettings: { ...settings },
+    apiRoutePaths: () => apiPaths(apiRoutes),
+  });
+  const authCheckers: Record<AuthScheme, (headers: IncomingHttpHeaders) => boolean> = {
+    bearer: bearerChecker(settings.token),
+  };
+  // Aborted on close: wakes latency sleeps and hung requests so nothing outlives the server.
+  const closing = new AbortController();
+
+  const pipeline: Pipeline = {
+    world,
+    faults,
+    limiter,
+    calls,
+    control,
+    authCheckers,
+    closing: closing.signal,
+  };
+  const server = createServer((req, res) => {
+    handle(pipeline, apiRoutes, req, res).catch((error: unknown) => {
+      console.error(`sandbox: unexpected failure on ${req.method} ${req.url}: ${describeError(error)}`);
+      sendJson(res, 500, { statusCode: 500, error: reasonOf(500), message: 'unexpected sandbox failure' });
+    });
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+
+  let closed: Promise<void> | undefined;
+  return {
+    url: `http://${host}:${address.port}`,
+    port: address.port,
+    token: settings.token,
+    seed: structuredClone(seed),
+    control,
+    close() {
+      closed ??= new Promise<void>((resolve) => {
+        closing.abort();
+        server.close(() => resolve());
+        // Keep-alive and hung sockets would otherwise hold close() open until they time out.
+        server.closeAllConnections();
+      });
+      return closed;
+    },
+  };
+}
+
+interface Pipeline {
+  world: SandboxWorld;
+  faults: FaultInjector;
+  limiter: RateLimiter;
+  calls: Map<string, CallCount>;
+  control: InternalControl;
+  authCheckers: Record<AuthScheme, (headers: IncomingHttpHeaders) => boolean>;
+  closing: AbortSignal;
+}
+
+function apiPaths(routes: readonly ApiRoute[]): string[] {
+  return [...new Set(routes.map((r) => r.path))];
+}
+
+async function handle(
+  p: Pipeline,
+  apiRoutes: readonly ApiRoute[],
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://sandbox');
+  const method = req.method ?? 'GET';
+  if (url.pathname.startsWith('/_sandbox/')) return handleControl(p, method, url, req, res);
+
+  const match = matchRoute(apiRoutes, method, url.pathname);
+  if (match.kind !== 'found') {
+    req.resume();
+    if (match.kind === 'method') {
+      const message = `${method} is not allowed on ${url.pathname} (allowed: ${match.allowed.join(', ')})`;
+      sendJson(res, 405, errorBody(405, message), { allow: match.allowed.join(', ') });
+    } else {
+      sendJson(res, 404, errorBody(404, `no route ${method} ${url.pathname}`));
+    }
+    return;
+  }
+  const { route, params } = match;
+  const rawBody = await readBody(req).catch((error: unknown) => error);
+  const count = (status: number | 'hang') => countCall(p.calls, route.path, status);
+
+  // Counted before anything else: auth failures, faults and invalid requests all use up the window.
+  const { settings } = p.world;
+  const decision = p.limiter.hit(
+    `${route.path}\n${req.headers.authorization ?? ''}`,
+    p.world.now(),
+    settings.ratePerSecond,
+  );
+  const rateHeaders = rateLimitHeaders(settings.vendor, decision, false);
+  const respond = (status: number, body: unknown, headers: Record<string, string> = rateHeaders) => {
+    count(status);
+    sendJson(res, status, body, headers);
+  };
+
+  if (!decision.allowed) {
+    const message = `rate limit of ${decision.limit} requests per second on ${route.path} exceeded`;
+    return respond(429, errorBody(429, message), rateLimitHeaders(settings.vendor, decision, true));
+  }
+  if (!p.authCheckers[route.auth](req.headers)) {
+    return respond(401, errorBody(401, 'missing or wrong token: send Authorization: Bearer <token>'));
+  }
+
+  const fault = p.faults.decide(route.path);
+  await sleep(fault.delayMs, p.closing);
+  if (fault.kind === 'burst') {
+    const headers = rateLimitHeaders(settings.vendor, decision, true, fault.retryAfterMs);
+    return respond(
+      429,
+      errorBody(429, `rate limit exceeded on ${route.path} (sandbox forced burst)`),
+      headers,
+    );
+  }
+  if (fault.kind === 'hang') {
+    count('hang');
+    return hang(res, fault.hangMs, p.closing);
+  }
+  if (fault.kind === 'error') {
+    return respond(
+      fault.status,
+      errorBody(fault.status, `injected fault on ${route.path} (sandbox errorRate)`),
+    );
+  }
+
+  try {
+    if (rawBody instanceof Error) throw rawBody;
+    const body = route.body ? parseJsonBody(rawBody as string) : undefined;
+    const answer = route.handle({ query: parseQuery(url.searchParams), body, params }, p.world);
+    respond(200, answer);
+  } catch (error) {
+    if (!(error instanceof HttpError)) throw error;
+    respond(error.status, error.body(), { ...rateHeaders, ...error.headers });
+  }
+}
+
+async function handleControl(
+  p: Pipeline,
+  method: string,
+  url: URL,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  const match = matchRoute(CONTROL_ROUTES, method, url.pathname);
+  if (match.kind !== 'found') {
+    req.resume();
+    if (match.kind === 'method') {
+      const message = `${method} is not allowed on ${url.pathname} (allowed: ${match.allowed.join(', ')})`;
+      sendJson(res, 405, errorBody(405, message), { allow: match.allowed.join(', ') });
+    } else {
+      sendJson(res, 404, errorBody(404, `no control route ${method} ${url.pathname}`));
+    }
+    return;
+  }
+  try {
+    const raw = await readBody(req);
+    const body = match.route.body ? parseJsonBody(raw) : undefined;
+    const answer = match.route.handle(
+      { query: parseQuery(url.searchParams), body, params: match.params },
+      p.control,
+    );
+    sendJson(res, answer.status, answer.body);
+  } catch (error) {
+    if (!(error instanceof HttpError)) throw error;
+    sendJson(res, error.status, error.body());
+  }
+}
+
+/** Holds the socket without answering until the client gives up, `hangMs` passes or the server closes. */
+async function hang(res: ServerResponse, hangMs: number, closing: AbortSignal): Promise<void> {
+  const gaveUp = new AbortController();
+  const onClose = () => gaveUp.abort();
+  res.once('close', onClose);
+  await sleep(hangMs, AbortSignal.any([gaveUp.signal, closing]));
+  res.off('close', onClose);
+  // Never answered: the connection is dropped, as a stuck upstream behind a proxy would.
+  res.socket?.destroy();
+}
+
+function countCall(calls: Map<string, CallCount>, path: string, status: number | 'hang'): void {
+  let entry = calls.get(path);
+  if (!entry) {
+    entry = { total: 0, byStatus: {} };
+    calls.set(path, entry);
+  }
+  entry.total += 1;
+  const key = String(status);
+  entry.byStatus[key] = (entry.byStatus[key] ?? 0) + 1;
+}
+
+function errorBody(status: number, message: string) {
+  return new HttpError(status, message).body();
+}

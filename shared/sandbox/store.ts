@@ -1,0 +1,165 @@
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { z } from 'zod';
+import type { Currency } from '../affiliate/schemas.ts';
+import type {
+  AmountChange,
+  ConversionKind,
+  ConversionStatusValue,
+  StoredCommissionAdjustment,
+  StoredConversion,
+} from './types.ts';
+
+/** A conversion as kept: the raw state from which status and lock are computed on read. */
+export interface ConversionRecord {
+  seq: number;
+  id: string;
+  program: string;
+  rule: string;
+  kind: ConversionKind;
+  externalId: string;
+  amount: number;
+  currency: Currency;
+  status: ConversionStatusValue;
+  refuseReason: string | null;
+  refusedAt: string | null;
+  acceptedAt: string | null;
+  /** Set by the control route `lock`: locked from this date whatever the clock says. */
+  forcedLockedAt: string | null;
+  /** Set by the control route `unlock`: never locked until `lock` is called again. */
+  lockSuspended: boolean;
+  customerId: string | null;
+  subId: string;
+  createdAt: string;
+  date: string;
+  cids: string[] | null;
+  ip: string | null;
+  voucher: string;
+  product: string[] | null;
+  paymentMethod: string | null;
+  affiliateTrackingId: number | null;
+  partnership: string | null;
+  bonus: number | null;
+  notify: boolean;
+  amountHistory: AmountChange[];
+}
+
+/** Settings that the computed view depends on. */
+export interface LockSettings {
+  lockAfterMs: number;
+  autoAcceptAfterMs?: number;
+}
+
+/** Status, acceptance and lock of a record at time `now`. */
+export function effectiveState(
+  record: ConversionRecord,
+  now: number,
+  settings: LockSettings,
+): Pick<StoredConversion, 'status' | 'acceptedAt' | 'isLocked' | 'lockedAt'> {
+  let { status, acceptedAt } = record;
+  if (status === 'pending' && settings.autoAcceptAfterMs !== undefined) {
+    const autoAt = Date.parse(record.createdAt) + settings.autoAcceptAfterMs;
+    if (autoAt <= now) {
+      status = 'accepted';
+      acceptedAt = new Date(autoAt).toISOString();
+    }
+  }
+  let lockedAt: string | null = null;
+  if (record.lockSuspended) lockedAt = null;
+  else if (record.forcedLockedAt !== null) lockedAt = record.forcedLockedAt;
+  else if (status === 'accepted' && acceptedAt !== null) {
+    const lockAt = Date.parse(acceptedAt) + settings.lockAfterMs;
+    if (lockAt <= now) lockedAt = new Date(lockAt).toISOString();
+  }
+  return { status, acceptedAt, isLocked: lockedAt !== null, lockedAt };
+}
+
+/** The JSON the API answers for a record. */
+export function viewConversion(
+  record: ConversionRecord,
+  now: number,
+  settings: LockSettings,
+): StoredConversion {
+  const { seq: _seq, forcedLockedAt: _forced, lockSuspended: _suspended, ...fields } = record;
+  return structuredClone({ ...fields, ...effectiveState(record, now, settings) });
+}
+
+const PersistedState = z.object({
+  version: z.literal(1),
+  seq: z.number().int().nonnegative(),
+  conversions: z.array(z.looseObject({ id: z.string(), seq: z.number() })),
+  adjustments: z.array(z.looseObject({ id: z.string() })),
+});
+
+/**
+ * Conversions and adjustments of the sandbox, optionally mirrored to a JSON file. The file is
+ * replaced atomically (temp file + rename) after every change, so a crash never leaves half a file.
+ */
+export class SandboxStore {
+  conversions: ConversionRecord[] = [];
+  adjustments: StoredCommissionAdjustment[] = [];
+  private seq = 0;
+  private readonly persistPath: string | undefined;
+  private tempCounter = 0;
+
+  constructor(persistPath?: string) {
+    this.persistPath = persistPath;
+    if (persistPath !== undefined) this.load(persistPath);
+  }
+
+  nextSeq(): number {
+    this.seq += 1;
+    return this.seq;
+  }
+
+  findConversion(id: string): ConversionRecord | undefined {
+    const wanted = id.toLowerCase();
+    return this.conversions.find((c) => c.id === wanted);
+  }
+
+  hasId(id: string): boolean {
+    return this.findConversion(id) !== undefined || this.adjustments.some((a) => a.id === id);
+  }
+
+  removeConversion(id: string): boolean {
+    const before = this.conversions.length;
+    this.conversions = this.conversions.filter((c) => c.id !== id.toLowerCase());
+    return this.conversions.length !== before;
+  }
+
+  clear(): void {
+    this.conversions = [];
+    this.adjustments = [];
+    this.seq = 0;
+    this.changed();
+  }
+
+  /** Call after every mutation. */
+  changed(): void {
+    if (this.persistPath === undefined) return;
+    const state = { version: 1, seq: this.seq, conversions: this.conversions, adjustments: this.adjustments };
+    this.tempCounter += 1;
+    const temp = `${this.persistPath}.${process.pid}.${this.tempCounter}.tmp`;
+    writeFileSync(temp, `${JSON.stringify(state, null, 2)}\n`);
+    renameSync(temp, this.persistPath);
+  }
+
+  private load(path: string): void {
+    mkdirSync(dirname(path), { recursive: true });
+    if (!existsSync(path)) return;
+    let raw: unknown;
+    try {
+      raw = JSON.parse(readFileSync(path, 'utf8'));
+    } catch (error) {
+      const detail = error instanceof Error ? error.message : 'unreadable';
+      throw new Error(`sandbox persistence file ${path} is not valid JSON (${detail}); fix or delete it`);
+    }
+    const parsed = PersistedState.safeParse(raw);
+    if (!parsed.success) {
+      throw new Error(`sandbox persistence file ${path} is not a sandbox state file; fix or delete it`);
+    }
+    this.seq = parsed.data.seq;
+    this.conversions = parsed.data.conversions as unknown as ConversionRecord[];
+    this.adjustments = parsed.data.adjustments as unknown as StoredCommissionAdjustment[];
+  }
+}
