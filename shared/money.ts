@@ -64,9 +64,12 @@ export interface ParseMoneyOptions {
  */
 export function parseMoney(decimal: string, currency: string, options: ParseMoneyOptions = {}): number {
   const field = options.field ?? 'amount';
-  const match = typeof decimal === 'string' && decimal.length <= MAX_INPUT_LENGTH ? DECIMAL.exec(decimal) : null;
+  const match =
+    typeof decimal === 'string' && decimal.length <= MAX_INPUT_LENGTH ? DECIMAL.exec(decimal) : null;
   if (!match) {
-    throw new BadInputError(`${field}: not a decimal amount (digits with an optional "." fraction)`, { field });
+    throw new BadInputError(`${field}: not a decimal amount (digits with an optional "." fraction)`, {
+      field,
+    });
   }
   const [, sign, whole = '', fraction = ''] = match;
   const exponent = currencyExponent(currency);
@@ -152,6 +155,7 @@ function assertMinor(value: number, name: string): void {
 }
 
 function toSafeNumber(value: bigint): number {
-  if (value > MAX_SAFE || value < -MAX_SAFE) throw new RangeError('amount past Number.MAX_SAFE_INTEGER minor units');
+  if (value > MAX_SAFE || value < -MAX_SAFE)
+    throw new RangeError('amount past Number.MAX_SAFE_INTEGER minor units');
   return Number(value);
 }

@@ -111,6 +111,11 @@ interface Operation<T> {
 }
 
 const PLATFORM_MESSAGE_MAX = 500;
+/**
+ * Added to a 429's retry-after: timers may fire a millisecond early and the two hosts' clocks tick
+ * apart, and arriving a hair before the window frees costs another 429 and an attempt.
+ */
+const RETRY_AFTER_MARGIN_MS = 10;
 const RETRY_AFTER_SUFFIX = '-ratelimit-route-second-retry-after';
 /** Connection failures before the request was sent: safe to retry even for adds. */
 const NOT_SENT_CODES = new Set([
@@ -356,9 +361,11 @@ export class AffiliateClient {
       sleep: this.sleep,
       random: this.random,
       classify: (error) => {
-        if (signal?.aborted || !(error instanceof TransientError) || this.final.has(error))
+        if (signal?.aborted || !(error instanceof TransientError) || this.final.has(error)) {
           return { retry: false };
-        return { retry: true, retryAfterMs: error.status === 429 ? error.retryAfterMs : undefined };
+        }
+        if (error.status !== 429 || error.retryAfterMs === undefined) return { retry: true };
+        return { retry: true, retryAfterMs: error.retryAfterMs + RETRY_AFTER_MARGIN_MS };
       },
       onRetry: ({ attempt, waitMs, error }) =>
         this.emit({ type: 'retry', route, path, attempt, waitMs, status: (error as ConnectorError).status }),
@@ -372,9 +379,14 @@ export class AffiliateClient {
     { deadline, signal }: CallOptions,
   ): Promise<T> {
     const { route } = operation;
-    const permit = await this.limiter.acquire(path, { deadline, signal });
-    if (permit.waitedMs > 0)
+    const permit = await this.limiter.acquire(path, { deadline, signal }).catch((error: unknown) => {
+      // The limiter only fails when no slot frees before the deadline: another attempt cannot help.
+      if (error instanceof TransientError) this.final.add(error);
+      throw error;
+    });
+    if (permit.waitedMs > 0) {
       this.emit({ type: 'rate_limited', route, path, attempt, waitMs: permit.waitedMs });
+    }
     const started = this.now();
     // Cut at the deadline: a request must not outlive the caller's budget.
     const timeoutMs = deadline === undefined ? this.timeoutMs : Math.min(this.timeoutMs, deadline - started);
@@ -407,7 +419,7 @@ export class AffiliateClient {
     const failure = this.failure(route, path, answer, ambiguousAdd ? NOT_RETRIED : '');
     if (answer.status === 429 && failure.retryAfterMs !== undefined) {
       // Every caller on this route is over the limit, not only this one.
-      this.limiter.holdUntil(path, this.now() + failure.retryAfterMs);
+      this.limiter.holdUntil(path, this.now() + failure.retryAfterMs + RETRY_AFTER_MARGIN_MS);
       this.emit({ type: 'rate_limited', route, path, attempt, status: 429, waitMs: failure.retryAfterMs });
     }
     if (ambiguousAdd) this.final.add(failure);
@@ -423,8 +435,7 @@ export class AffiliateClient {
     const { route } = operation;
     const method = ROUTE_METHODS[route];
     const url = new URL(routeUrl(this.baseUrl, path));
-    for (const [name, value] of Object.entries(operation.query ?? {}))
-      appendParam(url.searchParams, name, value);
+    url.search = searchParamsOf(operation.query ?? {}).toString();
     const headers: Record<string, string> = {
       authorization: `Bearer ${this.token}`,
       accept: 'application/json',
@@ -480,6 +491,12 @@ export class AffiliateClient {
       );
     }
     if (status >= 500) return new TransientError(`${head}: ${platformMessage}${suffix}`, details);
+    if (status === 405) {
+      return new ConfigurationError(
+        `${head}: the platform serves ${path} with another method (check the routes)`,
+        details,
+      );
+    }
     if (status === 404 && isUnknownRoute(answer)) {
       return new ConfigurationError(
         `${head}: the route ${path} is unknown to the platform (check the routes)`,

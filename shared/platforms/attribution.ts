@@ -16,7 +16,10 @@ export interface AttributeEntry {
   readonly field: string;
 }
 
-export type AttributeNames = Pick<SourceConfig, 'clickIdAttributes' | 'trackingIdAttributes' | 'subIdAttributes'>;
+export type AttributeNames = Pick<
+  SourceConfig,
+  'clickIdAttributes' | 'trackingIdAttributes' | 'subIdAttributes'
+>;
 
 export interface Attribution {
   readonly clickIds: string[];
@@ -28,7 +31,10 @@ export interface Attribution {
 export const IP_ATTRIBUTES: readonly string[] = ['buyer_ip', 'ip', 'customer_ip'];
 
 /** `[{ name, value }]` lists: Shopify `note_attributes`, the Generic `attributes`. */
-export function nameValueEntries(list: readonly unknown[] | null | undefined, path: string): AttributeEntry[] {
+export function nameValueEntries(
+  list: readonly unknown[] | null | undefined,
+  path: string,
+): AttributeEntry[] {
   return pairEntries(list, path, 'name');
 }
 
@@ -37,7 +43,11 @@ export function keyValueEntries(list: readonly unknown[] | null | undefined, pat
   return pairEntries(list, path, 'key');
 }
 
-function pairEntries(list: readonly unknown[] | null | undefined, path: string, nameKey: string): AttributeEntry[] {
+function pairEntries(
+  list: readonly unknown[] | null | undefined,
+  path: string,
+  nameKey: string,
+): AttributeEntry[] {
   const entries: AttributeEntry[] = [];
   (list ?? []).forEach((item, i) => {
     if (typeof item !== 'object' || item === null) return;
@@ -50,7 +60,9 @@ function pairEntries(list: readonly unknown[] | null | undefined, path: string, 
 
 /** `{ name: value }` maps: Stripe `metadata`. */
 export function recordEntries(record: Readonly<Record<string, unknown>> | null | undefined, path: string) {
-  return Object.entries(record ?? {}).map(([name, value]): AttributeEntry => ({ name, value, field: `${path}.${name}` }));
+  return Object.entries(record ?? {}).map(
+    ([name, value]): AttributeEntry => ({ name, value, field: `${path}.${name}` }),
+  );
 }
 
 /**
@@ -100,7 +112,9 @@ export function extractAttribution(entries: readonly AttributeEntry[], names: At
       .flatMap((e) => (text(e.value) ?? '').split(/[\s,]+/)),
   );
   const trackingEntry = entries.find((e) => matches(e.name, names.trackingIdAttributes) && text(e.value));
-  const subId = entries.filter((e) => matches(e.name, names.subIdAttributes)).map((e) => text(e.value))
+  const subId = entries
+    .filter((e) => matches(e.name, names.subIdAttributes))
+    .map((e) => text(e.value))
     .find((v) => v !== undefined);
   return {
     clickIds,
@@ -114,9 +128,12 @@ function trackingId(entry: AttributeEntry): number {
   const value = text(entry.value) ?? '';
   const id = /^[0-9]{1,16}$/.test(value) ? Number.parseInt(value, 10) : Number.NaN;
   if (!Number.isSafeInteger(id) || id <= 0) {
-    throw new BadInputError(`${entry.field}: attribute "${entry.name}" must be a positive integer affiliate tracking id`, {
-      field: entry.field,
-    });
+    throw new BadInputError(
+      `${entry.field}: attribute "${entry.name}" must be a positive integer affiliate tracking id`,
+      {
+        field: entry.field,
+      },
+    );
   }
   return id;
 }

@@ -60,9 +60,12 @@ const Body = z.discriminatedUnion('type', [OrderBody, RefundBody, CancelBody]);
 
 function trackingIdOf(value: OrderBody['affiliateTrackingId']): number | undefined {
   if (value === undefined || value === '') return undefined;
-  const id = typeof value === 'number' ? value : /^[0-9]{1,16}$/.test(value) ? Number.parseInt(value, 10) : Number.NaN;
+  const id =
+    typeof value === 'number' ? value : /^[0-9]{1,16}$/.test(value) ? Number.parseInt(value, 10) : Number.NaN;
   if (!Number.isSafeInteger(id) || id <= 0) {
-    throw new BadInputError('affiliateTrackingId: must be a positive integer', { field: 'affiliateTrackingId' });
+    throw new BadInputError('affiliateTrackingId: must be a positive integer', {
+      field: 'affiliateTrackingId',
+    });
   }
   return id;
 }

@@ -30,7 +30,12 @@ export const MoneyText = z.union([
 ]);
 
 /** Reads a decimal amount, reporting `field` (the dotted payload path) when it is not one. */
-export function money(value: string, currency: string, field: string, options: ParseMoneyOptions = {}): number {
+export function money(
+  value: string,
+  currency: string,
+  field: string,
+  options: ParseMoneyOptions = {},
+): number {
   return parseMoney(value, currency, { ...options, field });
 }
 
@@ -66,7 +71,9 @@ export function checkEvents(events: readonly ConnectorEventInput[]): ConnectorEv
     if (result.success) return result.data;
     const issue = result.error.issues[0];
     const field = issue?.path.map(String).join('.') || 'event';
-    throw new BadInputError(`mapped ${event.type} event: ${field}: ${issue?.message ?? 'invalid'}`, { field });
+    throw new BadInputError(`mapped ${event.type} event: ${field}: ${issue?.message ?? 'invalid'}`, {
+      field,
+    });
   });
 }
 
@@ -76,7 +83,10 @@ export function bodySha256(rawBody: Buffer): string {
 }
 
 /** A header's value, trimmed; undefined when absent or blank. */
-export function header(headers: Readonly<Record<string, string | undefined>>, name: string): string | undefined {
+export function header(
+  headers: Readonly<Record<string, string | undefined>>,
+  name: string,
+): string | undefined {
   const value = headers[name]?.trim();
   return value ? value : undefined;
 }
@@ -101,7 +111,13 @@ export function isoDate(value: string | null | undefined, assumeUtc = false): st
 
 /** Unix seconds (Stripe `created`) as an ISO timestamp. */
 export function unixToIso(seconds: number | null | undefined): string | undefined {
-  if (typeof seconds !== 'number' || !Number.isSafeInteger(seconds) || seconds <= 0 || seconds > 253_402_300_799) return undefined;
+  if (
+    typeof seconds !== 'number' ||
+    !Number.isSafeInteger(seconds) ||
+    seconds <= 0 ||
+    seconds > 253_402_300_799
+  )
+    return undefined;
   return new Date(seconds * 1000).toISOString();
 }
 

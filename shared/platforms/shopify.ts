@@ -114,7 +114,9 @@ function read(value: { text: string; field: string }, currency: string): number 
 
 function lineTaxes(line: Partial<LineItem>, currency: string, path: string): number {
   return sumMinor(
-    (line.tax_lines ?? []).map((t, j) => read(shopMoney(t.price, t.price_set, `${path}.tax_lines.${j}.price`)!, currency)),
+    (line.tax_lines ?? []).map((t, j) =>
+      read(shopMoney(t.price, t.price_set, `${path}.tax_lines.${j}.price`)!, currency),
+    ),
   );
 }
 
@@ -144,7 +146,10 @@ export function shopifyOrderAmount(order: Order): number {
   } else {
     amount = sumMinor(order.line_items.map((l, i) => lineNet(l, currency, `line_items.${i}`, taxesIncluded)));
   }
-  if (amount < 0) throw new BadInputError('line_items: discounts and taxes exceed the line prices', { field: 'line_items' });
+  if (amount < 0)
+    throw new BadInputError('line_items: discounts and taxes exceed the line prices', {
+      field: 'line_items',
+    });
   return amount;
 }
 
@@ -202,7 +207,10 @@ function refundLine(line: RefundLineItem, currency: string, path: string): { sub
   const ordered = item.quantity ?? line.quantity;
   const discounts = sumMinor(
     (item.discount_allocations ?? []).map((d, j) =>
-      read(shopMoney(d.amount, d.amount_set, `${path}.line_item.discount_allocations.${j}.amount`)!, currency),
+      read(
+        shopMoney(d.amount, d.amount_set, `${path}.line_item.discount_allocations.${j}.amount`)!,
+        currency,
+      ),
     ),
   );
   const share = (whole: number) => prorateMinor(whole, line.quantity, ordered);
@@ -239,7 +247,9 @@ export function shopifyRefundAmount(refund: Refund): { amount: number; currency:
   }
   const amount = taxesIncluded ? subtotal - tax : subtotal;
   if (amount < 0) {
-    throw new BadInputError('refund_line_items: taxes exceed the refunded subtotal', { field: 'refund_line_items' });
+    throw new BadInputError('refund_line_items: taxes exceed the refunded subtotal', {
+      field: 'refund_line_items',
+    });
   }
   return { amount, currency };
 }
@@ -273,7 +283,10 @@ export const shopifyAdapter: PlatformAdapter = {
     if (!topic) throw new BadInputError('missing x-shopify-topic header', { field: 'x-shopify-topic' });
     const isOrderTopic = ORDER_TOPICS.has(topic);
     if (isOrderTopic && topic !== context.source.orderTopic) {
-      return { kind: 'ignored', reason: `${topic} is not the configured order topic (${context.source.orderTopic})` };
+      return {
+        kind: 'ignored',
+        reason: `${topic} is not the configured order topic (${context.source.orderTopic})`,
+      };
     }
     if (!isOrderTopic && topic !== 'refunds/create' && topic !== 'orders/cancelled') {
       return { kind: 'ignored', reason: `topic ${topic} is not handled` };
@@ -287,7 +300,8 @@ export const shopifyAdapter: PlatformAdapter = {
       receivedAt: context.now.toISOString(),
     } as const;
 
-    if (isOrderTopic) return { kind: 'events', events: checkEvents([placed(parsePayload(Order, body), eventId, context)]) };
+    if (isOrderTopic)
+      return { kind: 'events', events: checkEvents([placed(parsePayload(Order, body), eventId, context)]) };
 
     if (topic === 'orders/cancelled') {
       const order = parsePayload(CancelledOrder, body);

@@ -21,7 +21,8 @@ export function safeEqual(a: Buffer, b: Buffer): boolean {
 }
 
 function requireSecrets(secrets: readonly string[]): void {
-  if (secrets.length === 0) throw new ConfigurationError('no webhook signing secret is configured for this source');
+  if (secrets.length === 0)
+    throw new ConfigurationError('no webhook signing secret is configured for this source');
 }
 
 function requireHeader(value: string | undefined, header: string): string {
@@ -55,7 +56,11 @@ export function verifyBase64Hmac(
 }
 
 /** Hex signatures compared as bytes: `AB…` and `ab…` are the same signature. */
-function matchesAnyHex(candidates: readonly string[], secrets: readonly string[], parts: Array<Buffer | string>) {
+function matchesAnyHex(
+  candidates: readonly string[],
+  secrets: readonly string[],
+  parts: Array<Buffer | string>,
+) {
   const given = candidates.filter((c) => HEX_SHA256.test(c)).map((c) => Buffer.from(c, 'hex'));
   if (given.length === 0) return false;
   return secrets.some((secret) => {
@@ -75,7 +80,8 @@ function checkTimestamp(text: string, header: string, options: TimestampOptions)
   const tolerance = options.toleranceSeconds ?? 300;
   const skew = Math.floor(options.now.getTime() / 1000) - Number.parseInt(text, 10);
   if (skew > tolerance) throw new UnauthorizedError(`${header}: timestamp is older than ${tolerance} s`);
-  if (skew < -tolerance) throw new UnauthorizedError(`${header}: timestamp is more than ${tolerance} s ahead`);
+  if (skew < -tolerance)
+    throw new UnauthorizedError(`${header}: timestamp is more than ${tolerance} s ahead`);
   return text;
 }
 
@@ -138,7 +144,8 @@ export function verifyGenericSignature(
     .split(/[\s,]+/)
     .filter((s) => s.startsWith('sha256='))
     .map((s) => s.slice('sha256='.length));
-  if (candidates.length === 0) throw new UnauthorizedError(`${GENERIC_SIGNATURE_HEADER}: no sha256= signature`);
+  if (candidates.length === 0)
+    throw new UnauthorizedError(`${GENERIC_SIGNATURE_HEADER}: no sha256= signature`);
   if (!matchesAnyHex(candidates, secrets, [`${t}.`, rawBody])) {
     throw new UnauthorizedError(`${GENERIC_SIGNATURE_HEADER} does not match`);
   }

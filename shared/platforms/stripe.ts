@@ -166,7 +166,10 @@ function chargeRefunded(object: unknown, eventId: string, context: AdapterContex
   const charge = parsePayload(Charge, object, 'data.object');
   const externalId = orderIdOf(charge.metadata) ?? charge.payment_intent;
   if (!externalId) {
-    return { kind: 'ignored', reason: `charge ${charge.id} has neither metadata.order_id nor a payment_intent` };
+    return {
+      kind: 'ignored',
+      reason: `charge ${charge.id} has neither metadata.order_id nor a payment_intent`,
+    };
   }
   const base = {
     source: context.source.id,
@@ -194,7 +197,12 @@ function chargeRefunded(object: unknown, eventId: string, context: AdapterContex
     };
   }
   const events = list.flatMap((refund) => {
-    const event = refunded(refund, { currency: charge.currency, externalId }, `${eventId}:${refund.id}`, context);
+    const event = refunded(
+      refund,
+      { currency: charge.currency, externalId },
+      `${eventId}:${refund.id}`,
+      context,
+    );
     return event ? [event] : [];
   });
   return { kind: 'events', events: checkEvents(events) };
@@ -221,7 +229,8 @@ export const stripeAdapter: PlatformAdapter = {
     const object = envelope.data.object;
     switch (envelope.type) {
       case 'checkout.session.completed': {
-        if (object['mode'] === 'setup') return { kind: 'ignored', reason: 'setup-mode checkout session: no sale' };
+        if (object['mode'] === 'setup')
+          return { kind: 'ignored', reason: 'setup-mode checkout session: no sale' };
         const status = object['payment_status'];
         if (typeof status === 'string' && !PAID.has(status)) {
           return {

@@ -120,7 +120,9 @@ function placed(order: Order, eventId: string, context: AdapterContext): Connect
     vouchers: unique((order.coupon_lines ?? []).map((c) => c.code)),
     ...attribution,
     buyerIp: firstIp(order.customer_ip_address),
-    productIds: unique(order.line_items.flatMap((l) => (l.product_id && l.product_id !== '0' ? [l.product_id] : []))),
+    productIds: unique(
+      order.line_items.flatMap((l) => (l.product_id && l.product_id !== '0' ? [l.product_id] : [])),
+    ),
     paymentMethod: order.payment_method || undefined,
     orderDate: isoDate(order.date_created_gmt, true),
   };
@@ -154,7 +156,9 @@ function updated(order: Order, eventId: string, context: AdapterContext): Adapte
   }
   const { net, gross } = wooOrderAmounts(order);
   const events = refunds.map((refund, i): ConnectorEventInput => {
-    const refunded = Math.abs(money(refund.total, order.currency, `refunds.${i}.total`, { allowNegative: true }));
+    const refunded = Math.abs(
+      money(refund.total, order.currency, `refunds.${i}.total`, { allowNegative: true }),
+    );
     return {
       type: 'OrderRefunded',
       ...base,

@@ -230,7 +230,7 @@ export function refuseConversion(input: ConversionRefuseBody, world: SandboxWorl
 export function updateConversionAmount(input: ConversionUpdateBody, world: SandboxWorld): unknown {
   const record = requireConversion(world, input.id);
   const state = materialize(record, world);
-  if (record.status === 'refused') {
+  if (record.status !== 'pending') {
     throw new HttpError(
       422,
       `conversion ${record.id} is ${record.status}: its amount can only be updated while pending`,

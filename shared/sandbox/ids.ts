@@ -7,7 +7,7 @@ import type { SeedIds } from './types.ts';
  * The seeded advertiser. Fixed, readable ids so that configuration files, tests and the README can
  * name them: `5ad…01xx` programs, `…02xx` rules, `…03xx` partnerships, `…04xx` groups, `…05xx` users.
  */
-export const DEFAULT_SEED: SeedIds = Object.freeze({
+export const DEFAULT_SEED: SeedIds = deepFreeze({
   advertiser: '5ad000000000000000000001',
   programs: ['5ad000000000000000000101', '5ad000000000000000000102'],
   rules: [
@@ -20,7 +20,12 @@ export const DEFAULT_SEED: SeedIds = Object.freeze({
   groups: ['5ad000000000000000000401'],
   users: ['5ad000000000000000000501'],
   trackingIds: [1001, 1002],
-}) as SeedIds;
+});
+
+function deepFreeze(seed: SeedIds): SeedIds {
+  for (const value of Object.values(seed)) if (Array.isArray(value)) Object.freeze(value);
+  return Object.freeze(seed);
+}
 
 const SeedSchema = z
   .strictObject({

@@ -86,7 +86,10 @@ async function placeOrder(deps: WorkerDeps, source: SourceConfig, event: OrderPl
       // platform whether the add went through before adding again.
       record = { ...existing, state: 'adding', leaseOwner: deps.workerId, leaseUntil: deps.now() + deps.leaseMs };
       if (!(await deps.ledger.update(record))) continue;
-      const found = await backend.find(source.program, event.externalId, call);
+      const found = await backend.find(source.program, event.externalId, call).catch(async (error: unknown) => {
+        await releaseLease(deps, record);
+        throw error;
+      });
       if (found) {
         record.state = 'added';
         record.conversionId = found.id;
@@ -175,12 +178,18 @@ async function addConversion(
     }
     // Transient: the request may or may not have reached the platform. Expire the lease so that the
     // next attempt reconciles through Conversion info before adding again.
-    record.leaseUntil = 0;
-    await deps.ledger.update(record).catch(() => undefined);
+    await releaseLease(deps, record);
     throw error;
   }
-  id ??= (await backend.find(source.program, event.externalId, call))?.id;
+  // The add is done: a failed id lookup must not undo that. Without an id, refunds look it up later.
+  id ??= (await backend.find(source.program, event.externalId, call).catch(() => undefined))?.id;
   return settleAdded(deps, record, id, 'added');
+}
+
+/** Expires our lease so the next attempt reconciles through Conversion info instead of waiting. */
+async function releaseLease(deps: WorkerDeps, record: OrderRecord): Promise<void> {
+  record.leaseUntil = 0;
+  await deps.ledger.update(record).catch(() => undefined);
 }
 
 async function settleAdded(

@@ -1042,7 +1042,7 @@ describe('sandbox: control routes', () => {
     expect(unknown.status).toBe(404);
     expect(wrongMethod.status).toBe(405);
     expect(malformed.status).toBe(400);
-    expect((await malformed.json()).message).toMatch(/malformed JSON/);
+    expect(((await malformed.json()) as { message: string }).message).toMatch(/malformed JSON/);
   });
 });
 

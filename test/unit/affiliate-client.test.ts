@@ -210,7 +210,7 @@ describe('AffiliateClient requests', () => {
     );
   });
 
-  it.each([
+  it.each<[string, (client: AffiliateClient) => Promise<unknown>, string]>([
     [
       'conversions.add without click ids',
       (c: AffiliateClient) => c.addConversion({ ...trackingAdd, cids: [] }),
@@ -516,7 +516,7 @@ describe('AffiliateClient retries', () => {
     // Assess
     expect(result?.id).toBe(CONVERSION_ID);
     expect(sent).toHaveLength(2);
-    expect(clock.now() - start).toBe(412);
+    expect(clock.now() - start).toBe(422); // 412 asked, plus a 10 ms margin
     expect(events.filter((e) => e.type !== 'request')).toEqual([
       {
         type: 'rate_limited',
@@ -532,7 +532,7 @@ describe('AffiliateClient retries', () => {
         path: '/advertiser/conversions.accept',
         attempt: 1,
         status: 429,
-        waitMs: 412,
+        waitMs: 422,
       },
     ]);
   });
@@ -550,7 +550,7 @@ describe('AffiliateClient retries', () => {
 
     // Assess: 2 s asked, then full jitter at 0.5 of a 200 ms ceiling (second attempt).
     expect(sent).toHaveLength(3);
-    expect(clock.sleeps).toEqual([2000, 100]);
+    expect(clock.sleeps).toEqual([2010, 100]);
   });
 
   it('retries 5xx with full-jitter backoff and surfaces a TransientError after maxAttempts', async () => {
@@ -582,6 +582,24 @@ describe('AffiliateClient retries', () => {
     // Assess
     await expect(result).rejects.toBeInstanceOf(TransientError);
     await expect(result).rejects.toMatchObject({ status: 429, retryAfterMs: 5000 });
+    expect(sent).toHaveLength(1);
+    expect(clock.sleeps).toEqual([]);
+  });
+
+  it('fails at once when the client-side limiter cannot admit the call before the deadline', async () => {
+    // Prepare
+    const advertiser = { advertiser: { id: 'dddddddddddddddddddddddd' } };
+    const { client, clock, sent } = setup([json(200, advertiser), json(200, advertiser)], {
+      ratePerSecond: 1,
+    });
+    await clock.run(client.advertiserInfo());
+
+    // Act
+    const result = clock.run(client.advertiserInfo({ deadline: clock.now() + 500 }));
+
+    // Assess
+    await expect(result).rejects.toBeInstanceOf(TransientError);
+    await expect(result).rejects.toMatchObject({ retryAfterMs: 1000 });
     expect(sent).toHaveLength(1);
     expect(clock.sleeps).toEqual([]);
   });

@@ -1,0 +1,195 @@
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import type * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
+import { type BuildOptions, build, type Metafile } from 'esbuild';
+import {
+  CONNECTOR_BUNDLING,
+  CONNECTOR_FUNCTIONS,
+  type ConnectorFunctionName,
+  PROJECT_ROOT,
+} from './connector-stack.ts';
+
+/**
+ * Budget for each function's bundled code (index.mjs), in bytes.
+ *
+ * Lambda loads, parses and compiles the whole bundle during the cold start, before the handler runs,
+ * so init time grows with bundle size; the webhook answers shops that give up after 5 s, and every
+ * cold start is billed. At the time of writing the bundles are 0.84 to 0.89 MiB: zod about 440 KiB
+ * (`import { z } from 'zod'` keeps the whole namespace, all locales included), the AWS SDK v3
+ * clients and their shared runtime about 300 KiB (bundled on purpose, see CONNECTOR_BUNDLING),
+ * Powertools, and under 40 KiB of our own code. 1 MiB leaves room for ordinary growth of our code
+ * but not for a new heavy dependency (another SDK client or a large library adds 100 KiB and more):
+ * that should be a decision that raises this number with its reason, not an accident. Switching
+ * the shared code to `import * as z from 'zod'` (tree-shakable) would save about 370 KiB per
+ * function; lower the budgets to 640 KiB when that lands.
+ */
+export const BUNDLE_BUDGETS: Readonly<Record<ConnectorFunctionName, number>> = {
+  webhook: 1024 * 1024,
+  refunds: 1024 * 1024,
+  worker: 1024 * 1024,
+};
+
+/** Options of `BundlingOptions` this translation knows; any other option set in the stack fails it. */
+const KNOWN_OPTIONS: ReadonlySet<string> = new Set([
+  'forceDockerBundling',
+  'format',
+  'target',
+  'mainFields',
+  'bundleAwsSDK',
+  'externalModules',
+  'minify',
+  'sourceMap',
+  'sourcesContent',
+  'banner',
+  'footer',
+  'define',
+  'keepNames',
+  'charset',
+  'logLevel',
+]);
+
+/**
+ * The esbuild options that produce the same index.mjs as CDK's `NodejsFunction` bundling with
+ * `bundling` (CDK runs the esbuild CLI with the equivalent flags; see aws-lambda-nodejs/lib/bundling).
+ * Throws for a bundling option it does not translate, so the report cannot silently drift from the
+ * stack.
+ */
+export function esbuildOptionsFor(
+  name: ConnectorFunctionName,
+  bundling: nodejs.BundlingOptions = CONNECTOR_BUNDLING,
+  projectRoot: string = PROJECT_ROOT,
+): BuildOptions {
+  const unknown = Object.keys(bundling).filter((key) => !KNOWN_OPTIONS.has(key));
+  if (unknown.length > 0) {
+    throw new Error(`bundle-report does not translate bundling option(s) ${unknown.join(', ')}: teach it`);
+  }
+  if (bundling.sourceMap === false && bundling.sourcesContent === false) {
+    throw new Error('sourcesContent without sourceMap has no meaning');
+  }
+  // CDK's defaults for a Node 18+ runtime: the AWS SDK v3 stays external unless bundleAwsSDK.
+  const external = bundling.externalModules ?? (bundling.bundleAwsSDK ? [] : ['@aws-sdk/*']);
+  const esm = bundling.format === 'esm';
+  return {
+    absWorkingDir: projectRoot,
+    entryPoints: [join(projectRoot, CONNECTOR_FUNCTIONS[name].entry)],
+    bundle: true,
+    platform: 'node',
+    target: bundling.target ?? 'node24',
+    ...(bundling.format === undefined ? {} : { format: bundling.format }),
+    outfile: join(projectRoot, 'cdk.out', 'bundle-report', name, esm ? 'index.mjs' : 'index.js'),
+    minify: bundling.minify ?? false,
+    sourcemap: bundling.sourceMap ?? false,
+    sourcesContent: bundling.sourcesContent ?? true,
+    external,
+    ...(bundling.mainFields === undefined ? {} : { mainFields: bundling.mainFields }),
+    ...(bundling.banner === undefined ? {} : { banner: { js: bundling.banner } }),
+    ...(bundling.footer === undefined ? {} : { footer: { js: bundling.footer } }),
+    ...(bundling.define === undefined ? {} : { define: bundling.define }),
+    ...(bundling.keepNames === undefined ? {} : { keepNames: bundling.keepNames }),
+    ...(bundling.charset === undefined ? {} : { charset: bundling.charset }),
+    metafile: true,
+    write: false,
+    logLevel: 'silent',
+  };
+}
+
+export interface FunctionBundle {
+  readonly name: ConnectorFunctionName;
+  /** The bundled code, as Lambda loads it. */
+  readonly code: Uint8Array;
+  readonly codeBytes: number;
+  readonly sourceMapBytes: number;
+  /** Roughly what the code adds to the deployment zip. */
+  readonly gzipBytes: number;
+  readonly budgetBytes: number;
+  /** Packages (or `(project)`) by bytes in the output, largest first. */
+  readonly contributors: readonly { readonly name: string; readonly bytes: number }[];
+}
+
+/** Bundles one function in memory with the stack's settings. */
+export async function bundleFunction(name: ConnectorFunctionName): Promise<FunctionBundle> {
+  const result = await build(esbuildOptionsFor(name));
+  const files = result.outputFiles ?? [];
+  const code = files.find((f) => /\.m?js$/.test(f.path));
+  const map = files.find((f) => f.path.endsWith('.map'));
+  if (code === undefined) throw new Error(`esbuild produced no code for ${name}`);
+  return {
+    name,
+    code: code.contents,
+    codeBytes: code.contents.byteLength,
+    sourceMapBytes: map?.contents.byteLength ?? 0,
+    gzipBytes: gzipSync(code.contents).byteLength,
+    budgetBytes: BUNDLE_BUDGETS[name],
+    contributors: contributors(result.metafile),
+  };
+}
+
+/** Bundles every function, one after another (esbuild already uses all cores for one). */
+export async function bundleAll(): Promise<FunctionBundle[]> {
+  const bundles: FunctionBundle[] = [];
+  for (const name of Object.keys(CONNECTOR_FUNCTIONS) as ConnectorFunctionName[]) {
+    bundles.push(await bundleFunction(name));
+  }
+  return bundles;
+}
+
+function contributors(metafile: Metafile | undefined): { name: string; bytes: number }[] {
+  const totals = new Map<string, number>();
+  for (const output of Object.values(metafile?.outputs ?? {})) {
+    for (const [path, input] of Object.entries(output.inputs)) {
+      const name = packageOf(path);
+      totals.set(name, (totals.get(name) ?? 0) + input.bytesInOutput);
+    }
+  }
+  return [...totals.entries()].map(([name, bytes]) => ({ name, bytes })).sort((a, b) => b.bytes - a.bytes);
+}
+
+function packageOf(path: string): string {
+  const match = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(path.replaceAll('\\', '/'));
+  return match?.[1] ?? '(project)';
+}
+
+const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
+
+/** The report as a text table, with each function's five largest contributors below it. */
+export function formatReport(bundles: readonly FunctionBundle[]): string {
+  const header = ['function', 'code', 'gzip', 'source map', 'budget', 'used', ''];
+  const rows = bundles.map((b) => [
+    b.name,
+    kib(b.codeBytes),
+    kib(b.gzipBytes),
+    kib(b.sourceMapBytes),
+    kib(b.budgetBytes),
+    `${Math.round((100 * b.codeBytes) / b.budgetBytes)}%`,
+    b.codeBytes > b.budgetBytes ? 'OVER BUDGET' : 'ok',
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  const lines = [line(header), ...rows.map(line), ''];
+  for (const b of bundles) {
+    const top = b.contributors
+      .slice(0, 5)
+      .map((c) => `${c.name} ${kib(c.bytes)}`)
+      .join(', ');
+    lines.push(`${b.name}: ${top}`);
+  }
+  return lines.join('\n');
+}
+
+async function main(): Promise<void> {
+  const bundles = await bundleAll();
+  console.log(formatReport(bundles));
+  const over = bundles.filter((b) => b.codeBytes > b.budgetBytes);
+  if (over.length > 0) {
+    console.error(
+      `\n${over.map((b) => b.name).join(', ')} over budget: find the new dependency above, or raise BUNDLE_BUDGETS in infra/bundle-report.ts with the reason.`,
+    );
+    process.exitCode = 1;
+  }
+}
+
+if (import.meta.main) await main();

@@ -1,0 +1,278 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import type { Command } from 'commander';
+import { DynamoLedger } from '../adapters/dynamo-ledger.ts';
+import { AffiliateClient } from '../affiliate/client.ts';
+import { parseSources, SourceConfig } from '../config/sources.ts';
+import { CliError, type CliIo } from './io.ts';
+
+/**
+ * How the CLI reaches the connector, the queues, the ledger and the platform: each setting from its
+ * flag, else its environment variable, else the `.local-stack.json` that `npm start` writes in the
+ * repository root. Against AWS the SDK's default credentials are used; with an endpoint override
+ * (the local emulators) dummy ones.
+ */
+
+/** Written by `npm start` (infra/local/start.ts, `LOCAL_STATE_FILE`); repeated here so the CLI does not load the emulators. */
+export const LOCAL_STATE_FILE = '.local-stack.json';
+
+/** The emulators accept any credentials; these are never real (same as `LOCAL_AWS` in infra/local/emulators.ts). */
+const LOCAL_CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local' } as const;
+const LOCAL_REGION = 'us-east-1';
+/** Bounds every AWS call, so a wrong endpoint fails in seconds rather than hanging a terminal. */
+export const AWS_TIMEOUT_MS = 10_000;
+
+interface SettingSpec {
+  /** Flag, when the setting has one (the affiliate token has none: tokens do not belong in shell history). */
+  readonly flag?: string;
+  readonly env: string;
+  /** Field of `.local-stack.json`. */
+  readonly file?: string;
+  readonly what: string;
+}
+
+export const SETTINGS = {
+  connectorUrl: { flag: '--url', env: 'CONNECTOR_URL', file: 'connectorUrl', what: 'the connector URL' },
+  financeApiKey: { flag: '--api-key', env: 'FINANCE_API_KEY', file: 'financeApiKey', what: 'the finance API key' },
+  queueUrl: { flag: '--queue-url', env: 'QUEUE_URL', file: 'queueUrl', what: 'the main queue URL' },
+  dlqUrl: { flag: '--dlq-url', env: 'DLQ_URL', file: 'dlqUrl', what: 'the dead-letter queue URL' },
+  sqsEndpoint: { flag: '--sqs-endpoint', env: 'SQS_ENDPOINT', file: 'sqsEndpoint', what: 'the SQS endpoint' },
+  ledgerTable: { flag: '--ledger-table', env: 'LEDGER_TABLE', file: 'ledgerTable', what: 'the ledger table name' },
+  dynamoEndpoint: {
+    flag: '--dynamodb-endpoint',
+    env: 'DYNAMODB_ENDPOINT',
+    file: 'dynamoEndpoint',
+    what: 'the DynamoDB endpoint',
+  },
+  affiliateBaseUrl: {
+    flag: '--affiliate-url',
+    env: 'AFFILIATE_BASE_URL',
+    file: 'affiliateBaseUrl',
+    what: "the affiliate platform's API URL",
+  },
+  affiliateToken: { env: 'AFFILIATE_TOKEN', file: 'affiliateToken', what: "the affiliate platform's API token" },
+  region: { flag: '--region', env: 'AWS_REGION', what: 'the AWS region' },
+} as const satisfies Record<string, SettingSpec>;
+
+export type SettingName = keyof typeof SETTINGS;
+export type SettingOrigin = 'flag' | 'env' | 'file';
+
+const FLAG_HELP: Partial<Record<SettingName, string>> = {
+  connectorUrl: 'connector base URL (env CONNECTOR_URL)',
+  financeApiKey: 'finance API key (env FINANCE_API_KEY)',
+  queueUrl: 'main FIFO queue URL (env QUEUE_URL)',
+  dlqUrl: 'dead-letter queue URL (env DLQ_URL)',
+  sqsEndpoint: 'SQS endpoint, for emulators only (env SQS_ENDPOINT)',
+  ledgerTable: 'ledger table name (env LEDGER_TABLE)',
+  dynamoEndpoint: 'DynamoDB endpoint, for emulators only (env DYNAMODB_ENDPOINT)',
+  affiliateBaseUrl: 'affiliate platform API URL (env AFFILIATE_BASE_URL)',
+  region: 'AWS region (env AWS_REGION)',
+};
+
+/** Adds the flags of these settings to a command, with where else each can come from. */
+export function settingOptions(command: Command, names: readonly SettingName[]): Command {
+  for (const name of names) {
+    const spec: SettingSpec = SETTINGS[name];
+    if (spec.flag) command.option(`${spec.flag} <value>`, FLAG_HELP[name] ?? spec.what);
+  }
+  return command;
+}
+
+/** Commander's attribute name of a flag: `--dynamodb-endpoint` → `dynamodbEndpoint`. */
+function attributeOf(flag: string): string {
+  return flag.replace(/^--/, '').replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+}
+
+type LocalState = Record<string, unknown>;
+
+/** Settings, clients and sources of one command run. Create with `contextFor`; `close()` when done. */
+export class CliContext {
+  readonly io: CliIo;
+  readonly #flags: Readonly<Record<string, unknown>>;
+  #state: LocalState | null | undefined;
+  #sqs: SQSClient | undefined;
+  #dynamo: DynamoDBClient | undefined;
+  #secretsManager: SecretsManagerClient | undefined;
+  #sources: SourceConfig[] | undefined;
+
+  constructor(io: CliIo, flags: Readonly<Record<string, unknown>> = {}) {
+    this.io = io;
+    this.#flags = flags;
+  }
+
+  /** Path of the local state file looked at. */
+  get stateFile(): string {
+    return isAbsolute(LOCAL_STATE_FILE) ? LOCAL_STATE_FILE : join(this.io.cwd, LOCAL_STATE_FILE);
+  }
+
+  /** The parsed `.local-stack.json`, or null when there is none. */
+  localState(): LocalState | null {
+    if (this.#state !== undefined) return this.#state;
+    const path = this.stateFile;
+    if (!existsSync(path)) {
+      this.#state = null;
+      return null;
+    }
+    try {
+      const parsed: unknown = JSON.parse(readFileSync(path, 'utf8'));
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
+      this.#state = parsed as LocalState;
+    } catch {
+      throw new CliError(`${LOCAL_STATE_FILE} is not valid JSON: restart the local stack (npm start) or delete the file`);
+    }
+    return this.#state;
+  }
+
+  /** Where a setting comes from, or undefined when it is not set anywhere. */
+  origin(name: SettingName): SettingOrigin | undefined {
+    const spec: SettingSpec = SETTINGS[name];
+    if (spec.flag && nonEmpty(this.#flags[attributeOf(spec.flag)])) return 'flag';
+    if (nonEmpty(this.io.env[spec.env])) return 'env';
+    if (spec.file && nonEmpty(this.localState()?.[spec.file])) return 'file';
+    return undefined;
+  }
+
+  get(name: SettingName): string | undefined {
+    const spec: SettingSpec = SETTINGS[name];
+    switch (this.origin(name)) {
+      case 'flag':
+        return String(this.#flags[attributeOf(spec.flag ?? '')]).trim();
+      case 'env':
+        return this.io.env[spec.env]?.trim();
+      case 'file':
+        return String(this.localState()?.[spec.file ?? '']).trim();
+      default:
+        return undefined;
+    }
+  }
+
+  /** @throws CliError (exit 2) naming the flag and the environment variable */
+  require(name: SettingName): string {
+    const value = this.get(name);
+    if (value !== undefined) return value;
+    throw new CliError(missingMessage(name));
+  }
+
+  /** True when the AWS side is the local emulators (an endpoint override is set). */
+  get isLocal(): boolean {
+    return this.get('sqsEndpoint') !== undefined || this.get('dynamoEndpoint') !== undefined;
+  }
+
+  /**
+   * The configured sources: `SOURCES` (JSON array) or the local state file's `sources`. Empty when
+   * neither is set.
+   *
+   * @throws CliError naming the setting when it is not a valid list of sources
+   */
+  sources(): SourceConfig[] {
+    if (this.#sources) return this.#sources;
+    const fromEnv = this.io.env['SOURCES'];
+    if (nonEmpty(fromEnv)) {
+      try {
+        this.#sources = parseSources(fromEnv, 'setting SOURCES');
+      } catch (error) {
+        throw new CliError((error as Error).message);
+      }
+      return this.#sources;
+    }
+    const fromFile = this.localState()?.['sources'];
+    if (Array.isArray(fromFile)) {
+      const parsed = fromFile.map((s) => SourceConfig.safeParse(s));
+      const bad = parsed.findIndex((p) => !p.success);
+      if (bad >= 0) throw new CliError(`${LOCAL_STATE_FILE}: sources.${bad} is not a valid source`);
+      this.#sources = parsed.flatMap((p) => (p.success ? [p.data] : []));
+      return this.#sources;
+    }
+    this.#sources = [];
+    return this.#sources;
+  }
+
+  /** A secret's value by reference: the environment variable, else the local state file's `secrets`. */
+  secret(ref: string): string | undefined {
+    const fromEnv = this.io.env[ref];
+    if (nonEmpty(fromEnv)) return fromEnv;
+    const secrets = this.localState()?.['secrets'];
+    const fromFile = typeof secrets === 'object' && secrets !== null ? (secrets as Record<string, unknown>)[ref] : undefined;
+    return nonEmpty(fromFile) ? fromFile : undefined;
+  }
+
+  /** The programs to look in: the one given, else the configured sources' programs (distinct, in order). */
+  programs(program?: string, source?: string): string[] {
+    if (program) return [program.toLowerCase()];
+    const sources = this.sources();
+    if (source) {
+      const found = sources.find((s) => s.id === source);
+      if (!found) {
+        const known = sources.map((s) => s.id).join(', ') || 'none configured';
+        throw new CliError(`--source: unknown source "${source}" (known: ${known})`);
+      }
+      return [found.program.toLowerCase()];
+    }
+    const programs = [...new Set(sources.map((s) => s.program.toLowerCase()))];
+    if (programs.length === 0) {
+      throw new CliError('no program to look in: pass --program, or configure sources (env SOURCES, or npm start)');
+    }
+    return programs;
+  }
+
+  sqs(): SQSClient {
+    this.#sqs ??= new SQSClient(this.#awsConfig(this.get('sqsEndpoint')));
+    return this.#sqs;
+  }
+
+  dynamo(): DynamoDBClient {
+    this.#dynamo ??= new DynamoDBClient(this.#awsConfig(this.get('dynamoEndpoint')));
+    return this.#dynamo;
+  }
+
+  secretsManager(): SecretsManagerClient {
+    this.#secretsManager ??= new SecretsManagerClient(this.#awsConfig(undefined));
+    return this.#secretsManager;
+  }
+
+  ledger(): DynamoLedger {
+    return new DynamoLedger(this.dynamo(), this.require('ledgerTable'));
+  }
+
+  affiliate(): AffiliateClient {
+    const baseUrl = this.require('affiliateBaseUrl');
+    const token = this.require('affiliateToken');
+    try {
+      return new AffiliateClient({ baseUrl, token, maxAttempts: 3 });
+    } catch (error) {
+      throw new CliError(`${SETTINGS.affiliateBaseUrl.env}: ${(error as Error).message}`);
+    }
+  }
+
+  #awsConfig(endpoint: string | undefined) {
+    const region = this.get('region');
+    if (endpoint) return { endpoint, region: region ?? LOCAL_REGION, credentials: LOCAL_CREDENTIALS, maxAttempts: 2 };
+    return { ...(region ? { region } : {}), maxAttempts: 3 };
+  }
+
+  close(): void {
+    this.#sqs?.destroy();
+    this.#dynamo?.destroy();
+    this.#secretsManager?.destroy();
+  }
+}
+
+/** `missing the DLQ URL: pass --dlq-url or set DLQ_URL (npm start writes it to .local-stack.json)` */
+export function missingMessage(name: SettingName): string {
+  const spec: SettingSpec = SETTINGS[name];
+  const how = spec.flag ? `pass ${spec.flag} or set ${spec.env}` : `set ${spec.env}`;
+  const local = spec.file ? ` (locally, \`npm start\` writes it to ${LOCAL_STATE_FILE})` : '';
+  return `missing ${spec.what}: ${how}${local}`;
+}
+
+function nonEmpty(value: unknown): value is string {
+  return typeof value === 'string' && value.trim() !== '';
+}
+
+/** Options for `client.send(command, …)`: every AWS call of the CLI is bounded in time. */
+export function awsCall(): { abortSignal: AbortSignal } {
+  return { abortSignal: AbortSignal.timeout(AWS_TIMEOUT_MS) };
+}

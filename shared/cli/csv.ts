@@ -1,0 +1,75 @@
+/**
+ * A small RFC 4180 reader: fields separated by commas, optionally quoted with `"` (a quoted field
+ * may hold commas, line breaks and `""` for a quote), CRLF or LF line ends, a UTF-8 BOM (Excel
+ * writes one) ignored. Blank lines are skipped. Each record keeps the line it starts on, so errors
+ * can point finance staff to the line their spreadsheet shows.
+ */
+
+export interface CsvRecord {
+  /** 1-based line of the file where the record starts. */
+  readonly line: number;
+  readonly fields: string[];
+}
+
+export interface CsvProblem {
+  readonly line: number;
+  readonly message: string;
+}
+
+export function parseCsv(text: string): { records: CsvRecord[]; problems: CsvProblem[] } {
+  const source = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+  const records: CsvRecord[] = [];
+  const problems: CsvProblem[] = [];
+  let line = 1;
+  let start = 1;
+  let fields: string[] = [];
+  let field = '';
+  let quoted = false;
+  let wasQuoted = false;
+
+  const endRecord = () => {
+    fields.push(field);
+    if (!(fields.length === 1 && fields[0] === '' && !wasQuoted)) records.push({ line: start, fields });
+    fields = [];
+    field = '';
+    wasQuoted = false;
+  };
+
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i];
+    if (quoted) {
+      if (c === '"') {
+        if (source[i + 1] === '"') {
+          field += '"';
+          i++;
+        } else {
+          quoted = false;
+        }
+      } else {
+        if (c === '\n') line++;
+        field += c;
+      }
+      continue;
+    }
+    if (c === '"') {
+      if (field.trim() !== '') problems.push({ line, message: 'a quote in the middle of an unquoted field' });
+      field = '';
+      quoted = true;
+      wasQuoted = true;
+    } else if (c === ',') {
+      fields.push(field);
+      field = '';
+    } else if (c === '\r' && source[i + 1] === '\n') {
+      // CRLF: the \n ends the record.
+    } else if (c === '\n') {
+      endRecord();
+      line++;
+      start = line;
+    } else {
+      field += c;
+    }
+  }
+  if (quoted) problems.push({ line: start, message: 'a quoted field is not closed' });
+  if (field !== '' || fields.length > 0 || wasQuoted) endRecord();
+  return { records, problems };
+}

@@ -1,0 +1,129 @@
+import { createInterface } from 'node:readline';
+
+/**
+ * What a command may touch of the outside world. `bin/connector.ts` passes the process's streams and
+ * environment; tests pass their own, so every command runs in process with nothing global.
+ */
+
+/** The part of a writable stream the CLI uses; `isTTY` decides between a progress bar and plain lines. */
+export interface OutputStream {
+  write(chunk: string): unknown;
+  readonly isTTY?: boolean;
+}
+
+export interface CliIo {
+  readonly stdout: OutputStream;
+  readonly stderr: OutputStream;
+  /** Where confirmations are read from; absent when there is no one to ask. */
+  readonly stdin?: NodeJS.ReadableStream & { readonly isTTY?: boolean };
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Directory searched for `.local-stack.json`. */
+  readonly cwd: string;
+  /** @default () => new Date() */
+  readonly now?: () => Date;
+}
+
+/** The running process's streams, environment and directory. */
+export function processIo(): CliIo {
+  return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env, cwd: process.cwd() };
+}
+
+/**
+ * A failure the user can act on: printed as `error: <message>` (never with a stack) and turned into
+ * the exit code. 2 = usage or configuration (a missing setting, an invalid CSV), 1 = the work failed.
+ * An empty message exits with the code and prints nothing (the command has already reported).
+ */
+export class CliError extends Error {
+  override readonly name = 'CliError';
+  readonly exitCode: number;
+
+  constructor(message: string, exitCode = 2) {
+    super(message);
+    this.exitCode = exitCode;
+  }
+}
+
+export function nowOf(io: CliIo): Date {
+  return io.now ? io.now() : new Date();
+}
+
+export function writeLine(stream: OutputStream, line = ''): void {
+  stream.write(`${line}\n`);
+}
+
+/** Pads columns to their widest cell; the last column is not padded. */
+export function formatTable(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return [line(headers), ...rows.map(line)].join('\n');
+}
+
+/** Cuts a text for a table cell, on one line. */
+export function cell(text: string | undefined, max = 60): string {
+  const flat = (text ?? '').replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+/** `42s`, `5m`, `3h`, `2d`. */
+export function formatAge(ms: number): string {
+  const seconds = Math.max(0, Math.floor(ms / 1000));
+  if (seconds < 60) return `${seconds}s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)}m`;
+  if (seconds < 86_400) return `${Math.floor(seconds / 3600)}h`;
+  return `${Math.floor(seconds / 86_400)}d`;
+}
+
+const RELATIVE = /^(\d+)\s*(s|m|h|d|w)$/i;
+const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+
+/**
+ * A point in time from an ISO date (`2026-05-01`, `2026-05-01T10:00:00Z`) or a duration back from
+ * now (`30m`, `1h`, `2d`, `1w`).
+ *
+ * @throws CliError naming `flag` when it is neither
+ */
+export function parseWhen(text: string, now: Date, flag: string): Date {
+  const relative = RELATIVE.exec(text.trim());
+  if (relative) {
+    const unit = UNIT_MS[(relative[2] ?? '').toLowerCase()] ?? 0;
+    return new Date(now.getTime() - Number(relative[1]) * unit);
+  }
+  const time = Date.parse(text);
+  if (Number.isNaN(time)) {
+    throw new CliError(`${flag}: "${cell(text, 40)}" is neither a date (2026-05-01, 2026-05-01T10:00:00Z) nor a duration (30m, 1h, 2d)`);
+  }
+  return new Date(time);
+}
+
+/**
+ * Asks on stderr and reads one line from stdin. Resolves undefined when there is no stdin or it ends
+ * before a line (a script without `--yes`).
+ */
+export async function ask(io: CliIo, question: string): Promise<string | undefined> {
+  const input = io.stdin;
+  if (!input) return undefined;
+  io.stderr.write(question);
+  const lines = createInterface({ input, terminal: false });
+  try {
+    for await (const line of lines) return line;
+    return undefined;
+  } finally {
+    lines.close();
+  }
+}
+
+/** A short, safe description of anything thrown: the message and, for network failures, the code. */
+export function explain(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = (error as { cause?: unknown }).cause;
+  const code = (cause as { code?: unknown } | undefined)?.code ?? (error as { code?: unknown }).code;
+  if (error.message === 'fetch failed' && cause instanceof Error) {
+    return typeof code === 'string' ? `${code} (${cause.message})` : cause.message;
+  }
+  if (error.name === 'TimeoutError') return 'timed out';
+  return error.name && error.name !== 'Error' ? `${error.name}: ${error.message}` : error.message;
+}

@@ -1,0 +1,65 @@
+import { MultiBar, Presets } from 'cli-progress';
+import { type CliIo, writeLine } from './io.ts';
+
+/**
+ * Progress of a run over rows or messages. On a terminal (stderr is a TTY) a cli-progress bar on
+ * stderr, with each row's outcome printed above it; otherwise (a pipe, a log file, CI) one plain
+ * line per row on stdout, prefixed `[i/n]`, and no control characters.
+ */
+export interface RowProgress {
+  /** One row is done; `line` is its outcome. */
+  row(line: string): void;
+  /** The total turned out larger (messages that appeared while replaying). */
+  grow(total: number): void;
+  stop(): void;
+}
+
+export function rowProgress(io: CliIo, total: number, label: string): RowProgress {
+  let done = 0;
+  let expected = total;
+  if (!io.stderr.isTTY) {
+    return {
+      row(line) {
+        done++;
+        writeLine(io.stdout, `[${done}/${Math.max(expected, done)}] ${line}`);
+      },
+      grow(next) {
+        expected = Math.max(expected, next);
+      },
+      stop() {},
+    };
+  }
+  const bars = new MultiBar(
+    {
+      stream: io.stderr as NodeJS.WritableStream,
+      format: `${label} [{bar}] {value}/{total}  {percentage}%  eta {eta_formatted}`,
+      hideCursor: true,
+      clearOnComplete: false,
+      stopOnComplete: false,
+    },
+    Presets.shades_classic,
+  );
+  const bar = bars.create(total, 0);
+  return {
+    row(line) {
+      done++;
+      // On a shared terminal the outcome goes above the bar; redirected stdout gets it unchanged.
+      if (io.stdout.isTTY) bars.log(`${line}\n`);
+      else writeLine(io.stdout, line);
+      if (done > expected) {
+        expected = done;
+        bar.setTotal(expected);
+      }
+      bar.increment();
+    },
+    grow(next) {
+      if (next > expected) {
+        expected = next;
+        bar.setTotal(expected);
+      }
+    },
+    stop() {
+      bars.stop();
+    },
+  };
+}

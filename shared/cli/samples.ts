@@ -1,0 +1,256 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { HexId } from '../affiliate/schemas.ts';
+import type { SourceConfig } from '../config/sources.ts';
+import { hmacSha256, signGeneric } from '../platforms/signature.ts';
+import { CliError } from './io.ts';
+
+/**
+ * Sample webhooks for `connector send`: a body per platform (the platforms' own documentation
+ * examples, copied into test/fixtures/samples/), changed where the platform carries the tracking
+ * data, and signed exactly as the platform signs it.
+ */
+
+export type Platform = SourceConfig['platform'];
+export const PLATFORMS: readonly Platform[] = ['shopify', 'woocommerce', 'stripe', 'generic'];
+
+const SAMPLES_DIR = new URL('../../test/fixtures/samples/', import.meta.url);
+
+/** The built-in sample of a platform and topic, or undefined when there is none for that topic. */
+export function samplePath(platform: Platform, topic: string): string | undefined {
+  let file: string | undefined;
+  if (platform === 'shopify') {
+    if (topic.startsWith('orders/')) file = 'shopify-order.json';
+    else if (topic === 'refunds/create') file = 'shopify-refund.json';
+  } else if (platform === 'woocommerce') {
+    if (topic.startsWith('order.')) file = 'woocommerce-order.json';
+  } else if (platform === 'stripe') {
+    if (topic === 'checkout.session.completed' || topic === 'checkout.session.async_payment_succeeded') {
+      file = 'stripe-checkout-session-completed.json';
+    }
+  } else {
+    file = 'generic-order.json';
+  }
+  return file === undefined ? undefined : fileURLToPath(new URL(file, SAMPLES_DIR));
+}
+
+/** The topic (Shopify, WooCommerce) or event type (Stripe) sent when none is given. */
+export function defaultTopic(platform: Platform, source: SourceConfig | undefined): string | undefined {
+  switch (platform) {
+    case 'shopify':
+      return source?.orderTopic ?? 'orders/create';
+    case 'woocommerce':
+      return 'order.created';
+    case 'stripe':
+      return 'checkout.session.completed';
+    case 'generic':
+      return undefined;
+  }
+}
+
+export interface SampleChanges {
+  readonly clickId?: string;
+  readonly ip?: string;
+  readonly trackingId?: number;
+  readonly orderId?: string;
+  /** Stripe: the event id in the envelope; Generic: the body's `eventId`. */
+  readonly eventId?: string;
+  /** Attribute names the source reads (its first click id and tracking id attribute). */
+  readonly clickIdAttribute: string;
+  readonly trackingIdAttribute: string;
+}
+
+/** Checks the values of `send`'s flags, naming the flag of the first wrong one. */
+export function checkChanges(changes: Partial<SampleChanges>): void {
+  if (changes.clickId !== undefined && !HexId.safeParse(changes.clickId).success) {
+    throw new CliError('--click-id: must be 24 hexadecimal characters (the aecid the platform appended to the landing URL)');
+  }
+  if (changes.ip !== undefined && isIP(changes.ip) === 0) throw new CliError('--ip: must be an IPv4 or IPv6 address');
+  if (changes.trackingId !== undefined && !(Number.isSafeInteger(changes.trackingId) && changes.trackingId > 0)) {
+    throw new CliError('--tracking-id: must be a positive integer');
+  }
+  if (changes.orderId !== undefined && (changes.orderId.trim() === '' || changes.orderId.length > 256)) {
+    throw new CliError('--order-id: must be 1 to 256 characters');
+  }
+}
+
+/** Which changes apply to a body: refunds carry no tracking data. */
+export function isOrderBody(platform: Platform, topic: string | undefined, body: Record<string, unknown>): boolean {
+  if (platform === 'shopify') return topic?.startsWith('orders/') ?? false;
+  if (platform === 'generic') return body['type'] === 'order';
+  if (platform === 'stripe') return (topic ?? '').startsWith('checkout.session.');
+  return true;
+}
+
+/** Shop order ids are numbers in Shopify and WooCommerce payloads; a non-numeric one stays a string. */
+function idValue(id: string): number | string {
+  return /^[0-9]{1,15}$/.test(id) && Number.isSafeInteger(Number(id)) ? Number(id) : id;
+}
+
+type Json = Record<string, unknown>;
+
+function object(value: unknown): Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Json) : {};
+}
+
+/** Sets `{ [nameKey]: name, value }` in a list of attributes, replacing an entry of the same name. */
+function setPair(list: unknown, nameKey: 'name' | 'key', name: string, value: string): unknown[] {
+  const entries = Array.isArray(list) ? list.filter((e) => object(e)[nameKey] !== name) : [];
+  return [...entries, { [nameKey]: name, value }];
+}
+
+/**
+ * Applies `send`'s flags to a body where its platform carries each value: Shopify `note_attributes`
+ * and `browser_ip`, WooCommerce `meta_data` and `customer_ip_address`, Stripe session `metadata`
+ * (the connector reads the buyer's IP from `metadata.buyer_ip`), Generic fields. Returns a new body.
+ */
+export function applyChanges(
+  platform: Platform,
+  topic: string | undefined,
+  input: Json,
+  changes: SampleChanges,
+): Json {
+  const body = structuredClone(input);
+  const order = isOrderBody(platform, topic, body);
+  switch (platform) {
+    case 'shopify': {
+      if (!order) {
+        if (changes.orderId !== undefined) body['order_id'] = idValue(changes.orderId);
+        break;
+      }
+      if (changes.orderId !== undefined) body['id'] = idValue(changes.orderId);
+      if (changes.clickId !== undefined) {
+        body['note_attributes'] = setPair(body['note_attributes'], 'name', changes.clickIdAttribute, changes.clickId);
+      }
+      if (changes.trackingId !== undefined) {
+        body['note_attributes'] = setPair(
+          body['note_attributes'],
+          'name',
+          changes.trackingIdAttribute,
+          String(changes.trackingId),
+        );
+      }
+      if (changes.ip !== undefined) {
+        body['browser_ip'] = changes.ip;
+        if (typeof body['client_details'] === 'object' && body['client_details'] !== null) {
+          (body['client_details'] as Json)['browser_ip'] = changes.ip;
+        }
+      }
+      break;
+    }
+    case 'woocommerce': {
+      if (changes.orderId !== undefined) body['id'] = idValue(changes.orderId);
+      if (changes.clickId !== undefined) {
+        body['meta_data'] = setPair(body['meta_data'], 'key', changes.clickIdAttribute, changes.clickId);
+      }
+      if (changes.trackingId !== undefined) {
+        body['meta_data'] = setPair(body['meta_data'], 'key', changes.trackingIdAttribute, String(changes.trackingId));
+      }
+      if (changes.ip !== undefined) body['customer_ip_address'] = changes.ip;
+      break;
+    }
+    case 'stripe': {
+      if (changes.eventId !== undefined) body['id'] = changes.eventId;
+      const data = object(body['data']);
+      const session = object(data['object']);
+      const metadata = { ...object(session['metadata']) };
+      if (changes.orderId !== undefined) metadata['order_id'] = changes.orderId;
+      if (order) {
+        if (changes.clickId !== undefined) metadata[changes.clickIdAttribute] = changes.clickId;
+        if (changes.trackingId !== undefined) metadata[changes.trackingIdAttribute] = String(changes.trackingId);
+        if (changes.ip !== undefined) metadata['buyer_ip'] = changes.ip;
+      }
+      session['metadata'] = metadata;
+      data['object'] = session;
+      body['data'] = data;
+      break;
+    }
+    case 'generic': {
+      if (changes.eventId !== undefined) body['eventId'] = changes.eventId;
+      if (changes.orderId !== undefined) body['orderId'] = changes.orderId;
+      if (!order) break;
+      if (changes.clickId !== undefined) {
+        const existing = Array.isArray(body['clickIds']) ? (body['clickIds'] as unknown[]) : [];
+        body['clickIds'] = [...existing.filter((c) => c !== changes.clickId), changes.clickId];
+      }
+      if (changes.trackingId !== undefined) body['affiliateTrackingId'] = changes.trackingId;
+      if (changes.ip !== undefined) body['buyerIp'] = changes.ip;
+      break;
+    }
+  }
+  return body;
+}
+
+/** A fresh delivery id where the platform's dedup key is one (Stripe event id, Generic eventId). */
+export function freshEventId(platform: Platform): string | undefined {
+  if (platform === 'stripe') return `evt_cli${randomBytes(12).toString('hex')}`;
+  if (platform === 'generic') return `cli-${randomUUID()}`;
+  return undefined;
+}
+
+export interface SignOptions {
+  readonly topic?: string;
+  /** Shopify `x-shopify-event-id`; WooCommerce `x-wc-webhook-delivery-id`. Random when absent. */
+  readonly eventId?: string;
+  readonly now: Date;
+}
+
+/**
+ * The headers the platform sends with `body`, signed with `secret` over the exact bytes:
+ * Shopify and WooCommerce a base64 HMAC-SHA256 of the body, Stripe `t=<unix>,v1=<hex HMAC of
+ * "t.body">`, Generic `sha256=<hex HMAC of "timestamp.body">` with `x-connector-timestamp`.
+ */
+export function signedHeaders(platform: Platform, body: string, secret: string, options: SignOptions): Record<string, string> {
+  const unix = Math.floor(options.now.getTime() / 1000);
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'connector-cli' };
+  switch (platform) {
+    case 'shopify':
+      return {
+        ...headers,
+        'x-shopify-topic': options.topic ?? 'orders/create',
+        'x-shopify-hmac-sha256': hmacSha256(secret, body).toString('base64'),
+        'x-shopify-event-id': options.eventId ?? randomUUID(),
+        'x-shopify-webhook-id': randomUUID(),
+        'x-shopify-triggered-at': options.now.toISOString(),
+        'x-shopify-api-version': '2026-07',
+        'x-shopify-shop-domain': 'sample-shop.myshopify.com',
+      };
+    case 'woocommerce': {
+      const topic = options.topic ?? 'order.created';
+      const [resource = 'order', event = 'created'] = topic.split('.');
+      return {
+        ...headers,
+        'x-wc-webhook-topic': topic,
+        'x-wc-webhook-resource': resource,
+        'x-wc-webhook-event': event,
+        'x-wc-webhook-signature': hmacSha256(secret, body).toString('base64'),
+        'x-wc-webhook-delivery-id': options.eventId ?? randomUUID(),
+        'x-wc-webhook-id': '1',
+        'x-wc-webhook-source': 'https://sample-shop.example/',
+      };
+    }
+    case 'stripe':
+      return {
+        ...headers,
+        'stripe-signature': `t=${unix},v1=${hmacSha256(secret, `${unix}.`, body).toString('hex')}`,
+      };
+    case 'generic':
+      return {
+        ...headers,
+        'x-connector-timestamp': String(unix),
+        'x-connector-signature': signGeneric(body, secret, unix),
+      };
+  }
+}
+
+/** Reads a sample or a user's file. */
+export function readBodyFile(path: string, flag: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new CliError(`${flag}: cannot read ${path} (${code})`);
+  }
+}

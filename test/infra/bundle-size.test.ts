@@ -1,0 +1,109 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { CfnElement } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  BUNDLE_BUDGETS,
+  bundleAll,
+  esbuildOptionsFor,
+  type FunctionBundle,
+  formatReport,
+} from '../../infra/bundle-report.ts';
+import {
+  CONNECTOR_BUNDLING,
+  CONNECTOR_FUNCTIONS,
+  type ConnectorFunctionName,
+  ESM_REQUIRE_BANNER,
+} from '../../infra/connector-stack.ts';
+import { connectorApp, exampleConfig } from './support.ts';
+
+const NAMES = Object.keys(CONNECTOR_FUNCTIONS) as ConnectorFunctionName[];
+
+/** What CDK built for each function: the asset directory named by the template's S3 key. */
+interface Asset {
+  readonly code: Buffer;
+  readonly map: string;
+}
+
+describe('function bundles', () => {
+  const outdir = mkdtempSync(join(tmpdir(), 'connector-bundles-'));
+  const assets = new Map<ConnectorFunctionName, Asset>();
+  let report: FunctionBundle[];
+
+  beforeAll(async () => {
+    const { app, stack } = connectorApp(exampleConfig(), { bundle: true, outdir });
+    app.synth();
+    const resources = Template.fromStack(stack).toJSON().Resources;
+    for (const name of NAMES) {
+      const id = stack.getLogicalId(stack.functions[name].node.defaultChild as CfnElement);
+      const key = resources[id].Properties.Code.S3Key as string;
+      const dir = join(outdir, `asset.${key.replace(/\.zip$/, '')}`);
+      assets.set(name, {
+        code: readFileSync(join(dir, 'index.mjs')),
+        map: readFileSync(join(dir, 'index.mjs.map'), 'utf8'),
+      });
+    }
+    report = await bundleAll();
+  });
+
+  afterAll(() => {
+    rmSync(outdir, { recursive: true, force: true });
+  });
+
+  it.each(NAMES)('%s stays within its bundle budget', (name) => {
+    const bytes = assets.get(name)!.code.byteLength;
+
+    expect(bytes, `${name} is ${bytes} bytes, budget ${BUNDLE_BUDGETS[name]}: see infra/bundle-report.ts`).toBeLessThanOrEqual(
+      BUNDLE_BUDGETS[name],
+    );
+  });
+
+  it.each(NAMES)('%s: the bundle report builds byte for byte what CDK deploys', (name) => {
+    const reported = report.find((b) => b.name === name)!;
+
+    expect(Buffer.from(reported.code).equals(assets.get(name)!.code)).toBe(true);
+  });
+
+  it.each(NAMES)('%s is a minified ESM bundle with the require banner, the AWS SDK inside, a lean source map', (name) => {
+    const { code, map } = assets.get(name)!;
+    const text = code.toString('utf8');
+
+    expect(text.startsWith(ESM_REQUIRE_BANNER)).toBe(true);
+    expect(text).toMatch(/export\s*\{[^}]*\bhandler\b/);
+    expect(text).not.toMatch(/from\s*["']@aws-sdk\//);
+    expect(text).toContain('//# sourceMappingURL=index.mjs.map');
+    expect(text.split('\n').length).toBeLessThan(50);
+    expect(JSON.parse(map)).not.toHaveProperty('sourcesContent');
+  });
+});
+
+describe('bundle report', () => {
+  const bundle = (codeBytes: number): FunctionBundle => ({
+    name: 'worker',
+    code: new Uint8Array(),
+    codeBytes,
+    sourceMapBytes: 10,
+    gzipBytes: 5,
+    budgetBytes: 1000,
+    contributors: [{ name: 'zod', bytes: 600 }],
+  });
+
+  it('marks a bundle over its budget', () => {
+    const text = formatReport([bundle(1100)]);
+
+    expect(text).toMatch(/worker .*110%\s+OVER BUDGET/);
+    expect(text).toContain('worker: zod 0.6 KiB');
+  });
+
+  it('passes a bundle at its budget', () => {
+    expect(formatReport([bundle(1000)])).toMatch(/worker .*100%\s+ok/);
+  });
+
+  it('refuses a bundling option it does not translate, rather than report something else', () => {
+    const translate = () => esbuildOptionsFor('webhook', { ...CONNECTOR_BUNDLING, preCompilation: true });
+
+    expect(translate).toThrow(/preCompilation/);
+  });
+});

@@ -1,0 +1,470 @@
+import type { CfnElement } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import type { IConstruct } from 'constructs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type ConnectorStack, compactSources } from '../../infra/connector-stack.ts';
+import type { DeployConfig } from '../../infra/deploy-config.ts';
+import { CONNECTOR_METRICS } from '../../infra/monitoring.ts';
+import { SourcesFile } from '../../shared/config/sources.ts';
+import { connectorApp, exampleConfig } from './support.ts';
+
+const SHOPIFY_SECRET_ARN = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:connector/webhooks/shopify-main-AbCdEf';
+
+interface Synth {
+  readonly config: DeployConfig;
+  readonly stack: ConnectorStack;
+  readonly template: Template;
+  readonly id: (construct: IConstruct) => string;
+}
+
+function synth(overrides: Record<string, unknown> = {}): Synth {
+  const config = exampleConfig(overrides);
+  const { stack } = connectorApp(config);
+  const template = Template.fromStack(stack);
+  const id = (construct: IConstruct) => {
+    const resource = (construct.node.defaultChild ?? construct) as CfnElement;
+    return stack.getLogicalId(resource);
+  };
+  return { config, stack, template, id };
+}
+
+type Statement = { Action: string | string[]; Resource: unknown; Effect: string };
+
+function statementsOf(s: Synth, fn: 'webhook' | 'refunds' | 'worker'): Statement[] {
+  const role = s.stack.functions[fn].role!;
+  const policies = s.template.findResources('AWS::IAM::Policy', {
+    Properties: { Roles: Match.arrayWith([{ Ref: s.id(role) }]) },
+  });
+  return Object.values(policies).flatMap(
+    (p) => (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument.Statement,
+  );
+}
+
+function actionsOf(statements: Statement[]): string[] {
+  return [...new Set(statements.flatMap((st) => (Array.isArray(st.Action) ? st.Action : [st.Action])))].sort();
+}
+
+function environmentOf(s: Synth, fn: 'webhook' | 'refunds' | 'worker'): Record<string, unknown> {
+  const resource = s.template.toJSON().Resources[s.id(s.stack.functions[fn])];
+  return resource.Properties.Environment.Variables;
+}
+
+describe('ConnectorStack (example config)', () => {
+  let s: Synth;
+  beforeAll(() => {
+    s = synth();
+  });
+
+  describe('queues', () => {
+    it('main queue is FIFO, high throughput, id-deduplicated, encrypted, with a redrive to the DLQ', () => {
+      s.template.hasResourceProperties('AWS::SQS::Queue', {
+        FifoQueue: true,
+        ContentBasedDeduplication: false,
+        DeduplicationScope: 'messageGroup',
+        FifoThroughputLimit: 'perMessageGroupId',
+        SqsManagedSseEnabled: true,
+        MessageRetentionPeriod: 4 * 24 * 3600,
+        RedrivePolicy: {
+          deadLetterTargetArn: { 'Fn::GetAtt': [s.id(s.stack.pipeline.deadLetterQueue), 'Arn'] },
+          maxReceiveCount: 6,
+        },
+      });
+    });
+
+    it('DLQ is FIFO, encrypted, keeps 14 days and survives stack deletion', () => {
+      s.template.hasResource('AWS::SQS::Queue', {
+        Properties: {
+          FifoQueue: true,
+          ContentBasedDeduplication: false,
+          SqsManagedSseEnabled: true,
+          MessageRetentionPeriod: 14 * 24 * 3600,
+          RedrivePolicy: Match.absent(),
+        },
+        DeletionPolicy: 'Retain',
+        UpdateReplacePolicy: 'Retain',
+      });
+    });
+
+    it('both queues refuse requests without TLS', () => {
+      for (const queue of [s.stack.pipeline.queue, s.stack.pipeline.deadLetterQueue]) {
+        s.template.hasResourceProperties('AWS::SQS::QueuePolicy', {
+          Queues: [{ Ref: s.id(queue) }],
+          PolicyDocument: {
+            Statement: Match.arrayWith([
+              Match.objectLike({
+                Effect: 'Deny',
+                Condition: { Bool: { 'aws:SecureTransport': 'false' } },
+              }),
+            ]),
+          },
+        });
+      }
+    });
+
+    it('visibility timeout is at least 6 times the worker timeout', () => {
+      const resources = s.template.toJSON().Resources;
+      const visibility = resources[s.id(s.stack.pipeline.queue)].Properties.VisibilityTimeout as number;
+      const workerTimeout = resources[s.id(s.stack.functions.worker)].Properties.Timeout as number;
+      expect(visibility).toBeGreaterThanOrEqual(6 * workerTimeout);
+    });
+  });
+
+  describe('functions', () => {
+    it('every function runs Node 24 on ARM with source maps enabled and its own log group with retention', () => {
+      for (const fn of Object.values(s.stack.functions)) {
+        s.template.hasResourceProperties('AWS::Lambda::Function', {
+          FunctionName: Match.absent(),
+          Runtime: 'nodejs24.x',
+          Architectures: ['arm64'],
+          Handler: 'index.handler',
+          Environment: { Variables: Match.objectLike({ NODE_OPTIONS: '--enable-source-maps' }) },
+          LoggingConfig: { LogGroup: { Ref: Match.stringLikeRegexp('Logs') } },
+        });
+        const logGroupId = s.template.toJSON().Resources[s.id(fn)].Properties.LoggingConfig.LogGroup.Ref;
+        expect(s.template.toJSON().Resources[logGroupId]).toMatchObject({
+          Type: 'AWS::Logs::LogGroup',
+          Properties: { RetentionInDays: 30 },
+        });
+      }
+    });
+
+    it('every log group in the stack has a retention', () => {
+      const groups = Object.values(s.template.findResources('AWS::Logs::LogGroup'));
+      expect(groups).toHaveLength(4);
+      for (const group of groups) expect(group).toMatchObject({ Properties: { RetentionInDays: 30 } });
+    });
+
+    it('each function gets exactly the environment it reads', () => {
+      const powertools = ['POWERTOOLS_LOG_LEVEL', 'POWERTOOLS_METRICS_NAMESPACE', 'POWERTOOLS_SERVICE_NAME'];
+      const common = [...powertools, 'NODE_OPTIONS', 'SECRETS_MAX_AGE_SECONDS', 'SOURCES'];
+      expect(Object.keys(environmentOf(s, 'webhook')).sort()).toEqual([...common, 'QUEUE_URL'].sort());
+      expect(Object.keys(environmentOf(s, 'refunds')).sort()).toEqual(
+        [...common, 'QUEUE_URL', 'LEDGER_TABLE', 'FINANCE_API_KEY_SECRET'].sort(),
+      );
+      expect(Object.keys(environmentOf(s, 'worker')).sort()).toEqual(
+        [
+          ...common,
+          'LEDGER_TABLE',
+          'QUEUE_URL',
+          'DLQ_URL',
+          'AFFILIATE_BASE_URL',
+          'AFFILIATE_TOKEN_SECRET',
+          'AFFILIATE_RATE_PER_SECOND',
+          'LEGACY_BASE_URL',
+        ].sort(),
+      );
+      expect(environmentOf(s, 'worker')).toMatchObject({
+        QUEUE_URL: { Ref: s.id(s.stack.pipeline.queue) },
+        DLQ_URL: { Ref: s.id(s.stack.pipeline.deadLetterQueue) },
+        LEDGER_TABLE: { Ref: s.id(s.stack.ledger) },
+        AFFILIATE_RATE_PER_SECOND: '16',
+        POWERTOOLS_METRICS_NAMESPACE: 'ConversionConnector',
+        POWERTOOLS_SERVICE_NAME: 'conversion-connector',
+        SECRETS_MAX_AGE_SECONDS: '300',
+      });
+    });
+
+    it('SOURCES parses with the functions’ own schema back to the configured sources', () => {
+      const sources = SourcesFile.parse(JSON.parse(environmentOf(s, 'webhook')['SOURCES'] as string));
+      expect(sources).toEqual(s.config.sources);
+      expect(sources.map((x) => x.platform).sort()).toEqual(['generic', 'shopify', 'stripe', 'woocommerce']);
+    });
+
+    it('the worker consumes the main queue in batches of 10 with partial failures and bounded concurrency', () => {
+      s.template.resourceCountIs('AWS::Lambda::EventSourceMapping', 1);
+      s.template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+        FunctionName: { Ref: s.id(s.stack.functions.worker) },
+        EventSourceArn: { 'Fn::GetAtt': [s.id(s.stack.pipeline.queue), 'Arn'] },
+        BatchSize: 10,
+        FunctionResponseTypes: ['ReportBatchItemFailures'],
+        ScalingConfig: { MaximumConcurrency: 5 },
+      });
+    });
+  });
+
+  describe('ledger', () => {
+    it('is on-demand, keyed by pk, encrypted, with PITR, deletion protection and retained', () => {
+      s.template.hasResource('AWS::DynamoDB::Table', {
+        Properties: {
+          KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+          AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+          BillingMode: 'PAY_PER_REQUEST',
+          PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+          SSESpecification: { SSEEnabled: true },
+          DeletionProtectionEnabled: true,
+        },
+        DeletionPolicy: 'Retain',
+        UpdateReplacePolicy: 'Retain',
+      });
+    });
+  });
+
+  describe('HTTP API', () => {
+    it('routes POST /webhooks/{source} and POST /refunds without IAM by default', () => {
+      s.template.hasResourceProperties('AWS::ApiGatewayV2::Route', {
+        RouteKey: 'POST /webhooks/{source}',
+        AuthorizationType: 'NONE',
+      });
+      s.template.hasResourceProperties('AWS::ApiGatewayV2::Route', {
+        RouteKey: 'POST /refunds',
+        AuthorizationType: 'NONE',
+      });
+      s.template.resourceCountIs('AWS::ApiGatewayV2::Route', 2);
+    });
+
+    it('the default stage throttles from config and writes access logs', () => {
+      s.template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
+        StageName: '$default',
+        AutoDeploy: true,
+        DefaultRouteSettings: { ThrottlingRateLimit: 100, ThrottlingBurstLimit: 200 },
+        AccessLogSettings: {
+          DestinationArn: { 'Fn::GetAtt': [Match.stringLikeRegexp('ApiAccessLogs'), 'Arn'] },
+          Format: Match.stringLikeRegexp('\\$context\\.requestId'),
+        },
+      });
+    });
+  });
+
+  describe('least privilege', () => {
+    it('no role has a managed policy and no statement allows * actions or * resources', () => {
+      for (const role of Object.values(s.template.findResources('AWS::IAM::Role'))) {
+        expect(role).not.toHaveProperty('Properties.ManagedPolicyArns');
+      }
+      for (const fn of ['webhook', 'refunds', 'worker'] as const) {
+        for (const statement of statementsOf(s, fn)) {
+          expect(JSON.stringify(statement.Resource)).not.toMatch(/^"\*"$|"\*"/);
+          expect(actionsOf([statement]).every((a) => !a.includes('*'))).toBe(true);
+        }
+      }
+    });
+
+    it('webhook: writes its logs, sends to the main queue, reads the sources’ webhook secrets', () => {
+      const statements = statementsOf(s, 'webhook');
+      expect(actionsOf(statements)).toEqual([
+        'logs:CreateLogStream',
+        'logs:PutLogEvents',
+        'secretsmanager:GetSecretValue',
+        'sqs:SendMessage',
+      ]);
+      expect(statements).toContainEqual(
+        expect.objectContaining({
+          Action: 'sqs:SendMessage',
+          Resource: { 'Fn::GetAtt': [s.id(s.stack.pipeline.queue), 'Arn'] },
+        }),
+      );
+      const secrets = JSON.stringify(statements.filter((st) => st.Action === 'secretsmanager:GetSecretValue'));
+      for (const source of s.config.sources) expect(secrets).toContain(`:secret:${source.secretRef}-??????`);
+      expect(secrets).not.toContain('finance-api-key');
+      expect(secrets).not.toContain('affiliate-token');
+    });
+
+    it('refunds: sends to the main queue, reads one ledger item, reads the finance key secret', () => {
+      const statements = statementsOf(s, 'refunds');
+      expect(actionsOf(statements)).toEqual([
+        'dynamodb:GetItem',
+        'logs:CreateLogStream',
+        'logs:PutLogEvents',
+        'secretsmanager:GetSecretValue',
+        'sqs:SendMessage',
+      ]);
+      expect(statements).toContainEqual(
+        expect.objectContaining({
+          Action: 'dynamodb:GetItem',
+          Resource: { 'Fn::GetAtt': [s.id(s.stack.ledger), 'Arn'] },
+        }),
+      );
+      expect(JSON.stringify(statements)).toContain(':secret:connector/finance-api-key-??????');
+      expect(JSON.stringify(statements)).not.toContain('webhooks/');
+    });
+
+    it('worker: ledger get/put/update, DLQ send, main queue consume, the token secret', () => {
+      const statements = statementsOf(s, 'worker');
+      expect(actionsOf(statements)).toEqual([
+        'dynamodb:GetItem',
+        'dynamodb:PutItem',
+        'dynamodb:UpdateItem',
+        'logs:CreateLogStream',
+        'logs:PutLogEvents',
+        'secretsmanager:GetSecretValue',
+        'sqs:ChangeMessageVisibility',
+        'sqs:DeleteMessage',
+        'sqs:GetQueueAttributes',
+        'sqs:GetQueueUrl',
+        'sqs:ReceiveMessage',
+        'sqs:SendMessage',
+      ]);
+      expect(statements).toContainEqual(
+        expect.objectContaining({
+          Action: 'sqs:SendMessage',
+          Resource: { 'Fn::GetAtt': [s.id(s.stack.pipeline.deadLetterQueue), 'Arn'] },
+        }),
+      );
+      const consume = statements.find((st) => actionsOf([st]).includes('sqs:ChangeMessageVisibility'));
+      expect(consume?.Resource).toEqual({ 'Fn::GetAtt': [s.id(s.stack.pipeline.queue), 'Arn'] });
+      expect(JSON.stringify(statements)).toContain(':secret:connector/affiliate-token-??????');
+      expect(JSON.stringify(statements)).not.toContain('webhooks/');
+    });
+  });
+
+  describe('secrets', () => {
+    it('are referenced by name only: no secret resource, no dynamic reference, no value', () => {
+      s.template.resourceCountIs('AWS::SecretsManager::Secret', 0);
+      const text = JSON.stringify(s.template.toJSON());
+      expect(text).not.toContain('{{resolve:secretsmanager');
+      expect(text).not.toContain('SecretString');
+      expect(environmentOf(s, 'refunds')['FINANCE_API_KEY_SECRET']).toBe('connector/finance-api-key');
+      expect(environmentOf(s, 'worker')['AFFILIATE_TOKEN_SECRET']).toBe('connector/affiliate-token');
+    });
+  });
+
+  describe('monitoring', () => {
+    it('alarms on a non-empty DLQ', () => {
+      s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: 'AWS/SQS',
+        MetricName: 'ApproximateNumberOfMessagesVisible',
+        Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [s.id(s.stack.pipeline.deadLetterQueue), 'QueueName'] } }],
+        ComparisonOperator: 'GreaterThanThreshold',
+        Threshold: 0,
+        TreatMissingData: 'notBreaching',
+      });
+    });
+
+    it('alarms on the age of the oldest message in the main queue', () => {
+      s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: 'AWS/SQS',
+        MetricName: 'ApproximateAgeOfOldestMessage',
+        Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [s.id(s.stack.pipeline.queue), 'QueueName'] } }],
+        Threshold: 1800,
+      });
+    });
+
+    it('alarms on worker errors and throttles', () => {
+      for (const metric of ['Errors', 'Throttles']) {
+        s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+          Namespace: 'AWS/Lambda',
+          MetricName: metric,
+          Dimensions: [{ Name: 'FunctionName', Value: { Ref: s.id(s.stack.functions.worker) } }],
+          Threshold: 0,
+          ComparisonOperator: 'GreaterThanThreshold',
+        });
+      }
+    });
+
+    it('alarms on the rate of 429s from the connector’s own metric', () => {
+      s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: 'ConversionConnector',
+        MetricName: 'RateLimited',
+        Dimensions: [{ Name: 'service', Value: 'conversion-connector' }],
+        Statistic: 'Sum',
+        Period: 300,
+        Threshold: 20,
+      });
+      s.template.resourceCountIs('AWS::CloudWatch::Alarm', 5);
+    });
+
+    it('has no SNS topic and no alarm actions without alarmEmail', () => {
+      s.template.resourceCountIs('AWS::SNS::Topic', 0);
+      for (const alarm of Object.values(s.template.findResources('AWS::CloudWatch::Alarm'))) {
+        expect(alarm).not.toHaveProperty('Properties.AlarmActions');
+      }
+    });
+
+    it('the dashboard shows every connector metric and the queues', () => {
+      const dashboards = Object.values(s.template.findResources('AWS::CloudWatch::Dashboard'));
+      expect(dashboards).toHaveLength(1);
+      const body = JSON.stringify(dashboards[0]);
+      for (const metric of CONNECTOR_METRICS) expect(body).toContain(metric);
+      expect(body).toContain('ApproximateNumberOfMessagesVisible');
+      expect(body).toContain('ApproximateAgeOfOldestMessage');
+      expect(dashboards[0]).toMatchObject({ Properties: { DashboardName: 'ConversionConnector' } });
+    });
+  });
+
+  it('outputs the API URL, a webhook URL per source, the queues, the table and the dashboard', () => {
+    const outputs = s.template.toJSON().Outputs as Record<string, { Value: unknown }>;
+    expect(Object.keys(outputs).sort()).toEqual(
+      [
+        'ApiUrl',
+        'RefundsUrl',
+        'WebhookUrlShopifyMain',
+        'WebhookUrlWooEu',
+        'WebhookUrlStripeCheckout',
+        'WebhookUrlCustomShop',
+        'QueueUrl',
+        'DeadLetterQueueUrl',
+        'LedgerTableName',
+        'DashboardName',
+      ].sort(),
+    );
+    expect(JSON.stringify(outputs['WebhookUrlWooEu']?.Value)).toContain('webhooks/woo-eu');
+    expect(outputs['LedgerTableName']?.Value).toEqual({ Ref: s.id(s.stack.ledger) });
+  });
+});
+
+describe('ConnectorStack (options)', () => {
+  let s: Synth;
+  beforeAll(() => {
+    s = synth({
+      refundsIamAuth: 'true',
+      alarmEmail: 'ops@example.com',
+      'worker.maxConcurrency': '4',
+      'queue.maxReceiveCount': '8',
+      'apiThrottle.rateLimit': '40',
+      ledgerDeletionProtection: 'false',
+      'sources.0.secretRef': SHOPIFY_SECRET_ARN,
+      'legacy.credentialsSecret': 'connector/legacy-credentials',
+      'affiliate.routes': '{"conversions.add":"/advertiser/conversions.create"}',
+    });
+  });
+
+  it('refundsIamAuth puts IAM authorization on POST /refunds only', () => {
+    s.template.hasResourceProperties('AWS::ApiGatewayV2::Route', {
+      RouteKey: 'POST /refunds',
+      AuthorizationType: 'AWS_IAM',
+    });
+    s.template.hasResourceProperties('AWS::ApiGatewayV2::Route', {
+      RouteKey: 'POST /webhooks/{source}',
+      AuthorizationType: 'NONE',
+    });
+  });
+
+  it('alarmEmail adds an e-mail subscribed topic as every alarm’s action', () => {
+    s.template.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'ops@example.com' });
+    const topicId = s.id(s.stack.monitoring.topic!);
+    for (const alarm of Object.values(s.template.findResources('AWS::CloudWatch::Alarm'))) {
+      expect(alarm).toMatchObject({ Properties: { AlarmActions: [{ Ref: topicId }], OKActions: [{ Ref: topicId }] } });
+    }
+  });
+
+  it('settings from context reach the resources', () => {
+    s.template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { ScalingConfig: { MaximumConcurrency: 4 } });
+    s.template.hasResourceProperties('AWS::SQS::Queue', { RedrivePolicy: Match.objectLike({ maxReceiveCount: 8 }) });
+    s.template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
+      DefaultRouteSettings: { ThrottlingRateLimit: 40, ThrottlingBurstLimit: 200 },
+    });
+    s.template.hasResourceProperties('AWS::DynamoDB::Table', { DeletionProtectionEnabled: false });
+    expect(environmentOf(s, 'worker')).toMatchObject({
+      AFFILIATE_RATE_PER_SECOND: '20',
+      AFFILIATE_ROUTES: '{"conversions.add":"/advertiser/conversions.create"}',
+      LEGACY_CREDENTIALS_SECRET: 'connector/legacy-credentials',
+    });
+  });
+
+  it('a complete secret ARN is granted exactly, without a wildcard suffix', () => {
+    const text = JSON.stringify(statementsOf(s, 'webhook'));
+    expect(text).toContain(`"${SHOPIFY_SECRET_ARN}"`);
+    expect(text).not.toContain('shopify-main-??????');
+    expect(JSON.stringify(statementsOf(s, 'worker'))).toContain(':secret:connector/legacy-credentials-??????');
+  });
+});
+
+describe('compactSources', () => {
+  it('drops only settings equal to their defaults, so the functions parse back the same sources', () => {
+    const sources = exampleConfig().sources;
+    const compact = compactSources(sources);
+    expect(SourcesFile.parse(compact)).toEqual(sources);
+    expect(compact[0]).toMatchObject({ orderTopic: 'orders/paid' });
+    expect(compact[1]).not.toHaveProperty('clickIdAttributes');
+    expect(JSON.stringify(compact).length).toBeLessThan(JSON.stringify(sources).length / 2);
+  });
+});

@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import { BadInputError } from '../../../shared/errors.ts';
+import {
+  attributeIp,
+  extractAttribution,
+  keyValueEntries,
+  nameValueEntries,
+  recordEntries,
+  urlQueryEntries,
+} from '../../../shared/platforms/attribution.ts';
+import { adapterFor } from '../../../shared/platforms/registry.ts';
+import { sourceOf, thrown } from './support.ts';
+
+const names = sourceOf('shopify');
+
+describe('attribution', () => {
+  it('returns nothing from a payload without tracking data', () => {
+    // Act
+    const result = extractAttribution(
+      nameValueEntries([{ name: 'colour', value: 'green' }], 'note_attributes'),
+      names,
+    );
+    // Assess
+    expect(result).toEqual({ clickIds: [] });
+  });
+
+  it('collects click ids from every source, split on commas and spaces, without duplicates', () => {
+    // Prepare
+    const entries = [
+      ...nameValueEntries(
+        [{ name: 'AECID', value: ' a1, a2 a1 ' }, { name: 'x' }, null, 'junk'],
+        'note_attributes',
+      ),
+      ...keyValueEntries(
+        [
+          { key: '_aecid', value: 'a3' },
+          { key: 'aecid', value: { nested: true } },
+        ],
+        'meta_data',
+      ),
+      ...recordEntries({ aecid: 'a2' }, 'metadata'),
+      ...urlQueryEntries('/products/x?aecid=a4&aecid=a5&utm=1', 'landing_site'),
+    ];
+    // Act
+    const result = extractAttribution(entries, names);
+    // Assess
+    expect(result.clickIds).toEqual(['a1', 'a2', 'a3', 'a4', 'a5']);
+  });
+
+  it('tolerates landing URLs it cannot read', () => {
+    // Act / Assess
+    expect(urlQueryEntries('http://[bad', 'landing_site')).toEqual([]);
+    expect(urlQueryEntries(null, 'landing_site')).toEqual([]);
+    expect(urlQueryEntries('https://shop.example/?aecid=z', 'landing_site')).toEqual([
+      { name: 'aecid', value: 'z', field: 'landing_site' },
+    ]);
+  });
+
+  it('reads the first non-blank tracking id and subId', () => {
+    // Prepare
+    const entries = recordEntries(
+      { affiliate_tracking_id: ' ', subid: '', SubId: 'b', _affiliate_tracking_id: 42 },
+      'm',
+    );
+    // Act
+    const result = extractAttribution(entries, names);
+    // Assess
+    expect(result).toEqual({ clickIds: [], affiliateTrackingId: 42, subId: 'b' });
+  });
+
+  it.each(['12a', '-3', '0', '1.5', '99999999999999999'])(
+    'rejects tracking id %j naming the field',
+    (value) => {
+      // Prepare
+      const entries = keyValueEntries([{ key: 'x' }, { key: 'affiliate_tracking_id', value }], 'meta_data');
+      // Act
+      const error = thrown(() => extractAttribution(entries, names));
+      // Assess
+      expect(error).toBeInstanceOf(BadInputError);
+      expect(error.field).toBe('meta_data.1.value');
+    },
+  );
+
+  it('takes the first valid IP from the IP attributes', () => {
+    // Act / Assess
+    expect(attributeIp(recordEntries({ ip: 'unknown', buyer_ip: '2001:db8::1' }, 'm'))).toBe('2001:db8::1');
+    expect(attributeIp(recordEntries({ other: '192.0.2.1' }, 'm'))).toBeUndefined();
+  });
+});
+
+describe('adapterFor', () => {
+  it.each(['shopify', 'woocommerce', 'stripe', 'generic'] as const)('returns the %s adapter', (platform) => {
+    // Act / Assess
+    expect(adapterFor(platform).platform).toBe(platform);
+  });
+});

@@ -1,0 +1,142 @@
+import { describe, expect, it } from 'vitest';
+import { BadInputError, UnauthorizedError } from '../../../shared/errors.ts';
+import { genericAdapter } from '../../../shared/platforms/generic.ts';
+import { signGeneric } from '../../../shared/platforms/signature.ts';
+import {
+  contextOf,
+  hexHmac,
+  localRaw,
+  NOW,
+  onlyEvent,
+  request,
+  SECRET,
+  sourceOf,
+  thrown,
+} from './support.ts';
+
+const NOW_S = Math.floor(NOW.getTime() / 1000);
+
+function delivery(raw: Buffer | string, t = NOW_S) {
+  const body = Buffer.isBuffer(raw) ? raw : Buffer.from(raw);
+  return request(body, {
+    'x-connector-timestamp': String(t),
+    'x-connector-signature': `sha256=${hexHmac(SECRET, `${t}.`, body)}`,
+  });
+}
+
+function localJson(path: string): Record<string, unknown> {
+  return JSON.parse(localRaw(path).toString());
+}
+
+const context = contextOf(sourceOf('generic'));
+
+describe('generic adapter', () => {
+  it('maps an order, merging click ids from clickIds and attributes', () => {
+    // Act
+    const event = onlyEvent(genericAdapter.handle(delivery(localRaw('generic/order.json')), context));
+    // Assess
+    expect(event).toEqual({
+      type: 'OrderPlaced',
+      eventId: 'order-100045-created',
+      source: 'generic-shop',
+      platform: 'generic',
+      externalId: '100045',
+      receivedAt: NOW.toISOString(),
+      amount: 4990,
+      currency: 'EUR',
+      customerId: 'c-881',
+      vouchers: ['SPRING10'],
+      clickIds: ['0123456789abcdef01234567', 'abcdefabcdefabcdefabcdef'],
+      buyerIp: '198.51.100.23',
+      productIds: ['SKU-1', 'SKU-2'],
+      paymentMethod: 'paypal',
+      orderDate: '2026-05-04T11:20:31+02:00',
+      subId: 'newsletter',
+    });
+  });
+
+  it('maps a partial refund, a full refund and a cancellation', () => {
+    // Prepare
+    const full = { type: 'refund', orderId: 100045, refundId: 'all', full: true };
+    // Act
+    const partial = onlyEvent(genericAdapter.handle(delivery(localRaw('generic/refund.json')), context));
+    const whole = onlyEvent(genericAdapter.handle(delivery(JSON.stringify(full)), context));
+    const cancel = onlyEvent(genericAdapter.handle(delivery(localRaw('generic/cancel.json')), context));
+    // Assess
+    expect(partial).toMatchObject({
+      type: 'OrderRefunded',
+      eventId: 'refund-100045-7',
+      externalId: '100045',
+      refundId: '7',
+      amount: 1995,
+      currency: 'EUR',
+      full: false,
+      reason: 'one item returned',
+    });
+    expect(whole).toMatchObject({ type: 'OrderRefunded', externalId: '100045', full: true });
+    expect(whole).not.toHaveProperty('amount');
+    expect(cancel).toMatchObject({ type: 'OrderCancelled', externalId: '100045', reason: 'payment failed' });
+    expect(cancel.eventId).toMatch(/^sha256:[0-9a-f]{64}$/);
+  });
+
+  it('reads amounts in the currency minor unit and big order ids exactly', () => {
+    // Prepare
+    const body =
+      '{"type":"order","orderId":9007199254740993,"amount":"1000","currency":"JPY","affiliateTrackingId":"77"}';
+    // Act
+    const event = onlyEvent(genericAdapter.handle(delivery(body), context));
+    // Assess
+    expect(event).toMatchObject({
+      externalId: '9007199254740993',
+      amount: 1000,
+      currency: 'JPY',
+      affiliateTrackingId: 77,
+    });
+  });
+
+  it.each([
+    [{ amount: 49.9 }, 'amount'],
+    [{ amount: '4.99e1' }, 'amount'],
+    [{ amount: '49.999' }, 'amount'],
+    [{ currency: 'EURO' }, 'currency'],
+    [{ orderId: '' }, 'orderId'],
+    [{ type: 'shipment' }, 'type'],
+    [{ buyerIp: 'localhost' }, 'buyerIp'],
+    [{ affiliateTrackingId: 'AFF-1' }, 'affiliateTrackingId'],
+    [{ orderDate: 'yesterday' }, 'orderDate'],
+  ])('rejects %j naming %s', (change, field) => {
+    // Prepare
+    const body = JSON.stringify({ ...localJson('generic/order.json'), ...change });
+    // Act
+    const error = thrown(() => genericAdapter.handle(delivery(body), context));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe(field);
+  });
+
+  it('requires an amount and currency on a partial refund', () => {
+    // Prepare
+    const body = JSON.stringify({ type: 'refund', orderId: '1', refundId: 'r1' });
+    // Act
+    const error = thrown(() => genericAdapter.handle(delivery(body), context));
+    // Assess
+    expect(error.field).toBe('amount');
+  });
+
+  it('checks the signature first, with the timestamp tolerance', () => {
+    // Prepare
+    const raw = localRaw('generic/order.json');
+    const stale = delivery(raw, NOW_S - 301);
+    const rotated = request(raw, {
+      'x-connector-timestamp': String(NOW_S),
+      'x-connector-signature': signGeneric(raw, 'previous-secret', NOW_S),
+    });
+    // Act / Assess
+    expect(thrown(() => genericAdapter.handle(stale, context))).toBeInstanceOf(UnauthorizedError);
+    expect(thrown(() => genericAdapter.handle(rotated, context))).toBeInstanceOf(UnauthorizedError);
+    expect(
+      onlyEvent(genericAdapter.handle(rotated, contextOf(sourceOf('generic'), [SECRET, 'previous-secret'])))
+        .type,
+    ).toBe('OrderPlaced');
+  });
+});

@@ -1,0 +1,352 @@
+import { describe, expect, it } from 'vitest';
+import { BadInputError, UnauthorizedError } from '../../../shared/errors.ts';
+import { shopifyAdapter } from '../../../shared/platforms/shopify.ts';
+import {
+  base64Hmac,
+  contextOf,
+  localRaw,
+  NOW,
+  onlyEvent,
+  request,
+  SECRET,
+  sharedJson,
+  sharedRaw,
+  signatureVector,
+  sourceOf,
+  thrown,
+} from './support.ts';
+
+const ORDER = 'shopify/order_2026-07_docs_example.json';
+const REFUND = 'shopify/refund_2026-07_docs_example.json';
+const REFUND_TWO_LINES = 'shopify/refund_2026-07_docs_example_two_lines.json';
+
+function delivery(raw: Buffer | string, topic: string, extra: Record<string, string> = {}) {
+  const body = Buffer.isBuffer(raw) ? raw : Buffer.from(raw);
+  return request(body, {
+    'x-shopify-topic': topic,
+    'x-shopify-hmac-sha256': base64Hmac(SECRET, body),
+    'x-shopify-event-id': 'e8c1a2f4-0000-4000-8000-000000000001',
+    ...extra,
+  });
+}
+
+const source = sourceOf('shopify');
+const context = contextOf(source);
+
+describe('shopify orders', () => {
+  it('maps the documentation order signed as in signature_test_vectors.json', () => {
+    // Prepare: the vector's secret, after a retired one (rotation)
+    const vector = signatureVector('shopify');
+    const raw = sharedRaw(vector.body_file);
+    const req = request(raw, {
+      'x-shopify-topic': 'orders/create',
+      'x-shopify-hmac-sha256': vector.value,
+      'x-shopify-event-id': 'evt-42',
+    });
+    // Act
+    const event = onlyEvent(shopifyAdapter.handle(req, contextOf(source, ['retired', vector.secret])));
+    // Assess. By hand: three lines at 199.00 × 1 = 597.00, discount_allocations 3.34 + 3.33 + 3.33
+    // = 10.00, taxes_included false → 587.00. The sample's subtotal_price says 597.00, but its
+    // total_price 598.94 = 587.00 + total_tax 11.94 + shipping 0.00 agrees with the lines, so the
+    // lines are the rule. current_subtotal_price (195.67) reflects later refunds: not the sale.
+    expect(event).toEqual({
+      type: 'OrderPlaced',
+      eventId: 'evt-42',
+      source: 'shopify-shop',
+      platform: 'shopify',
+      externalId: '450789469',
+      receivedAt: NOW.toISOString(),
+      amount: 58700,
+      currency: 'USD',
+      customerId: '207119551',
+      vouchers: ['TENOFF'],
+      clickIds: [],
+      buyerIp: '0.0.0.0',
+      productIds: ['632910392'],
+      paymentMethod: 'bogus',
+      orderDate: '2008-01-10T11:00:00-05:00',
+    });
+    expect(event).not.toHaveProperty('affiliateTrackingId');
+    expect(event).not.toHaveProperty('subId');
+  });
+
+  it('maps a tax-inclusive, multi-currency order with ids over 2^53 exactly, in shop currency', () => {
+    // Prepare
+    const raw = localRaw('shopify/order_taxes_included_multicurrency_bigids.json');
+    // Act
+    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'orders/create'), context));
+    // Assess. By hand, EUR shop money (presentment USD ignored), taxes_included:
+    // line 1: 2 × 119.00 − 23.80 discount − 34.20 tax = 180.00; line 2: 59.50 − 9.50 tax = 50.00;
+    // shipping 5.95 (+0.95 tax) left out → 230.00 EUR.
+    expect(event).toMatchObject({
+      type: 'OrderPlaced',
+      externalId: '5787612545068000001',
+      amount: 23000,
+      currency: 'EUR',
+      customerId: '7390712345678901234',
+      productIds: ['8123456789012345678', '8123456789012345679'],
+      vouchers: ['WELCOME10'],
+      // note attribute `_aecid` (underscore-hidden) first, then the landing_site query
+      clickIds: ['0123456789abcdef01234567', 'abcdefabcdefabcdefabcdef'],
+      subId: 'newsletter-march',
+      buyerIp: '2001:db8::7',
+      paymentMethod: 'shopify_payments',
+      orderDate: '2026-03-02T10:15:03+01:00',
+    });
+  });
+
+  it('maps a JPY order with a tracking id attribute (manual mode) and no click id', () => {
+    // Prepare
+    const raw = localRaw('shopify/order_jpy.json');
+    // Act
+    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'orders/create'), context));
+    // Assess. By hand: 2 × 1500 − 300 discount − 245 included tax = 2455 JPY (0 decimals;
+    // "300.00" is accepted because its extra decimals are zeros); shipping 500 left out.
+    expect(event).toMatchObject({ amount: 2455, currency: 'JPY', affiliateTrackingId: 4711, clickIds: [] });
+    expect(event).not.toHaveProperty('customerId', expect.anything());
+  });
+
+  it('reads click ids, tracking id and subId from the configured attribute names', () => {
+    // Prepare
+    const order = sharedJson(ORDER);
+    order['note_attributes'] = [
+      { name: 'Ref-Click', value: 'aaaaaaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbbbbbb' },
+      { name: 'aecid', value: 'cccccccccccccccccccccccc' },
+      { name: 'partner', value: '31' },
+      { name: 'campaign', value: 'summer' },
+    ];
+    order['landing_site'] = '/?ref-click=aaaaaaaaaaaaaaaaaaaaaaaa';
+    const custom = sourceOf('shopify', {
+      clickIdAttributes: ['ref-click'],
+      trackingIdAttributes: ['partner'],
+      subIdAttributes: ['campaign'],
+    });
+    // Act
+    const event = onlyEvent(
+      shopifyAdapter.handle(delivery(JSON.stringify(order), 'orders/create'), contextOf(custom)),
+    );
+    // Assess: `aecid` is not configured here, duplicates collapse
+    expect(event).toMatchObject({
+      clickIds: ['aaaaaaaaaaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbbbbbbbbbb'],
+      affiliateTrackingId: 31,
+      subId: 'summer',
+    });
+  });
+
+  it('rejects a tracking id attribute that is not an integer, naming it', () => {
+    // Prepare
+    const order = sharedJson(ORDER);
+    (order['note_attributes'] as unknown[]).push({ name: 'affiliate_tracking_id', value: 'AFF-12' });
+    // Act
+    const error = thrown(() =>
+      shopifyAdapter.handle(delivery(JSON.stringify(order), 'orders/create'), context),
+    );
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('note_attributes.2.value');
+    expect(error.message).toContain('affiliate_tracking_id');
+  });
+
+  it('falls back to subtotal_price on payloads without discount_allocations (legacy shape)', () => {
+    // Prepare: the legacy fixture is wrapped in {"order": …}; a webhook body is the order itself
+    const order = sharedJson('shopify/order_legacy_fixture_wrapped.json')['order'];
+    // Act
+    const event = onlyEvent(shopifyAdapter.handle(delivery(JSON.stringify(order), 'orders/create'), context));
+    // Assess: subtotal_price 398.00, taxes excluded; `gateway` names the payment; browser_ip is
+    // null, so the IP comes from client_details
+    expect(event).toMatchObject({
+      externalId: '450789469',
+      amount: 39800,
+      paymentMethod: 'authorize_net',
+      buyerIp: '0.0.0.0',
+    });
+  });
+
+  it('names the failing field of a bad body', () => {
+    // Prepare
+    const order = sharedJson(ORDER);
+    const lines = order['line_items'] as Array<Record<string, unknown>>;
+    delete lines[1]!['price_set'];
+    lines[1]!['price'] = '199.001';
+    const noCurrency = sharedJson(ORDER);
+    delete noCurrency['currency'];
+    // Act
+    const price = thrown(() =>
+      shopifyAdapter.handle(delivery(JSON.stringify(order), 'orders/create'), context),
+    );
+    const currency = thrown(() =>
+      shopifyAdapter.handle(delivery(JSON.stringify(noCurrency), 'orders/create'), context),
+    );
+    const json = thrown(() => shopifyAdapter.handle(delivery('{"id":', 'orders/create'), context));
+    // Assess
+    expect(price).toBeInstanceOf(BadInputError);
+    expect(price.field).toBe('line_items.1.price');
+    expect(currency.field).toBe('currency');
+    expect(json.field).toBe('body');
+  });
+
+  it('uses x-shopify-webhook-id, then a hash of the body, when the event id header is absent', () => {
+    // Prepare
+    const raw = sharedRaw(ORDER);
+    const withWebhookId = delivery(raw, 'orders/create', { 'x-shopify-webhook-id': 'wh-1' });
+    const bare = delivery(raw, 'orders/create');
+    delete (withWebhookId.headers as Record<string, string | undefined>)['x-shopify-event-id'];
+    delete (bare.headers as Record<string, string | undefined>)['x-shopify-event-id'];
+    // Act
+    const first = onlyEvent(shopifyAdapter.handle(withWebhookId, context));
+    const second = onlyEvent(shopifyAdapter.handle(bare, context));
+    const again = onlyEvent(shopifyAdapter.handle(bare, context));
+    // Assess
+    expect(first.eventId).toBe('wh-1');
+    expect(second.eventId).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(again.eventId).toBe(second.eventId);
+  });
+
+  it('acts on the configured order topic only', () => {
+    // Prepare
+    const raw = sharedRaw(ORDER);
+    const paidSource = contextOf(sourceOf('shopify', { orderTopic: 'orders/paid' }));
+    // Act
+    const paidByDefault = shopifyAdapter.handle(delivery(raw, 'orders/paid'), context);
+    const createWhenPaid = shopifyAdapter.handle(delivery(raw, 'orders/create'), paidSource);
+    const paidWhenPaid = shopifyAdapter.handle(delivery(raw, 'orders/paid'), paidSource);
+    // Assess
+    expect(paidByDefault).toEqual({ kind: 'ignored', reason: expect.stringContaining('orders/paid') });
+    expect(createWhenPaid.kind).toBe('ignored');
+    expect(onlyEvent(paidWhenPaid).type).toBe('OrderPlaced');
+  });
+
+  it('ignores other topics, but only after checking the signature', () => {
+    // Prepare
+    const body = Buffer.from('not even json');
+    const unsigned = request(body, { 'x-shopify-topic': 'products/update', 'x-shopify-hmac-sha256': 'AAAA' });
+    // Act
+    const ignored = shopifyAdapter.handle(delivery(body, 'products/update'), context);
+    const rejected = thrown(() => shopifyAdapter.handle(unsigned, context));
+    // Assess
+    expect(ignored).toEqual({ kind: 'ignored', reason: 'topic products/update is not handled' });
+    expect(rejected).toBeInstanceOf(UnauthorizedError);
+  });
+
+  it('rejects a missing topic header', () => {
+    // Prepare
+    const req = delivery(sharedRaw(ORDER), 'x');
+    delete (req.headers as Record<string, string | undefined>)['x-shopify-topic'];
+    // Act
+    const error = thrown(() => shopifyAdapter.handle(req, context));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('x-shopify-topic');
+  });
+
+  it('maps orders/cancelled to OrderCancelled', () => {
+    // Prepare
+    const raw = sharedRaw('shopify/order_cancelled_2026-07_docs_example.json');
+    // Act
+    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'orders/cancelled'), context));
+    // Assess
+    expect(event).toEqual({
+      type: 'OrderCancelled',
+      eventId: 'e8c1a2f4-0000-4000-8000-000000000001',
+      source: 'shopify-shop',
+      platform: 'shopify',
+      externalId: '450789469',
+      receivedAt: NOW.toISOString(),
+      reason: 'other',
+    });
+  });
+});
+
+describe('shopify refunds', () => {
+  it('maps the documentation refund (one line)', () => {
+    // Prepare
+    const raw = sharedRaw(REFUND);
+    // Act
+    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'refunds/create'), context));
+    // Assess: the sample's only refund line has subtotal 0.00 and total_tax 0.00 (its transaction
+    // of 41.94 is money, not the commission base, and is not used for the amount).
+    expect(event).toEqual({
+      type: 'OrderRefunded',
+      eventId: 'e8c1a2f4-0000-4000-8000-000000000001',
+      source: 'shopify-shop',
+      platform: 'shopify',
+      externalId: '450789469',
+      receivedAt: NOW.toISOString(),
+      refundId: '929361472',
+      amount: 0,
+      currency: 'USD',
+      full: false,
+      reason: 'wrong size',
+      origin: 'shop',
+    });
+  });
+
+  it('sums a two-line refund from refund_line_items, not from transactions', () => {
+    // Prepare
+    const raw = sharedRaw(REFUND_TWO_LINES);
+    // Act
+    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'refunds/create'), context));
+    // Assess. By hand: subtotals 195.66 + 195.67 = 391.33 USD; total_tax 3.98 + 3.98 = 7.96; the
+    // transaction (209.00) equals neither 391.33 nor 399.29, so the subtotals are taken as net.
+    expect(event).toMatchObject({
+      externalId: '450789469',
+      refundId: '509562969',
+      amount: 39133,
+      currency: 'USD',
+      reason: 'it broke during shipping',
+    });
+  });
+
+  it('subtracts the tax when the transactions show it was inside the subtotals', () => {
+    // Prepare
+    const raw = localRaw('shopify/refund_taxes_included_bigids.json');
+    // Act
+    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'refunds/create'), context));
+    // Assess. By hand: one mug at 119.00 − 11.90 (its share of the discount) = 107.10 including
+    // 17.10 VAT; the refund transaction is 107.10 = Σ subtotal, so the VAT was inside → 90.00 EUR.
+    expect(event).toMatchObject({
+      externalId: '5787612545068000001',
+      refundId: '1234567890123456789',
+      amount: 9000,
+      currency: 'EUR',
+    });
+  });
+
+  it('takes the subtotals as net when the transaction also refunds shipping (documented limit)', () => {
+    // Prepare: the same refund with the 5.95 shipping paid back in the same transaction
+    const [head, tail] = localRaw('shopify/refund_taxes_included_bigids.json')
+      .toString()
+      .split('"transactions"');
+    const raw = `${head}"transactions"${tail!.replace('"amount": "107.10"', '"amount": "113.05"')}`;
+    // Act
+    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'refunds/create'), context));
+    // Assess
+    expect(event).toMatchObject({ amount: 10710, currency: 'EUR' });
+  });
+
+  it('derives subtotals from the line items on legacy refunds without subtotal fields', () => {
+    // Prepare
+    const refund = sharedJson('shopify/refund_legacy_fixture_wrapped.json')['refund'];
+    // Act
+    const event = onlyEvent(
+      shopifyAdapter.handle(delivery(JSON.stringify(refund), 'refunds/create'), context),
+    );
+    // Assess: 2 lines × 199.00, no discount; currency only on the transaction (USD)
+    expect(event).toMatchObject({
+      externalId: '450789469',
+      refundId: '509562969',
+      amount: 39800,
+      currency: 'USD',
+    });
+  });
+
+  it('ignores a refund without refund line items (shipping or amount only)', () => {
+    // Prepare
+    const refund = sharedJson(REFUND);
+    refund['refund_line_items'] = [];
+    // Act
+    const result = shopifyAdapter.handle(delivery(JSON.stringify(refund), 'refunds/create'), context);
+    // Assess
+    expect(result.kind).toBe('ignored');
+  });
+});

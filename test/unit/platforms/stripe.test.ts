@@ -1,0 +1,293 @@
+import { describe, expect, it } from 'vitest';
+import { BadInputError, UnauthorizedError } from '../../../shared/errors.ts';
+import { stripeAdapter } from '../../../shared/platforms/stripe.ts';
+import {
+  contextOf,
+  eventsOf,
+  hexHmac,
+  NOW,
+  onlyEvent,
+  request,
+  SECRET,
+  sharedJson,
+  sharedRaw,
+  signatureVector,
+  sourceOf,
+  thrown,
+} from './support.ts';
+
+const NOW_S = Math.floor(NOW.getTime() / 1000);
+const PI = 'pi_1PgafyB7WZ01zgkWSjxsAJo3';
+
+/** A real event: the fixture envelope with `type` and `data.object` set, as the SOURCES note says. */
+function envelope(type: string, object: Record<string, unknown>, id = 'evt_1Pgc76B7WZ01zgkWwyRHS12y') {
+  return JSON.stringify({
+    ...sharedJson('stripe/event_envelope_stripe_mock_fixture.json'),
+    id,
+    type,
+    data: { object },
+  });
+}
+
+function delivery(body: string, t = NOW_S) {
+  return request(body, { 'stripe-signature': `t=${t},v1=${hexHmac(SECRET, `${t}.`, body)}` });
+}
+
+/** The fixture session (unpaid, amounts null) turned into a paid one. */
+function paidSession(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    ...sharedJson('stripe/checkout_session_object_stripe_mock_fixture.json'),
+    payment_status: 'paid',
+    status: 'complete',
+    currency: 'eur',
+    amount_subtotal: 10000,
+    amount_total: 12400,
+    total_details: { amount_discount: 0, amount_shipping: 500, amount_tax: 1900 },
+    customer: 'cus_QXg1',
+    metadata: {
+      aecid: '0123456789abcdef01234567',
+      subid: 'spring',
+      buyer_ip: '203.0.113.50',
+      voucher: 'SPRING10',
+    },
+    ...overrides,
+  };
+}
+
+function refundObject(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return { ...sharedJson('stripe/refund_object_stripe_mock_fixture.json'), ...overrides };
+}
+
+const context = contextOf(sourceOf('stripe'));
+
+describe('stripe signature and envelope', () => {
+  it('verifies the signature vector and ignores its plan.created event', () => {
+    // Prepare
+    const vector = signatureVector('stripe');
+    const req = request(sharedRaw(vector.body_file), { 'stripe-signature': vector.value });
+    const now = new Date((vector.timestamp! + 10) * 1000);
+    // Act
+    const result = stripeAdapter.handle(
+      req,
+      contextOf(sourceOf('stripe'), ['whsec_old', vector.secret], now),
+    );
+    // Assess
+    expect(result).toEqual({ kind: 'ignored', reason: 'event type plan.created is not handled' });
+  });
+
+  it('rejects a stale signature, within the source tolerance only', () => {
+    // Prepare
+    const body = envelope('checkout.session.completed', paidSession());
+    const req = delivery(body, NOW_S - 400);
+    const lenient = contextOf(sourceOf('stripe', { toleranceSeconds: 600 }));
+    // Act / Assess
+    expect(thrown(() => stripeAdapter.handle(req, context))).toBeInstanceOf(UnauthorizedError);
+    expect(onlyEvent(stripeAdapter.handle(req, lenient)).type).toBe('OrderPlaced');
+  });
+
+  it('names the missing part of a bad envelope', () => {
+    // Prepare
+    const body = JSON.stringify({ id: 'evt_1', type: 'refund.created' });
+    // Act
+    const error = thrown(() => stripeAdapter.handle(delivery(body), context));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('data');
+  });
+});
+
+describe('stripe checkout sessions', () => {
+  it('ignores the fixture session, which is unpaid (the async event follows)', () => {
+    // Prepare
+    const object = sharedJson('stripe/checkout_session_object_stripe_mock_fixture.json');
+    // Act
+    const result = stripeAdapter.handle(delivery(envelope('checkout.session.completed', object)), context);
+    // Assess
+    expect(result).toEqual({ kind: 'ignored', reason: expect.stringContaining('payment_status unpaid') });
+  });
+
+  it('maps a paid session: total minus tax and shipping, keyed by the PaymentIntent', () => {
+    // Prepare
+    const body = envelope('checkout.session.completed', paidSession());
+    // Act
+    const event = onlyEvent(stripeAdapter.handle(delivery(body), context));
+    // Assess: 124.00 − 19.00 tax − 5.00 shipping = 100.00 EUR
+    expect(event).toEqual({
+      type: 'OrderPlaced',
+      eventId: 'evt_1Pgc76B7WZ01zgkWwyRHS12y',
+      source: 'stripe-shop',
+      platform: 'stripe',
+      externalId: PI,
+      receivedAt: NOW.toISOString(),
+      amount: 10000,
+      currency: 'EUR',
+      customerId: 'cus_QXg1',
+      vouchers: ['SPRING10'],
+      clickIds: ['0123456789abcdef01234567'],
+      subId: 'spring',
+      buyerIp: '203.0.113.50',
+      productIds: [],
+      paymentMethod: 'card',
+      orderDate: '2009-02-13T23:31:30.000Z',
+    });
+  });
+
+  it('prefers metadata.order_id, and falls back to the session id without a PaymentIntent', () => {
+    // Prepare
+    const withOrderId = paidSession({ metadata: { order_id: 'A-1001', affiliate_tracking_id: '12' } });
+    const withoutIntent = paidSession({ payment_intent: null, metadata: {} });
+    // Act
+    const first = onlyEvent(
+      stripeAdapter.handle(delivery(envelope('checkout.session.completed', withOrderId)), context),
+    );
+    const second = onlyEvent(
+      stripeAdapter.handle(delivery(envelope('checkout.session.completed', withoutIntent)), context),
+    );
+    // Assess
+    expect(first).toMatchObject({ externalId: 'A-1001', affiliateTrackingId: 12, clickIds: [] });
+    expect(second).toMatchObject({
+      externalId: 'cs_test_a1YS1URlnyQCN5fUUduORoQ7Pw41PJqDWkIVQCpJPqkfIhd6tVY8XB1OLY',
+    });
+  });
+
+  it('maps async_payment_succeeded, no_payment_required and JPY sessions', () => {
+    // Prepare
+    const asyncPaid = paidSession({ payment_status: 'paid' });
+    const free = paidSession({ payment_status: 'no_payment_required', amount_total: 0, total_details: null });
+    const yen = paidSession({ currency: 'jpy', amount_total: 5000, total_details: { amount_tax: 455 } });
+    // Act
+    const a = onlyEvent(
+      stripeAdapter.handle(
+        delivery(envelope('checkout.session.async_payment_succeeded', asyncPaid)),
+        context,
+      ),
+    );
+    const f = onlyEvent(
+      stripeAdapter.handle(delivery(envelope('checkout.session.completed', free)), context),
+    );
+    const y = onlyEvent(stripeAdapter.handle(delivery(envelope('checkout.session.completed', yen)), context));
+    // Assess: Stripe amounts are already minor units (JPY has none)
+    expect(a).toMatchObject({ type: 'OrderPlaced', amount: 10000 });
+    expect(f).toMatchObject({ amount: 0 });
+    expect(y).toMatchObject({ amount: 4545, currency: 'JPY' });
+  });
+
+  it('rejects a paid session without amount_total, naming it', () => {
+    // Prepare
+    const body = envelope('checkout.session.completed', paidSession({ amount_total: null }));
+    // Act
+    const error = thrown(() => stripeAdapter.handle(delivery(body), context));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('data.object.amount_total');
+  });
+});
+
+describe('stripe refunds', () => {
+  it('ignores the fixture refund: no PaymentIntent, so no Checkout order to match', () => {
+    // Act
+    const result = stripeAdapter.handle(delivery(envelope('refund.created', refundObject())), context);
+    // Assess
+    expect(result.kind).toBe('ignored');
+  });
+
+  it('maps refund.created to OrderRefunded keyed like the checkout (taken as given, tax included)', () => {
+    // Prepare
+    const byIntent = refundObject({ payment_intent: PI, reason: 'requested_by_customer' });
+    const byOrderId = refundObject({ payment_intent: PI, metadata: { order_id: 'A-1001' } });
+    // Act
+    const first = onlyEvent(stripeAdapter.handle(delivery(envelope('refund.created', byIntent)), context));
+    const second = onlyEvent(stripeAdapter.handle(delivery(envelope('refund.created', byOrderId)), context));
+    // Assess
+    expect(first).toEqual({
+      type: 'OrderRefunded',
+      eventId: 'evt_1Pgc76B7WZ01zgkWwyRHS12y',
+      source: 'stripe-shop',
+      platform: 'stripe',
+      externalId: PI,
+      receivedAt: NOW.toISOString(),
+      refundId: 're_1Pgc72B7WZ01zgkWqPvrRrPE',
+      amount: 100,
+      currency: 'USD',
+      full: false,
+      reason: 'requested_by_customer',
+      origin: 'shop',
+    });
+    expect(second).toMatchObject({ externalId: 'A-1001' });
+  });
+
+  it('ignores a failed refund', () => {
+    // Act
+    const result = stripeAdapter.handle(
+      delivery(envelope('refund.created', refundObject({ payment_intent: PI, status: 'failed' }))),
+      context,
+    );
+    // Assess
+    expect(result.kind).toBe('ignored');
+  });
+
+  it('ignores the fixture charge.refunded, which lists no refunds and is not fully refunded', () => {
+    // Act
+    const result = stripeAdapter.handle(
+      delivery(envelope('charge.refunded', sharedJson('stripe/charge_object_stripe_mock_fixture.json'))),
+      context,
+    );
+    // Assess
+    expect(result.kind).toBe('ignored');
+  });
+
+  it('maps a wholly refunded charge to a full refund', () => {
+    // Prepare
+    const charge = {
+      ...sharedJson('stripe/charge_object_stripe_mock_fixture.json'),
+      payment_intent: PI,
+      refunded: true,
+      amount_refunded: 100,
+    };
+    // Act
+    const event = onlyEvent(stripeAdapter.handle(delivery(envelope('charge.refunded', charge)), context));
+    // Assess
+    expect(event).toMatchObject({
+      type: 'OrderRefunded',
+      externalId: PI,
+      refundId: 'full:ch_1PgafuB7WZ01zgkWXYmPNZs8',
+      full: true,
+      currency: 'USD',
+    });
+    expect(event).not.toHaveProperty('amount');
+  });
+
+  it('maps a partly refunded charge to one refund per listed refund, with refund.created ids', () => {
+    // Prepare
+    const charge = sharedJson('stripe/charge_object_stripe_mock_fixture.json');
+    const second = refundObject({ id: 're_second', amount: 30, payment_intent: PI });
+    const failed = refundObject({ id: 're_failed', amount: 5, status: 'failed' });
+    Object.assign(charge, {
+      payment_intent: PI,
+      amount_refunded: 130,
+      refunds: {
+        object: 'list',
+        data: [refundObject({ payment_intent: PI }), second, failed],
+        has_more: false,
+      },
+    });
+    // Act
+    const events = eventsOf(
+      stripeAdapter.handle(delivery(envelope('charge.refunded', charge, 'evt_9')), context),
+    );
+    // Assess
+    expect(events).toEqual([
+      expect.objectContaining({
+        refundId: 're_1Pgc72B7WZ01zgkWqPvrRrPE',
+        amount: 100,
+        eventId: 'evt_9:re_1Pgc72B7WZ01zgkWqPvrRrPE',
+      }),
+      expect.objectContaining({
+        refundId: 're_second',
+        amount: 30,
+        eventId: 'evt_9:re_second',
+        externalId: PI,
+      }),
+    ]);
+  });
+});

@@ -1,0 +1,109 @@
+import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { expect } from 'vitest';
+import { SourceConfig, type SourceConfigInput } from '../../../shared/config/sources.ts';
+import type { ConnectorError } from '../../../shared/errors.ts';
+import type { AdapterContext, AdapterResult, WebhookRequest } from '../../../shared/platforms/types.ts';
+
+/** The platforms' own samples, in shared/ beside the clone (same relative place in CI). */
+const SHARED_FIXTURES = new URL('../../../../shared/fixtures/platforms/', import.meta.url);
+/** Our variants of them. */
+const LOCAL_FIXTURES = new URL('../../fixtures/platforms/', import.meta.url);
+
+/** Exact bytes of a shared sample (`shopify/order_2026-07_docs_example.json`). */
+export function sharedRaw(path: string): Buffer {
+  return readFileSync(new URL(path, SHARED_FIXTURES));
+}
+
+/** Exact bytes of a variant under test/fixtures/platforms/. */
+export function localRaw(path: string): Buffer {
+  return readFileSync(new URL(path, LOCAL_FIXTURES));
+}
+
+/** A shared sample as a plain object, to derive variants from (re-serialized, then re-signed). */
+export function sharedJson(path: string): Record<string, unknown> {
+  return JSON.parse(sharedRaw(path).toString('utf8')) as Record<string, unknown>;
+}
+
+export interface SignatureVector {
+  platform: string;
+  header: string;
+  secret: string;
+  timestamp?: number;
+  body_file: string;
+  value: string;
+}
+
+export function signatureVector(platform: string): SignatureVector {
+  const file = JSON.parse(sharedRaw('signature_test_vectors.json').toString('utf8')) as {
+    vectors: SignatureVector[];
+  };
+  const vector = file.vectors.find((v) => v.platform === platform);
+  if (!vector) throw new Error(`no signature vector for ${platform}`);
+  return vector;
+}
+
+export const SECRET = 'test_webhook_secret';
+export const NOW = new Date('2026-06-01T12:00:00.000Z');
+
+export function sourceOf(
+  platform: SourceConfig['platform'],
+  overrides: Partial<SourceConfigInput> = {},
+): SourceConfig {
+  return SourceConfig.parse({
+    id: `${platform}-shop`,
+    platform,
+    program: '0123456789abcdef01234567',
+    rule: '76543210fedcba9876543210',
+    secretRef: 'TEST_SECRET',
+    ...overrides,
+  });
+}
+
+export function contextOf(
+  source: SourceConfig,
+  secrets: readonly string[] = [SECRET],
+  now = NOW,
+): AdapterContext {
+  return { source, secrets, now };
+}
+
+export function base64Hmac(secret: string, body: Buffer): string {
+  return createHmac('sha256', secret).update(body).digest('base64');
+}
+
+export function hexHmac(secret: string, ...parts: Array<string | Buffer>): string {
+  const mac = createHmac('sha256', secret);
+  for (const p of parts) mac.update(p);
+  return mac.digest('hex');
+}
+
+export function request(
+  rawBody: Buffer | string,
+  headers: Record<string, string | undefined>,
+): WebhookRequest {
+  return { rawBody: Buffer.isBuffer(rawBody) ? rawBody : Buffer.from(rawBody), headers };
+}
+
+/** The events of a result, failing the test when it is not `events`. */
+export function eventsOf(result: AdapterResult) {
+  if (result.kind !== 'events') throw new Error(`expected events, got ${JSON.stringify(result)}`);
+  return result.events;
+}
+
+/** The one event of a result. */
+export function onlyEvent(result: AdapterResult) {
+  const events = eventsOf(result);
+  expect(events).toHaveLength(1);
+  return events[0]!;
+}
+
+/** Runs `act` and returns what it threw (failing the test when it did not throw). */
+export function thrown(act: () => unknown): ConnectorError {
+  try {
+    act();
+  } catch (error) {
+    return error as ConnectorError;
+  }
+  throw new Error('expected a throw');
+}

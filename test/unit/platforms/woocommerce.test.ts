@@ -1,0 +1,289 @@
+import { describe, expect, it } from 'vitest';
+import { BadInputError, UnauthorizedError } from '../../../shared/errors.ts';
+import { woocommerceAdapter } from '../../../shared/platforms/woocommerce.ts';
+import {
+  base64Hmac,
+  contextOf,
+  eventsOf,
+  localRaw,
+  NOW,
+  onlyEvent,
+  request,
+  SECRET,
+  sharedJson,
+  sharedRaw,
+  signatureVector,
+  sourceOf,
+  thrown,
+} from './support.ts';
+
+const ORDER = 'woocommerce/order_v3_docs_example.json';
+
+function delivery(raw: Buffer | string, topic: string) {
+  const body = Buffer.isBuffer(raw) ? raw : Buffer.from(raw);
+  return request(body, {
+    'x-wc-webhook-topic': topic,
+    'x-wc-webhook-signature': base64Hmac(SECRET, body),
+    'x-wc-webhook-delivery-id': 'delivery-1',
+  });
+}
+
+/** Order 723 of the "List all orders" example: completed, two refunds with negative totals. */
+function refundedOrder(): Record<string, unknown> {
+  const orders = JSON.parse(sharedRaw('woocommerce/orders_list_v3_docs_example.json').toString()) as Array<
+    Record<string, unknown>
+  >;
+  return orders.find((o) => o['id'] === 723)!;
+}
+
+const context = contextOf(sourceOf('woocommerce'));
+
+describe('woocommerce orders', () => {
+  it('maps the documentation order signed as in signature_test_vectors.json', () => {
+    // Prepare
+    const vector = signatureVector('woocommerce');
+    const req = request(sharedRaw(vector.body_file), {
+      'x-wc-webhook-topic': 'order.created',
+      'x-wc-webhook-signature': vector.value,
+    });
+    // Act
+    const event = onlyEvent(
+      woocommerceAdapter.handle(req, contextOf(sourceOf('woocommerce'), [vector.secret])),
+    );
+    // Assess. By hand: line totals 6.00 + 12.00 = 18.00 (total 29.35 = 18.00 + shipping 10.00 +
+    // total_tax 1.35). Guest (customer_id 0) and empty customer_ip_address give neither field.
+    expect(event).toEqual({
+      type: 'OrderPlaced',
+      eventId: 'order.created:727:2017-03-22T19:28:08',
+      source: 'woocommerce-shop',
+      platform: 'woocommerce',
+      externalId: '727',
+      receivedAt: NOW.toISOString(),
+      amount: 1800,
+      currency: 'USD',
+      vouchers: [],
+      clickIds: [],
+      productIds: ['93', '22'],
+      paymentMethod: 'bacs',
+      orderDate: '2017-03-22T19:28:02Z',
+    });
+  });
+
+  it('maps a prices-include-tax order with attribution from meta_data', () => {
+    // Prepare
+    const raw = localRaw('woocommerce/order_prices_include_tax_attributed.json');
+    // Act
+    const event = onlyEvent(woocommerceAdapter.handle(delivery(raw, 'order.created'), context));
+    // Assess. By hand: line totals (net of tax even though prices include it) 84.03 + 16.81 =
+    // 100.84; check: 100.84 + shipping 4.20 + total_tax 19.96 = total 125.00.
+    expect(event).toMatchObject({
+      externalId: '1042',
+      amount: 10084,
+      currency: 'EUR',
+      customerId: '17',
+      vouchers: ['fruehling'],
+      clickIds: ['fedcba9876543210fedcba98'],
+      subId: 'blog-post-17',
+      buyerIp: '198.51.100.23',
+      paymentMethod: 'stripe',
+      orderDate: '2026-05-04T09:20:31Z',
+    });
+  });
+
+  it('subtracts line taxes when the order total shows the line totals were gross', () => {
+    // Prepare: a plugin wrote tax-inclusive line totals (100.00 and 20.00) into the same order
+    const order = JSON.parse(localRaw('woocommerce/order_prices_include_tax_attributed.json').toString());
+    order.line_items[0].total = '100.00';
+    order.line_items[1].total = '20.00';
+    // Act
+    const event = onlyEvent(
+      woocommerceAdapter.handle(delivery(JSON.stringify(order), 'order.created'), context),
+    );
+    // Assess: 120.00 − (15.97 + 3.19) = 100.84, as 100.84 + 4.20 + 19.96 = 125.00 confirms
+    expect(event).toMatchObject({ amount: 10084 });
+  });
+
+  it('reads JPY amounts without decimals and names a bad one', () => {
+    // Prepare
+    const order = sharedJson(ORDER);
+    order['currency'] = 'JPY';
+    order['total'] = '2935';
+    const lines = order['line_items'] as Array<Record<string, unknown>>;
+    lines[0]!['total'] = '600';
+    lines[1]!['total'] = '1200';
+    const bad = structuredClone(order);
+    (bad['line_items'] as Array<Record<string, unknown>>)[1]!['total'] = '1200.5';
+    // Act
+    const event = onlyEvent(
+      woocommerceAdapter.handle(delivery(JSON.stringify(order), 'order.created'), context),
+    );
+    const error = thrown(() =>
+      woocommerceAdapter.handle(delivery(JSON.stringify(bad), 'order.created'), context),
+    );
+    // Assess
+    expect(event).toMatchObject({ amount: 1800, currency: 'JPY' });
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('line_items.1.total');
+  });
+
+  it('reads a tracking id from meta_data and rejects a non-integer one, naming it', () => {
+    // Prepare
+    const good = sharedJson(ORDER);
+    (good['meta_data'] as unknown[]).push({ id: 1, key: 'affiliate_tracking_id', value: '88' });
+    const bad = sharedJson(ORDER);
+    (bad['meta_data'] as unknown[]).push({ id: 1, key: 'affiliate_tracking_id', value: '8.8' });
+    // Act
+    const event = onlyEvent(
+      woocommerceAdapter.handle(delivery(JSON.stringify(good), 'order.created'), context),
+    );
+    const error = thrown(() =>
+      woocommerceAdapter.handle(delivery(JSON.stringify(bad), 'order.created'), context),
+    );
+    // Assess
+    expect(event).toMatchObject({ affiliateTrackingId: 88, clickIds: [] });
+    expect(error.field).toBe('meta_data.1.value');
+  });
+
+  it('ignores other topics and rejects a missing topic or a bad signature', () => {
+    // Prepare
+    const raw = sharedRaw(ORDER);
+    const noTopic = delivery(raw, 'x');
+    delete (noTopic.headers as Record<string, string | undefined>)['x-wc-webhook-topic'];
+    const forged = request(raw, { 'x-wc-webhook-topic': 'order.created', 'x-wc-webhook-signature': 'Zm9v' });
+    // Act / Assess
+    expect(woocommerceAdapter.handle(delivery(raw, 'product.updated'), context).kind).toBe('ignored');
+    expect(thrown(() => woocommerceAdapter.handle(noTopic, context)).field).toBe('x-wc-webhook-topic');
+    expect(thrown(() => woocommerceAdapter.handle(forged, context))).toBeInstanceOf(UnauthorizedError);
+  });
+
+  it('answers the unsigned creation ping before any signature check', () => {
+    // Prepare
+    const ping = request('webhook_id=15', { 'content-type': 'application/x-www-form-urlencoded' });
+    const notPing = request('webhook_id=15&x=1', {});
+    // Act / Assess
+    expect(woocommerceAdapter.handle(ping, context)).toEqual({ kind: 'ping' });
+    expect(thrown(() => woocommerceAdapter.handle(notPing, context))).toBeInstanceOf(UnauthorizedError);
+  });
+});
+
+describe('woocommerce order.updated', () => {
+  it('emits one net OrderRefunded per refunds[] entry, pro-rated with the net/gross ratio', () => {
+    // Prepare
+    const raw = JSON.stringify(refundedOrder());
+    // Act
+    const events = eventsOf(woocommerceAdapter.handle(delivery(raw, 'order.updated'), context));
+    // Assess. By hand: net = line totals 9.00 + 20.00 = 29.00 of gross total 39.00 (10.00
+    // shipping). Refund 726: 10.00 × 29/39 = 7.4358… → 7.44; refund 724: 9.00 × 29/39 = 6.6923… → 6.69.
+    expect(events).toEqual([
+      {
+        type: 'OrderRefunded',
+        eventId: 'order.updated:723:2017-03-21T19:54:51:refund:726',
+        source: 'woocommerce-shop',
+        platform: 'woocommerce',
+        externalId: '723',
+        receivedAt: NOW.toISOString(),
+        refundId: '726',
+        amount: 744,
+        currency: 'USD',
+        full: false,
+        origin: 'shop',
+      },
+      expect.objectContaining({
+        refundId: '724',
+        amount: 669,
+        eventId: expect.stringMatching(/:refund:724$/),
+      }),
+    ]);
+  });
+
+  it('re-emits the same refund ids on every send; the dedup key follows date_modified_gmt', () => {
+    // Prepare
+    const order = refundedOrder();
+    const later = { ...order, date_modified_gmt: '2017-03-25T08:00:00' };
+    // Act
+    const first = eventsOf(
+      woocommerceAdapter.handle(delivery(JSON.stringify(order), 'order.updated'), context),
+    );
+    const resent = eventsOf(
+      woocommerceAdapter.handle(delivery(JSON.stringify(order), 'order.updated'), context),
+    );
+    const newer = eventsOf(
+      woocommerceAdapter.handle(delivery(JSON.stringify(later), 'order.updated'), context),
+    );
+    // Assess
+    expect(resent.map((e) => e.eventId)).toEqual(first.map((e) => e.eventId));
+    expect(newer.map((e) => e.eventId)).not.toEqual(first.map((e) => e.eventId));
+    expect(newer.map((e) => (e.type === 'OrderRefunded' ? e.refundId : ''))).toEqual(['726', '724']);
+  });
+
+  it('maps status refunded to a full refund and status cancelled to a cancellation', () => {
+    // Prepare
+    const refunded = { ...refundedOrder(), status: 'refunded' };
+    const cancelled = { ...sharedJson(ORDER), status: 'cancelled' };
+    // Act
+    const full = onlyEvent(
+      woocommerceAdapter.handle(delivery(JSON.stringify(refunded), 'order.updated'), context),
+    );
+    const cancel = onlyEvent(
+      woocommerceAdapter.handle(delivery(JSON.stringify(cancelled), 'order.updated'), context),
+    );
+    // Assess
+    expect(full).toMatchObject({
+      type: 'OrderRefunded',
+      refundId: 'status-refunded',
+      full: true,
+      externalId: '723',
+    });
+    expect(full).not.toHaveProperty('amount');
+    expect(cancel).toMatchObject({
+      type: 'OrderCancelled',
+      externalId: '727',
+      eventId: 'order.updated:727:2017-03-22T19:28:08',
+    });
+  });
+
+  it('ignores an update without refunds or a terminal status', () => {
+    // Act
+    const result = woocommerceAdapter.handle(delivery(sharedRaw(ORDER), 'order.updated'), context);
+    // Assess
+    expect(result).toEqual({
+      kind: 'ignored',
+      reason: 'order.updated with status processing and no refunds',
+    });
+  });
+});
+
+describe('woocommerce refund resource', () => {
+  it('ignores the documentation refund, which carries no currency', () => {
+    // Act
+    const result = woocommerceAdapter.handle(
+      delivery(sharedRaw('woocommerce/refund_v3_docs_example.json'), 'action.woocommerce_refund_created'),
+      context,
+    );
+    // Assess
+    expect(result).toEqual({ kind: 'ignored', reason: expect.stringContaining('no currency') });
+  });
+
+  it('maps a refund resource with a currency: line totals when listed, else the amount', () => {
+    // Prepare
+    const [withoutLines, withLines] = JSON.parse(
+      sharedRaw('woocommerce/refunds_list_v3_docs_example.json').toString(),
+    ) as Array<Record<string, unknown>>;
+    // Act
+    const gross = onlyEvent(
+      woocommerceAdapter.handle(
+        delivery(JSON.stringify({ ...withoutLines, currency: 'usd' }), 'order.updated'),
+        context,
+      ),
+    );
+    const net = onlyEvent(
+      woocommerceAdapter.handle(
+        delivery(JSON.stringify({ ...withLines, currency: 'USD' }), 'refund.created'),
+        context,
+      ),
+    );
+    // Assess: the order id comes from _links.up (…/orders/723)
+    expect(gross).toMatchObject({ externalId: '723', refundId: '726', amount: 1000, currency: 'USD' });
+    expect(net).toMatchObject({ externalId: '723', refundId: '724', amount: 900, eventId: 'refund:723:724' });
+  });
+});
