@@ -12,11 +12,20 @@ import { AwsSecretStore } from '../shared/secrets.ts';
 export type RefundsHandler = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
 
 /** `POST /refunds`: finance staff's refunds, authenticated with the finance key. */
-export function makeHandler(deps: FinanceDeps, log?: (line: Record<string, unknown>) => void): RefundsHandler {
+export function makeHandler(
+  deps: FinanceDeps,
+  log?: (line: Record<string, unknown>) => void,
+): RefundsHandler {
   return async (event) => {
     const request = requestFromEvent(event);
     const answer = await submitFinanceRefund(deps, request.headers, request.rawBody);
-    log?.({ status: answer.status, externalId: answer.body['externalId'], refundId: answer.body['refundId'], messageId: answer.body['messageId'], field: answer.body['field'] });
+    log?.({
+      status: answer.status,
+      externalId: answer.body['externalId'],
+      refundId: answer.body['refundId'],
+      messageId: answer.body['messageId'],
+      field: answer.body['field'],
+    });
     return resultFromAnswer(answer);
   };
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { DynamoLedger } from '../shared/adapters/dynamo-ledger.ts';
 import { SqsFailureQueue } from '../shared/adapters/sqs.ts';
@@ -14,7 +14,10 @@ import { METRIC, makeLogger, makeMetrics, observeWorker } from '../shared/observ
 import { AwsSecretStore } from '../shared/secrets.ts';
 import { type BatchDeps, processBatch } from '../shared/worker/batch.ts';
 
-export type WorkerHandler = (event: SQSEvent, context: Pick<Context, 'getRemainingTimeInMillis'>) => Promise<SQSBatchResponse>;
+export type WorkerHandler = (
+  event: SQSEvent,
+  context: Pick<Context, 'getRemainingTimeInMillis'>,
+) => Promise<SQSBatchResponse>;
 
 /** Time kept back from the Lambda's remaining time for recording results and answering. */
 const SAFETY_MS = 3_000;
@@ -49,7 +52,9 @@ async function fromEnv(env: NodeJS.ProcessEnv): Promise<WorkerHandler> {
     sources: sourcesFromEnv(env),
     backendFor: (source) => {
       if (source.backend === 'legacy') {
-        throw new ConfigurationError(`source ${source.id} uses the legacy backend, which this deployment does not configure`);
+        throw new ConfigurationError(
+          `source ${source.id} uses the legacy backend, which this deployment does not configure`,
+        );
       }
       return current;
     },
@@ -63,7 +68,11 @@ async function fromEnv(env: NodeJS.ProcessEnv): Promise<WorkerHandler> {
 
 let wired: Promise<WorkerHandler> | undefined;
 export const handler: WorkerHandler = async (event, context) => {
-  wired ??= fromEnv(process.env);
+  // A failed cold start (a secret not readable yet) is not cached: the next invocation tries again.
+  wired ??= fromEnv(process.env).catch((error: unknown) => {
+    wired = undefined;
+    throw error;
+  });
   try {
     return await (await wired)(event, context);
   } finally {

@@ -15,7 +15,9 @@ export function addConnector(app: App, config: DeployConfig): ConnectorStack {
   const stack = new ConnectorStack(app, config.stackName, { config });
   // cdk-nag 3 is a CDK validation plugin: synth fails on any finding not acknowledged with
   // `Validations.of(construct).acknowledge({ id, reason })`; the reasons are copied into the template.
-  Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true, writeSuppressionsToCloudFormation: true }));
+  Validations.of(app).addPlugins(
+    new AwsSolutionsChecks(app, { verbose: true, writeSuppressionsToCloudFormation: true }),
+  );
   return stack;
 }
 

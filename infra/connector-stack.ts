@@ -17,7 +17,6 @@ import { type DeployConfig, workerRatePerSecond } from './deploy-config.ts';
 import { FifoQueuePair } from './fifo-queue-pair.ts';
 import { ConnectorMonitoring } from './monitoring.ts';
 
-
 /** The repository root: entries, package-lock.json and tsconfig.json are found from here. */
 export const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -190,7 +189,8 @@ export class ConnectorStack extends Stack {
     this.ledger.grant(worker, 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem');
     deadLetterQueue.grant(worker, 'sqs:SendMessage');
     this.#grantSecret(worker, config.affiliate.tokenSecret);
-    if (config.legacy.credentialsSecret !== undefined) this.#grantSecret(worker, config.legacy.credentialsSecret);
+    if (config.legacy.credentialsSecret !== undefined)
+      this.#grantSecret(worker, config.legacy.credentialsSecret);
     // Receive, delete and ChangeMessageVisibility on the main queue come with the event source.
     // The platform allows 100 requests/s per route and token, and nearly every message ends in the
     // same route (conversions.add). One worker instance handles one batch at a time, in order, and
@@ -294,7 +294,10 @@ export class ConnectorStack extends Stack {
     const spec = CONNECTOR_FUNCTIONS[name];
     const id = pascal(name);
     checkEnvironmentSize(name, environment);
-    const logGroup = new logs.LogGroup(this, `${id}Logs`, { retention, removalPolicy: RemovalPolicy.DESTROY });
+    const logGroup = new logs.LogGroup(this, `${id}Logs`, {
+      retention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
     // Our own role instead of AWSLambdaBasicExecutionRole: that managed policy lets a function write
     // to every log group in the account, this one only to its own.
     const role = new iam.Role(this, `${id}Role`, {
@@ -325,7 +328,8 @@ export class ConnectorStack extends Stack {
     if (secret === undefined) {
       const id = `Secret${this.#secrets.size}`;
       if (!ref.startsWith('arn:')) secret = secretsmanager.Secret.fromSecretNameV2(this, id, ref);
-      else if (/-[A-Za-z0-9]{6}$/.test(ref)) secret = secretsmanager.Secret.fromSecretCompleteArn(this, id, ref);
+      else if (/-[A-Za-z0-9]{6}$/.test(ref))
+        secret = secretsmanager.Secret.fromSecretCompleteArn(this, id, ref);
       else secret = secretsmanager.Secret.fromSecretPartialArn(this, id, ref);
       this.#secrets.set(ref, secret);
     }
@@ -336,7 +340,11 @@ export class ConnectorStack extends Stack {
     );
   }
 
-  #suppressNagFindings(webhookRoute?: apigw.HttpRoute, refundsRoute?: apigw.HttpRoute, refundsIam = false): void {
+  #suppressNagFindings(
+    webhookRoute?: apigw.HttpRoute,
+    refundsRoute?: apigw.HttpRoute,
+    refundsIam = false,
+  ): void {
     if (webhookRoute !== undefined) {
       Validations.of(webhookRoute).acknowledge({
         id: 'AwsSolutions-APIG4',
@@ -358,7 +366,8 @@ export class ConnectorStack extends Stack {
 function checkEnvironmentSize(name: string, environment: Record<string, string>): void {
   let bytes = 0;
   for (const [key, value] of Object.entries(environment)) {
-    bytes += Buffer.byteLength(key) + (Token.isUnresolved(value) ? TOKEN_LENGTH_ESTIMATE : Buffer.byteLength(value));
+    bytes +=
+      Buffer.byteLength(key) + (Token.isUnresolved(value) ? TOKEN_LENGTH_ESTIMATE : Buffer.byteLength(value));
   }
   if (bytes > LAMBDA_ENVIRONMENT_LIMIT_BYTES) {
     throw new Error(

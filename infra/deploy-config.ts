@@ -56,7 +56,11 @@ export const DeployConfig = z
             try {
               resolveRoutes({ [name]: path });
             } catch {
-              ctx.addIssue({ code: 'custom', path: [name], message: 'must be a path relative to baseUrl, starting with /' });
+              ctx.addIssue({
+                code: 'custom',
+                path: [name],
+                message: 'must be a path relative to baseUrl, starting with /',
+              });
             }
           }
         })
@@ -109,8 +113,14 @@ export const DeployConfig = z
     ledgerDeletionProtection: z.boolean().default(true),
     powertools: z
       .strictObject({
-        serviceName: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).default('conversion-connector'),
-        metricsNamespace: z.string().regex(/^[A-Za-z0-9_./#:-]{1,255}$/).default('ConversionConnector'),
+        serviceName: z
+          .string()
+          .regex(/^[A-Za-z0-9_.-]{1,64}$/)
+          .default('conversion-connector'),
+        metricsNamespace: z
+          .string()
+          .regex(/^[A-Za-z0-9_./#:-]{1,255}$/)
+          .default('ConversionConnector'),
         logLevel: z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'SILENT', 'CRITICAL']).default('INFO'),
       })
       .prefault({}),
@@ -244,7 +254,9 @@ export function loadDeployConfig(options: LoadDeployConfigOptions): LoadedDeploy
   if (!result.success) {
     const issue = result.error.issues[0];
     const setting = issue?.path.map(String).join('.') || '(root)';
-    const fromContext = overrides.find((o) => setting === o || setting.startsWith(`${o}.`));
+    const fromContext = overrides.find(
+      (o) => setting === o || setting.startsWith(`${o}.`) || o.startsWith(`${setting}.`),
+    );
     const origin = fromContext === undefined ? '' : ` (set by context -c ${fromContext})`;
     throw new DeployConfigError(`${shown}: ${setting}: ${issue?.message ?? 'invalid'}${origin}`);
   }
@@ -264,7 +276,12 @@ function parseContextValue(value: unknown): unknown {
   }
 }
 
-function setPath(target: Record<string, unknown>, path: readonly string[], value: unknown, key: string): void {
+function setPath(
+  target: Record<string, unknown>,
+  path: readonly string[],
+  value: unknown,
+  key: string,
+): void {
   let node: Record<string, unknown> = target;
   for (const [i, segment] of path.entries()) {
     if (segment === '' || segment === '__proto__' || segment === 'constructor' || segment === 'prototype') {

@@ -10,7 +10,8 @@ import { Construct } from 'constructs';
 /** The metrics the functions emit with Powertools (EMF), dimension `service`. */
 const ORDER_METRICS = ['ConversionsAdded', 'RefundsApplied', 'ConversionsRefused', 'DuplicatesSkipped'];
 const FAILURE_METRICS = ['RateLimited', 'TransientFailures', 'PermanentFailures'];
-export const CONNECTOR_METRICS: readonly string[] = [...ORDER_METRICS, ...FAILURE_METRICS];
+const INTAKE_METRICS = ['WebhooksQueued', 'WebhooksRejected', 'OrdersSkipped'];
+export const CONNECTOR_METRICS: readonly string[] = [...INTAKE_METRICS, ...ORDER_METRICS, ...FAILURE_METRICS];
 
 export interface ConnectorMonitoringProps {
   /** Powertools metrics namespace (POWERTOOLS_METRICS_NAMESPACE). */
@@ -57,7 +58,7 @@ export class ConnectorMonitoring extends Construct {
     const alarms = [
       new cloudwatch.Alarm(this, 'DeadLetterMessages', {
         alarmDescription:
-          'Orders are parked in the dead-letter queue: read their failure attributes, fix the cause, then redrive them (README: Operations).',
+          'Orders are parked in the dead-letter queue: read their failure attributes, fix the cause, then move them back to the main queue (see the README).',
         metric: props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
           statistic: cloudwatch.Stats.MAXIMUM,
           period: Duration.minutes(1),
@@ -91,7 +92,10 @@ export class ConnectorMonitoring extends Construct {
       new cloudwatch.Alarm(this, 'WorkerThrottles', {
         alarmDescription:
           'Lambda throttled the worker: the account concurrency is exhausted (raise it or lower other functions).',
-        metric: props.worker.metricThrottles({ statistic: cloudwatch.Stats.SUM, period: Duration.minutes(5) }),
+        metric: props.worker.metricThrottles({
+          statistic: cloudwatch.Stats.SUM,
+          period: Duration.minutes(5),
+        }),
         threshold: 0,
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         evaluationPeriods: 1,
@@ -129,18 +133,29 @@ export class ConnectorMonitoring extends Construct {
         [new cloudwatch.AlarmStatusWidget({ title: 'Alarms', alarms, width: 24, height: 3 })],
         [
           graph(
+            'Webhooks',
+            INTAKE_METRICS.map((m) => connectorMetric(m)),
+            6,
+          ),
+          graph(
             'Orders',
             ORDER_METRICS.map((m) => connectorMetric(m)),
+            6,
           ),
           graph(
             'Failures',
             FAILURE_METRICS.map((m) => connectorMetric(m)),
+            6,
           ),
-          graph('Queues', [
-            props.queue.metricApproximateNumberOfMessagesVisible({ label: 'main: visible' }),
-            props.queue.metricApproximateAgeOfOldestMessage({ label: 'main: oldest (s)' }),
-            props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ label: 'DLQ: visible' }),
-          ]),
+          graph(
+            'Queues',
+            [
+              props.queue.metricApproximateNumberOfMessagesVisible({ label: 'main: visible' }),
+              props.queue.metricApproximateAgeOfOldestMessage({ label: 'main: oldest (s)' }),
+              props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ label: 'DLQ: visible' }),
+            ],
+            6,
+          ),
         ],
         [
           graph(

@@ -5,7 +5,7 @@ import { splitSecrets } from './config/sources.ts';
 import { OrderRefunded } from './domain/events.ts';
 import { BadInputError } from './errors.ts';
 import type { HttpAnswer } from './ingest.ts';
-import { type Ledger, type OrderRecord, ledgerKey } from './ledger.ts';
+import { type Ledger, ledgerKey, type OrderRecord } from './ledger.ts';
 import { parseMoney } from './money.ts';
 import type { EventQueue } from './ports.ts';
 import { deduplicationId, messageGroupId } from './queueing.ts';
@@ -32,9 +32,15 @@ export const FinanceRefundRequest = z
       .optional(),
   })
   .superRefine((body, ctx) => {
-    const given = [body.amount !== undefined, body.amountCents !== undefined, body.full === true].filter(Boolean);
+    const given = [body.amount !== undefined, body.amountCents !== undefined, body.full === true].filter(
+      Boolean,
+    );
     if (given.length !== 1) {
-      ctx.addIssue({ code: 'custom', path: ['amount'], message: 'give exactly one of amount, amountCents or full: true' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['amount'],
+        message: 'give exactly one of amount, amountCents or full: true',
+      });
     }
   });
 export type FinanceRefundRequest = z.infer<typeof FinanceRefundRequest>;
@@ -86,7 +92,10 @@ export async function submitFinanceRefund(
     return { status: 503, body: { error: 'unavailable', message: 'finance key not available, retry later' } };
   }
   if (!keyMatches(presentedKey(headers), keys)) {
-    return { status: 401, body: { error: 'unauthorized', message: 'missing or wrong API key (x-api-key header)' } };
+    return {
+      status: 401,
+      body: { error: 'unauthorized', message: 'missing or wrong API key (x-api-key header)' },
+    };
   }
 
   let json: unknown;
@@ -100,7 +109,10 @@ export async function submitFinanceRefund(
     const issue = parsed.error.issues[0];
     const field =
       issue?.code === 'unrecognized_keys' ? (issue.keys[0] ?? '') : (issue?.path.map(String).join('.') ?? '');
-    return bad(field, issue?.code === 'unrecognized_keys' ? `${field} is not allowed` : (issue?.message ?? 'invalid'));
+    return bad(
+      field,
+      issue?.code === 'unrecognized_keys' ? `${field} is not allowed` : (issue?.message ?? 'invalid'),
+    );
   }
   const request = parsed.data;
 
@@ -145,7 +157,17 @@ export async function submitFinanceRefund(
       groupId: messageGroupId(source.program, event.externalId),
       deduplicationId: deduplicationId(event),
     });
-    return { status: 202, body: { status: 'queued', messageId, externalId: event.externalId, refundId: event.refundId, amount: amount ?? null, full: event.full } };
+    return {
+      status: 202,
+      body: {
+        status: 'queued',
+        messageId,
+        externalId: event.externalId,
+        refundId: event.refundId,
+        amount: amount ?? null,
+        full: event.full,
+      },
+    };
   } catch {
     return { status: 503, body: { error: 'unavailable', message: 'queue unavailable, retry later' } };
   }
@@ -165,12 +187,18 @@ async function locateOrder(
     return { source, record: await deps.ledger.get(ledgerKey(source.program, request.externalId)) };
   }
   const byProgram = new Map<string, SourceConfig>();
-  for (const source of deps.sources.values()) if (!byProgram.has(source.program)) byProgram.set(source.program, source);
+  for (const source of deps.sources.values())
+    if (!byProgram.has(source.program)) byProgram.set(source.program, source);
   for (const [program, fallback] of byProgram) {
     const record = await deps.ledger.get(ledgerKey(program, request.externalId));
     if (record) return { source: deps.sources.get(record.source) ?? fallback, record };
   }
   const only = [...byProgram.values()];
   if (only.length === 1 && only[0]) return { source: only[0], record: undefined };
-  return { error: bad('source', 'the ledger does not know this order and several programs are configured: give source') };
+  return {
+    error: bad(
+      'source',
+      'the ledger does not know this order and several programs are configured: give source',
+    ),
+  };
 }

@@ -72,7 +72,11 @@ export async function ingestWebhook(
     const detail = error instanceof ConfigurationError ? error.message : 'secret store unavailable';
     return answer(
       { status: 503, result: 'unavailable', detail },
-      { status: 503, body: { error: 'unavailable', message: 'try again later' }, headers: { 'retry-after': '30' } },
+      {
+        status: 503,
+        body: { error: 'unavailable', message: 'try again later' },
+        headers: { 'retry-after': '30' },
+      },
     );
   }
 
@@ -105,13 +109,20 @@ export async function ingestWebhook(
     if (error instanceof ConfigurationError) {
       return answer(
         { status: 503, result: 'unavailable', detail: error.message },
-        { status: 503, body: { error: 'unavailable', message: 'try again later' }, headers: { 'retry-after': '30' } },
+        {
+          status: 503,
+          body: { error: 'unavailable', message: 'try again later' },
+          headers: { 'retry-after': '30' },
+        },
       );
     }
     if (error instanceof Error && error.name === 'ZodError') {
       return answer(
         { status: 400, result: 'rejected', detail: 'mapped event invalid' },
-        { status: 400, body: { error: 'bad_request', field: null, message: 'the payload does not map to a valid event' } },
+        {
+          status: 400,
+          body: { error: 'bad_request', field: null, message: 'the payload does not map to a valid event' },
+        },
       );
     }
     throw error;
@@ -134,7 +145,11 @@ export async function ingestWebhook(
   } catch (error) {
     return answer(
       { status: 503, result: 'unavailable', detail: `queue: ${(error as Error).name}` },
-      { status: 503, body: { error: 'unavailable', message: 'queue unavailable, retry later' }, headers: { 'retry-after': '5' } },
+      {
+        status: 503,
+        body: { error: 'unavailable', message: 'queue unavailable, retry later' },
+        headers: { 'retry-after': '5' },
+      },
     );
   }
 }

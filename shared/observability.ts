@@ -24,7 +24,10 @@ export function makeLogger(serviceName = 'conversion-connector'): Logger {
   return new Logger({ serviceName });
 }
 
-export function makeMetrics(namespace = 'ConversionConnector', serviceName = 'conversion-connector'): Metrics {
+export function makeMetrics(
+  namespace = 'ConversionConnector',
+  serviceName = 'conversion-connector',
+): Metrics {
   return new Metrics({ namespace, serviceName });
 }
 

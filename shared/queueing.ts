@@ -18,5 +18,7 @@ export function messageGroupId(program: string, externalId: string): string {
  */
 export function deduplicationId(event: ConnectorEvent): string {
   const refund = event.type === 'OrderRefunded' ? event.refundId : '';
-  return sha256(`${event.source}\u0000${event.eventId}\u0000${event.type}\u0000${event.externalId}\u0000${refund}`).slice(0, 64);
+  return sha256(
+    `${event.source}\u0000${event.eventId}\u0000${event.type}\u0000${event.externalId}\u0000${refund}`,
+  ).slice(0, 64);
 }

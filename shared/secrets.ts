@@ -1,6 +1,6 @@
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
-import { ConfigurationError } from './errors.ts';
 import type { Env } from './config/env.ts';
+import { ConfigurationError } from './errors.ts';
 
 /** Where secret values come from: Secrets Manager in AWS, env or `.env` locally. */
 export interface SecretStore {
@@ -36,9 +36,12 @@ export class AwsSecretStore implements SecretStore {
       value = await getSecret(ref, { maxAge: this.#maxAge });
     } catch (error) {
       // The SDK's message may name the ARN but never holds the value; keep only the error name.
-      throw new ConfigurationError(`secret ${ref} could not be read (${(error as Error).name})`, { cause: error });
+      throw new ConfigurationError(`secret ${ref} could not be read (${(error as Error).name})`, {
+        cause: error,
+      });
     }
-    if (typeof value !== 'string' || value === '') throw new ConfigurationError(`secret ${ref} is empty or binary`);
+    if (typeof value !== 'string' || value === '')
+      throw new ConfigurationError(`secret ${ref} is empty or binary`);
     return value;
   }
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DeleteMessageBatchCommand, type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyEventV2, SQSRecord } from 'aws-lambda';
@@ -16,8 +16,8 @@ import type { Ledger } from '../../shared/ledger.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
 import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../shared/sandbox/server.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
-import type { RecordReport } from '../../shared/worker/batch.ts';
 import type { ConversionBackend } from '../../shared/worker/backend.ts';
+import type { RecordReport } from '../../shared/worker/batch.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
 
 /** Written by `npm start` (git-ignored): how the operator CLI reaches the local stack. */
@@ -103,7 +103,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
   const program = env['PROGRAM_ID'] ?? sandbox?.seed.programs[0];
   const rule = env['RULE_ID'] ?? sandbox?.seed.rules[0];
-  if (!program || !rule) throw new Error('PROGRAM_ID and RULE_ID are required when the platform is not the sandbox');
+  if (!program || !rule)
+    throw new Error('PROGRAM_ID and RULE_ID are required when the platform is not the sandbox');
   const sourceInputs: SourceConfigInput[] =
     options.sources ??
     (['shopify', 'woocommerce', 'stripe', 'generic'] as const).map((platform) => ({
@@ -166,7 +167,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       return send(res, 200, { status: 'ok', sources: [...sources.keys()], platform: platformUrl });
     }
     const match = /^\/webhooks\/([^/]+)$/.exec(url.pathname);
-    if (!match && url.pathname !== '/refunds') return send(res, 404, { error: 'not_found', message: 'no such route' });
+    if (!match && url.pathname !== '/refunds')
+      return send(res, 404, { error: 'not_found', message: 'no such route' });
     if (req.method !== 'POST') return send(res, 405, { error: 'method_not_allowed', message: 'use POST' });
     const body = await readBody(req, 1024 * 1024 + 1);
     const event = toApiGatewayEvent(req, url, body, match ? decodeURIComponent(match[1] ?? '') : undefined);
@@ -203,7 +205,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 }
 
 function definedOnly(env: Env): Record<string, string> {
-  return Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ''));
+  return Object.fromEntries(
+    Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ''),
+  );
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {
@@ -225,7 +229,12 @@ async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
 }
 
 /** What API Gateway HTTP API (payload format 2.0) hands the function, from a plain request. */
-function toApiGatewayEvent(req: IncomingMessage, url: URL, body: Buffer, source?: string): APIGatewayProxyEventV2 {
+function toApiGatewayEvent(
+  req: IncomingMessage,
+  url: URL,
+  body: Buffer,
+  source?: string,
+): APIGatewayProxyEventV2 {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(req.headers)) {
     if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(',') : value;

@@ -6,7 +6,9 @@ import { LOCAL_STATE_FILE, startLocalStack } from './stack.ts';
  * `npm start`: the whole connector on this machine (ingest API, worker, fauxqs, dynalite, sandbox).
  * Settings come from the environment or `.env`; see the README's "Local stack" section.
  */
-const { values } = parseArgs({ options: { help: { type: 'boolean', short: 'h' }, quiet: { type: 'boolean', short: 'q' } } });
+const { values } = parseArgs({
+  options: { help: { type: 'boolean', short: 'h' }, quiet: { type: 'boolean', short: 'q' } },
+});
 if (values.help) {
   console.log(`Usage: npm start [-- --quiet]
 
@@ -51,7 +53,10 @@ try {
   const lines = [
     'Conversion connector running locally',
     `  ingest API      ${stack.url}   (GET /health)`,
-    ...[...stack.sources.values()].map((s) => `  webhook         ${stack.url}/webhooks/${s.id}   (${s.platform}, secret ${s.secretRef}=${stack.secrets[s.secretRef] ?? ''})`),
+    ...[...stack.sources.values()].map(
+      (s) =>
+        `  webhook         ${stack.url}/webhooks/${s.id}   (${s.platform}, secret ${s.secretRef}=${stack.secrets[s.secretRef] ?? ''})`,
+    ),
     `  finance refunds ${stack.url}/refunds   (x-api-key: ${stack.secrets['FINANCE_API_KEY']})`,
     `  platform        ${stack.platformUrl}${stack.sandbox ? `   (sandbox, token ${stack.sandbox.token}; conversions: GET ${stack.platformUrl}/_sandbox/conversions)` : ''}`,
     `  program / rule  ${[...stack.sources.values()][0]?.program} / ${[...stack.sources.values()][0]?.rule}`,

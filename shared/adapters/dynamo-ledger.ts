@@ -77,7 +77,10 @@ export class DynamoLedger implements Ledger {
       onSuccess();
       return true;
     } catch (error) {
-      if (error instanceof ConditionalCheckFailedException || (error as Error).name === 'ConditionalCheckFailedException') {
+      if (
+        error instanceof ConditionalCheckFailedException ||
+        (error as Error).name === 'ConditionalCheckFailedException'
+      ) {
         return false;
       }
       throw error;

@@ -39,7 +39,10 @@ export class SqsEventQueue implements EventQueue {
 /** What the worker needs of SQS besides the event source mapping: park and back off. */
 export interface FailureQueue {
   /** Sends the message, unchanged, to the DLQ with the failure as message attributes. */
-  park(message: { body: string; groupId: string; deduplicationId: string }, failure: FailureAttributes): Promise<void>;
+  park(
+    message: { body: string; groupId: string; deduplicationId: string },
+    failure: FailureAttributes,
+  ): Promise<void>;
   /** Hides a message for `seconds` more, so its next receive comes after a backoff. */
   delay(receiptHandle: string, seconds: number): Promise<void>;
 }
@@ -91,7 +94,9 @@ function toAttributes(failure: FailureAttributes): Record<string, MessageAttribu
   return out;
 }
 
-export function fromAttributes(attributes: Record<string, MessageAttributeValue> | undefined): Record<string, string> {
+export function fromAttributes(
+  attributes: Record<string, MessageAttributeValue> | undefined,
+): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(attributes ?? {})) {
     if (value.StringValue !== undefined) out[name] = value.StringValue;

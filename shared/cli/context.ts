@@ -36,11 +36,21 @@ interface SettingSpec {
 
 export const SETTINGS = {
   connectorUrl: { flag: '--url', env: 'CONNECTOR_URL', file: 'connectorUrl', what: 'the connector URL' },
-  financeApiKey: { flag: '--api-key', env: 'FINANCE_API_KEY', file: 'financeApiKey', what: 'the finance API key' },
+  financeApiKey: {
+    flag: '--api-key',
+    env: 'FINANCE_API_KEY',
+    file: 'financeApiKey',
+    what: 'the finance API key',
+  },
   queueUrl: { flag: '--queue-url', env: 'QUEUE_URL', file: 'queueUrl', what: 'the main queue URL' },
   dlqUrl: { flag: '--dlq-url', env: 'DLQ_URL', file: 'dlqUrl', what: 'the dead-letter queue URL' },
   sqsEndpoint: { flag: '--sqs-endpoint', env: 'SQS_ENDPOINT', file: 'sqsEndpoint', what: 'the SQS endpoint' },
-  ledgerTable: { flag: '--ledger-table', env: 'LEDGER_TABLE', file: 'ledgerTable', what: 'the ledger table name' },
+  ledgerTable: {
+    flag: '--ledger-table',
+    env: 'LEDGER_TABLE',
+    file: 'ledgerTable',
+    what: 'the ledger table name',
+  },
   dynamoEndpoint: {
     flag: '--dynamodb-endpoint',
     env: 'DYNAMODB_ENDPOINT',
@@ -53,7 +63,11 @@ export const SETTINGS = {
     file: 'affiliateBaseUrl',
     what: "the affiliate platform's API URL",
   },
-  affiliateToken: { env: 'AFFILIATE_TOKEN', file: 'affiliateToken', what: "the affiliate platform's API token" },
+  affiliateToken: {
+    env: 'AFFILIATE_TOKEN',
+    file: 'affiliateToken',
+    what: "the affiliate platform's API token",
+  },
   region: { flag: '--region', env: 'AWS_REGION', what: 'the AWS region' },
 } as const satisfies Record<string, SettingSpec>;
 
@@ -72,11 +86,24 @@ const FLAG_HELP: Partial<Record<SettingName, string>> = {
   region: 'AWS region (env AWS_REGION)',
 };
 
+const PLACEHOLDER: Partial<Record<SettingName, string>> = {
+  connectorUrl: 'url',
+  financeApiKey: 'key',
+  queueUrl: 'url',
+  dlqUrl: 'url',
+  sqsEndpoint: 'url',
+  ledgerTable: 'name',
+  dynamoEndpoint: 'url',
+  affiliateBaseUrl: 'url',
+  region: 'region',
+};
+
 /** Adds the flags of these settings to a command, with where else each can come from. */
 export function settingOptions(command: Command, names: readonly SettingName[]): Command {
   for (const name of names) {
     const spec: SettingSpec = SETTINGS[name];
-    if (spec.flag) command.option(`${spec.flag} <value>`, FLAG_HELP[name] ?? spec.what);
+    if (spec.flag)
+      command.option(`${spec.flag} <${PLACEHOLDER[name] ?? 'value'}>`, FLAG_HELP[name] ?? spec.what);
   }
   return command;
 }
@@ -98,9 +125,10 @@ export class CliContext {
   #secretsManager: SecretsManagerClient | undefined;
   #sources: SourceConfig[] | undefined;
 
-  constructor(io: CliIo, flags: Readonly<Record<string, unknown>> = {}) {
+  /** `flags`: commander's parsed options of the command (attribute names such as `dlqUrl`). */
+  constructor(io: CliIo, flags: object = {}) {
     this.io = io;
-    this.#flags = flags;
+    this.#flags = flags as Readonly<Record<string, unknown>>;
   }
 
   /** Path of the local state file looked at. */
@@ -118,10 +146,13 @@ export class CliContext {
     }
     try {
       const parsed: unknown = JSON.parse(readFileSync(path, 'utf8'));
-      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+        throw new Error('not an object');
       this.#state = parsed as LocalState;
     } catch {
-      throw new CliError(`${LOCAL_STATE_FILE} is not valid JSON: restart the local stack (npm start) or delete the file`);
+      throw new CliError(
+        `${LOCAL_STATE_FILE} is not valid JSON: restart the local stack (npm start) or delete the file`,
+      );
     }
     return this.#state;
   }
@@ -195,13 +226,15 @@ export class CliContext {
     const fromEnv = this.io.env[ref];
     if (nonEmpty(fromEnv)) return fromEnv;
     const secrets = this.localState()?.['secrets'];
-    const fromFile = typeof secrets === 'object' && secrets !== null ? (secrets as Record<string, unknown>)[ref] : undefined;
+    const fromFile =
+      typeof secrets === 'object' && secrets !== null ? (secrets as Record<string, unknown>)[ref] : undefined;
     return nonEmpty(fromFile) ? fromFile : undefined;
   }
 
   /** The programs to look in: the one given, else the configured sources' programs (distinct, in order). */
   programs(program?: string, source?: string): string[] {
-    if (program) return [program.toLowerCase()];
+    // As configured: the ledger key holds the program id as the source spells it.
+    if (program) return [program];
     const sources = this.sources();
     if (source) {
       const found = sources.find((s) => s.id === source);
@@ -209,11 +242,13 @@ export class CliContext {
         const known = sources.map((s) => s.id).join(', ') || 'none configured';
         throw new CliError(`--source: unknown source "${source}" (known: ${known})`);
       }
-      return [found.program.toLowerCase()];
+      return [found.program];
     }
-    const programs = [...new Set(sources.map((s) => s.program.toLowerCase()))];
+    const programs = [...new Set(sources.map((s) => s.program))];
     if (programs.length === 0) {
-      throw new CliError('no program to look in: pass --program, or configure sources (env SOURCES, or npm start)');
+      throw new CliError(
+        'no program to look in: pass --program, or configure sources (env SOURCES, or npm start)',
+      );
     }
     return programs;
   }
@@ -249,7 +284,8 @@ export class CliContext {
 
   #awsConfig(endpoint: string | undefined) {
     const region = this.get('region');
-    if (endpoint) return { endpoint, region: region ?? LOCAL_REGION, credentials: LOCAL_CREDENTIALS, maxAttempts: 2 };
+    if (endpoint)
+      return { endpoint, region: region ?? LOCAL_REGION, credentials: LOCAL_CREDENTIALS, maxAttempts: 2 };
     return { ...(region ? { region } : {}), maxAttempts: 3 };
   }
 
@@ -275,4 +311,18 @@ function nonEmpty(value: unknown): value is string {
 /** Options for `client.send(command, …)`: every AWS call of the CLI is bounded in time. */
 export function awsCall(): { abortSignal: AbortSignal } {
   return { abortSignal: AbortSignal.timeout(AWS_TIMEOUT_MS) };
+}
+
+/** Runs `run` with a context for these flags, closing its clients afterwards. */
+export async function withContext<T>(
+  io: CliIo,
+  flags: object,
+  run: (ctx: CliContext) => Promise<T>,
+): Promise<T> {
+  const ctx = new CliContext(io, flags);
+  try {
+    return await run(ctx);
+  } finally {
+    ctx.close();
+  }
 }

@@ -25,7 +25,13 @@ export interface CliIo {
 
 /** The running process's streams, environment and directory. */
 export function processIo(): CliIo {
-  return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env, cwd: process.cwd() };
+  return {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    stdin: process.stdin,
+    env: process.env,
+    cwd: process.cwd(),
+  };
 }
 
 /**
@@ -94,7 +100,9 @@ export function parseWhen(text: string, now: Date, flag: string): Date {
   }
   const time = Date.parse(text);
   if (Number.isNaN(time)) {
-    throw new CliError(`${flag}: "${cell(text, 40)}" is neither a date (2026-05-01, 2026-05-01T10:00:00Z) nor a duration (30m, 1h, 2d)`);
+    throw new CliError(
+      `${flag}: "${cell(text, 40)}" is neither a date (2026-05-01, 2026-05-01T10:00:00Z) nor a duration (30m, 1h, 2d)`,
+    );
   }
   return new Date(time);
 }

@@ -65,10 +65,16 @@ export interface SampleChanges {
 /** Checks the values of `send`'s flags, naming the flag of the first wrong one. */
 export function checkChanges(changes: Partial<SampleChanges>): void {
   if (changes.clickId !== undefined && !HexId.safeParse(changes.clickId).success) {
-    throw new CliError('--click-id: must be 24 hexadecimal characters (the aecid the platform appended to the landing URL)');
+    throw new CliError(
+      '--click-id: must be 24 hexadecimal characters (the aecid the platform appended to the landing URL)',
+    );
   }
-  if (changes.ip !== undefined && isIP(changes.ip) === 0) throw new CliError('--ip: must be an IPv4 or IPv6 address');
-  if (changes.trackingId !== undefined && !(Number.isSafeInteger(changes.trackingId) && changes.trackingId > 0)) {
+  if (changes.ip !== undefined && isIP(changes.ip) === 0)
+    throw new CliError('--ip: must be an IPv4 or IPv6 address');
+  if (
+    changes.trackingId !== undefined &&
+    !(Number.isSafeInteger(changes.trackingId) && changes.trackingId > 0)
+  ) {
     throw new CliError('--tracking-id: must be a positive integer');
   }
   if (changes.orderId !== undefined && (changes.orderId.trim() === '' || changes.orderId.length > 256)) {
@@ -77,7 +83,11 @@ export function checkChanges(changes: Partial<SampleChanges>): void {
 }
 
 /** Which changes apply to a body: refunds carry no tracking data. */
-export function isOrderBody(platform: Platform, topic: string | undefined, body: Record<string, unknown>): boolean {
+export function isOrderBody(
+  platform: Platform,
+  topic: string | undefined,
+  body: Record<string, unknown>,
+): boolean {
   if (platform === 'shopify') return topic?.startsWith('orders/') ?? false;
   if (platform === 'generic') return body['type'] === 'order';
   if (platform === 'stripe') return (topic ?? '').startsWith('checkout.session.');
@@ -122,7 +132,12 @@ export function applyChanges(
       }
       if (changes.orderId !== undefined) body['id'] = idValue(changes.orderId);
       if (changes.clickId !== undefined) {
-        body['note_attributes'] = setPair(body['note_attributes'], 'name', changes.clickIdAttribute, changes.clickId);
+        body['note_attributes'] = setPair(
+          body['note_attributes'],
+          'name',
+          changes.clickIdAttribute,
+          changes.clickId,
+        );
       }
       if (changes.trackingId !== undefined) {
         body['note_attributes'] = setPair(
@@ -146,7 +161,12 @@ export function applyChanges(
         body['meta_data'] = setPair(body['meta_data'], 'key', changes.clickIdAttribute, changes.clickId);
       }
       if (changes.trackingId !== undefined) {
-        body['meta_data'] = setPair(body['meta_data'], 'key', changes.trackingIdAttribute, String(changes.trackingId));
+        body['meta_data'] = setPair(
+          body['meta_data'],
+          'key',
+          changes.trackingIdAttribute,
+          String(changes.trackingId),
+        );
       }
       if (changes.ip !== undefined) body['customer_ip_address'] = changes.ip;
       break;
@@ -159,7 +179,8 @@ export function applyChanges(
       if (changes.orderId !== undefined) metadata['order_id'] = changes.orderId;
       if (order) {
         if (changes.clickId !== undefined) metadata[changes.clickIdAttribute] = changes.clickId;
-        if (changes.trackingId !== undefined) metadata[changes.trackingIdAttribute] = String(changes.trackingId);
+        if (changes.trackingId !== undefined)
+          metadata[changes.trackingIdAttribute] = String(changes.trackingId);
         if (changes.ip !== undefined) metadata['buyer_ip'] = changes.ip;
       }
       session['metadata'] = metadata;
@@ -202,9 +223,17 @@ export interface SignOptions {
  * Shopify and WooCommerce a base64 HMAC-SHA256 of the body, Stripe `t=<unix>,v1=<hex HMAC of
  * "t.body">`, Generic `sha256=<hex HMAC of "timestamp.body">` with `x-connector-timestamp`.
  */
-export function signedHeaders(platform: Platform, body: string, secret: string, options: SignOptions): Record<string, string> {
+export function signedHeaders(
+  platform: Platform,
+  body: string,
+  secret: string,
+  options: SignOptions,
+): Record<string, string> {
   const unix = Math.floor(options.now.getTime() / 1000);
-  const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'connector-cli' };
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'user-agent': 'connector-cli',
+  };
   switch (platform) {
     case 'shopify':
       return {

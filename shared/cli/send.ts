@@ -1,5 +1,5 @@
 import { Argument, type Command } from 'commander';
-import { splitSecrets, type SourceConfig } from '../config/sources.ts';
+import { type SourceConfig, splitSecrets } from '../config/sources.ts';
 import { parseJsonBody } from '../json.ts';
 import { CliContext, settingOptions } from './context.ts';
 import { CliError, type CliIo, explain, nowOf, writeLine } from './io.ts';
@@ -52,14 +52,14 @@ export function registerSend(program: Command, io: CliIo): void {
     .command('send')
     .summary('send a signed sample webhook (Shopify, WooCommerce, Stripe, Generic)')
     .description(
-      'Signs a sample webhook exactly like the shop platform does and POSTs it to <url>/webhooks/<source>;\n' +
-        'prints the HTTP status and the JSON answer. Exit code 0 on a 2xx answer, 1 otherwise.',
+      'Signs a sample webhook exactly like the shop platform does, POSTs it to <url>/webhooks/<source> ' +
+        'and prints the HTTP status and the JSON answer. Exit code 0 on a 2xx answer, 1 otherwise.',
     )
     .addArgument(new Argument('<platform>', 'shop platform').choices(PLATFORMS))
     .option('--source <id>', 'source id in the webhook URL (default: the platform name)')
     .option(
       '--topic <topic>',
-      'Shopify topic (orders/create, orders/paid, refunds/create), WooCommerce topic (order.created,\n' +
+      'Shopify topic (orders/create, orders/paid, refunds/create), WooCommerce topic (order.created, ' +
         'order.updated) or Stripe event type; default: the order topic',
     )
     .option('--file <json>', 'send this body instead of the sample')
@@ -88,7 +88,9 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
     throw new CliError(`--source: ${sourceId} is a ${source.platform} source, not ${platform}`);
   }
   if (platform === 'generic' && options.topic !== undefined) {
-    throw new CliError('--topic: a Generic body carries its own type ("order", "refund", "cancel"): give one with --file');
+    throw new CliError(
+      '--topic: a Generic body carries its own type ("order", "refund", "cancel"): give one with --file',
+    );
   }
   const topic = options.topic ?? defaultTopic(platform, source);
   const changes: SampleChanges = {
@@ -107,7 +109,8 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
     raw = readBodyFile(options.file, '--file');
   } else {
     const path = samplePath(platform, topic ?? '');
-    if (!path) throw new CliError(`--topic: no built-in ${platform} sample for ${topic}: give a body with --file`);
+    if (!path)
+      throw new CliError(`--topic: no built-in ${platform} sample for ${topic}: give a body with --file`);
     raw = readBodyFile(path, 'sample');
   }
   const changed = [changes.clickId, changes.ip, changes.trackingId, changes.orderId, changes.eventId].some(
@@ -127,10 +130,16 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
     }
     const input = json as Record<string, unknown>;
     if (!options.file && platform === 'stripe' && topic) input['type'] = topic;
-    const withEventId = { ...changes, eventId: changes.eventId ?? (options.file ? undefined : freshEventId(platform)) };
+    const withEventId = {
+      ...changes,
+      eventId: changes.eventId ?? (options.file ? undefined : freshEventId(platform)),
+    };
     const tracking = [changes.clickId, changes.ip, changes.trackingId].some((v) => v !== undefined);
     if (tracking && !isOrderBody(platform, topic, input)) {
-      writeLine(io.stderr, 'note: --click-id, --ip and --tracking-id apply to orders only; ignored for this body');
+      writeLine(
+        io.stderr,
+        'note: --click-id, --ip and --tracking-id apply to orders only; ignored for this body',
+      );
     }
     body = JSON.stringify(applyChanges(platform, topic, input, withEventId));
   }
@@ -149,7 +158,10 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
   try {
     response = await fetch(target, { method: 'POST', headers, body, signal: AbortSignal.timeout(15_000) });
   } catch (error) {
-    throw new CliError(`could not reach ${target}: ${explain(error)}. Is the connector running (npm start)?`, 1);
+    throw new CliError(
+      `could not reach ${target}: ${explain(error)}. Is the connector running (npm start)?`,
+      1,
+    );
   }
   const text = await response.text();
   writeLine(io.stdout, `HTTP ${response.status}`);

@@ -48,7 +48,8 @@ export type SourceConfigInput = z.input<typeof SourceConfig>;
 export const SourcesFile = z.array(SourceConfig).superRefine((sources, ctx) => {
   const seen = new Set<string>();
   sources.forEach((s, i) => {
-    if (seen.has(s.id)) ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate source id ${s.id}` });
+    if (seen.has(s.id))
+      ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate source id ${s.id}` });
     seen.add(s.id);
   });
 });

@@ -254,6 +254,11 @@ export function shopifyRefundAmount(refund: Refund): { amount: number; currency:
   return { amount, currency };
 }
 
+/**
+ * `x-shopify-event-id` is shared by every webhook one shop event triggers (a cancellation with a
+ * refund sends orders/cancelled and refunds/create with the same id): the queue's deduplication id
+ * adds the event type and refund id to it, so those do not collapse.
+ */
 function eventIdOf(request: WebhookRequest): string {
   return (
     header(request.headers, 'x-shopify-event-id') ??
@@ -266,9 +271,9 @@ const ORDER_TOPICS = new Set(['orders/create', 'orders/paid']);
 
 /**
  * Shopify: `x-shopify-hmac-sha256` (base64 HMAC-SHA256 of the raw body), dedup key
- * `x-shopify-event-id` (else `x-shopify-webhook-id`). Topics: the configured order topic
- * (`orders/create` by default, or `orders/paid`) → OrderPlaced, `refunds/create` → OrderRefunded,
- * `orders/cancelled` → OrderCancelled; everything else is ignored.
+ * `x-shopify-event-id` (else `x-shopify-webhook-id`, else a hash of the body). Topics: the
+ * configured order topic (`orders/create` by default, or `orders/paid`) → OrderPlaced,
+ * `refunds/create` → OrderRefunded, `orders/cancelled` → OrderCancelled; everything else is ignored.
  */
 export const shopifyAdapter: PlatformAdapter = {
   platform: 'shopify',

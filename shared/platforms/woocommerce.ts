@@ -244,8 +244,11 @@ function isPing(rawBody: Buffer): boolean {
  * WooCommerce: `x-wc-webhook-signature` (base64 HMAC-SHA256 of the raw body). The creation ping
  * (`webhook_id=<n>`, unsigned) is answered before any signature check. Topics: `order.created` →
  * OrderPlaced; `order.updated` → OrderCancelled (status `cancelled`), a full OrderRefunded (status
- * `refunded`) or one OrderRefunded per `refunds[]` entry. Dedup key: `<topic>:<order id>:<date_modified_gmt>`
- * (the delivery id changes on every send), suffixed per refund when one delivery yields several.
+ * `refunded`) or one OrderRefunded per `refunds[]` entry. A refund resource body (told apart by
+ * `amount` + `refunded_by` and no `status`), on any topic, → OrderRefunded. Other topics are
+ * ignored. Dedup key: `<topic>:<order id>:<date_modified_gmt>` (the delivery id changes on every
+ * send), suffixed per refund when one delivery yields several; `refund:<order id>:<refund id>` for
+ * a refund resource.
  */
 export const woocommerceAdapter: PlatformAdapter = {
   platform: 'woocommerce',

@@ -10,7 +10,8 @@ export class SandboxEnvError extends Error {
 
 /**
  * Reads the `npm run sandbox` settings from the environment: SANDBOX_PORT (default 4010), SANDBOX_HOST,
- * SANDBOX_TOKEN (default `sandbox-token`), SANDBOX_VENDOR, SANDBOX_RATE, SANDBOX_DUPLICATES,
+ * SANDBOX_TOKEN (default `sandbox-token`), SANDBOX_LEGACY_USER (default `sandbox-user`),
+ * SANDBOX_LEGACY_KEY (default `sandbox-key`), SANDBOX_VENDOR, SANDBOX_RATE, SANDBOX_DUPLICATES,
  * SANDBOX_ADD_RESPONSE, SANDBOX_LOCK_AFTER_MS, SANDBOX_AUTO_ACCEPT_AFTER_MS, SANDBOX_FAULTS (JSON),
  * SANDBOX_SEED (JSON) and SANDBOX_PERSIST. Throws SandboxEnvError naming the first bad variable.
  */
@@ -19,6 +20,9 @@ export function sandboxOptionsFromEnv(env: NodeJS.ProcessEnv): SandboxOptions {
     port: integer(env, 'SANDBOX_PORT', 0, 65_535) ?? DEFAULT_PORT,
     token: env['SANDBOX_TOKEN'] || DEFAULT_TOKEN,
   };
+  // Checked by startSandbox, which names the option when one is wrong.
+  if (env['SANDBOX_LEGACY_USER']) options.legacyUserCode = env['SANDBOX_LEGACY_USER'];
+  if (env['SANDBOX_LEGACY_KEY']) options.legacyApiKey = env['SANDBOX_LEGACY_KEY'];
   const host = env['SANDBOX_HOST'];
   if (host) options.host = host;
   const vendor = env['SANDBOX_VENDOR'];

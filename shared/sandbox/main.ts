@@ -16,6 +16,7 @@ async function main(): Promise<void> {
     [
       `sandbox: listening on ${sandbox.url}`,
       `  token (Authorization: Bearer …): ${sandbox.token}`,
+      `  legacy /2.0/ (Authorization: Basic …): ${sandbox.legacy.userCode}:${sandbox.legacy.apiKey}`,
       `  advertiser:   ${seed.advertiser}`,
       ...seed.programs.map(
         (id, i) =>

@@ -7,6 +7,8 @@ import type { SandboxSettings } from './world.ts';
 
 export const DEFAULT_PORT = 4010;
 export const DEFAULT_TOKEN = 'sandbox-token';
+export const DEFAULT_LEGACY_USER_CODE = 'sandbox-user';
+export const DEFAULT_LEGACY_API_KEY = 'sandbox-key';
 export const DEFAULT_VENDOR = 'svc';
 export const DEFAULT_RATE_PER_SECOND = 100;
 export const DEFAULT_LOCK_AFTER_MS = 20 * 24 * 60 * 60 * 1000;
@@ -26,6 +28,11 @@ const StartOptionsSchema = z.looseObject({
   port: z.number().int().min(0).max(65_535).optional(),
   host: z.string().min(1).optional(),
   token: z.string().min(1, 'must not be empty').optional(),
+  legacyUserCode: z
+    .string()
+    .regex(/^[\x21-\x39\x3b-\x7e]+$/, 'must be printable ASCII without spaces or ":" (HTTP Basic user)')
+    .optional(),
+  legacyApiKey: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces').optional(),
   vendor: z
     .string()
     .regex(/^[a-z0-9][a-z0-9-]*$/i, 'must be letters, digits and dashes (it goes into header names)')
@@ -49,6 +56,8 @@ export function resolveSettings(options: SandboxOptions): SandboxSettings {
   const o = parsed.data;
   return {
     token: o.token ?? DEFAULT_TOKEN,
+    legacyUserCode: o.legacyUserCode ?? DEFAULT_LEGACY_USER_CODE,
+    legacyApiKey: o.legacyApiKey ?? DEFAULT_LEGACY_API_KEY,
     vendor: (o.vendor ?? DEFAULT_VENDOR).toLowerCase(),
     ratePerSecond: o.ratePerSecond ?? DEFAULT_RATE_PER_SECOND,
     duplicates: o.duplicates ?? 'create',

@@ -33,10 +33,10 @@ export interface RouteRequest {
 }
 
 /**
- * Authorization schemes of the API route tables. The server owns one checker per scheme; the legacy
- * `/2.0/` routes will add `basic` next to `bearer`.
+ * Authorization schemes of the API route tables. The server owns one checker per scheme: `bearer`
+ * for the current API, `basic` for the legacy `/2.0/` routes.
  */
-export type AuthScheme = 'bearer';
+export type AuthScheme = 'bearer' | 'basic';
 
 /** One row of an API route table: rate limited, authenticated and exposed to faults by the server. */
 export interface ApiRoute {
@@ -162,6 +162,16 @@ function safeDecode(segment: string): string | undefined {
 export function bearerChecker(token: string): (headers: IncomingHttpHeaders) => boolean {
   const expected = digest(`Bearer ${token}`);
   return (headers) => timingSafeEqual(digest(headers.authorization ?? ''), expected);
+}
+
+/** Checks `Authorization: Basic base64(<user>:<password>)` in constant time. */
+export function basicChecker(user: string, password: string): (headers: IncomingHttpHeaders) => boolean {
+  const expected = digest(`${user}:${password}`);
+  return (headers) => {
+    const match = /^Basic +([A-Za-z0-9+/=]+) *$/i.exec(headers.authorization ?? '');
+    const decoded = match?.[1] === undefined ? '' : Buffer.from(match[1], 'base64').toString('utf8');
+    return timingSafeEqual(digest(decoded), expected);
+  };
 }
 
 // Hashing first gives equal lengths, which timingSafeEqual requires, without leaking the length.

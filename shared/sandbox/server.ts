@@ -7,7 +7,15 @@ import { HttpError, parseJsonBody, parseQuery, readBody, reasonOf, sendJson, sle
 import { resolveSeed } from './ids.ts';
 import { parseFaultSettings, resolveSettings } from './options.ts';
 import { RateLimiter, rateLimitHeaders } from './rate-limit.ts';
-import { type ApiRoute, type AuthScheme, bearerChecker, CURRENT_API_ROUTES, matchRoute } from './routes.ts';
+import { LEGACY_API_ROUTES } from './legacy-routes.ts';
+import {
+  type ApiRoute,
+  type AuthScheme,
+  basicChecker,
+  bearerChecker,
+  CURRENT_API_ROUTES,
+  matchRoute,
+} from './routes.ts';
 import { SandboxStore } from './store.ts';
 import type { CallCount, RunningSandbox, SandboxOptions } from './types.ts';
 import type { SandboxWorld } from './world.ts';
@@ -25,8 +33,8 @@ export type {
 } from './types.ts';
 
 /**
- * Starts the local sandbox of the affiliate platform's current API on `host:port` (port 0 = any free
- * port). Rejects when an option is invalid (the message names it) or the port cannot be bound.
+ * Starts the local sandbox of the affiliate platform's current API, and of its legacy 2.0 routes
+ * (`/2.0/…`, HTTP Basic), on `host:port` (port 0 = any free port). Rejects when an option is invalid (the message names it) or the port cannot be bound.
  */
 export async function startSandbox(options: SandboxOptions = {}): Promise<RunningSandbox> {
   const settings = resolveSettings(options);
@@ -37,7 +45,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     settings,
     now: options.now ?? Date.now,
   };
-  const apiRoutes: readonly ApiRoute[] = CURRENT_API_ROUTES;
+  const apiRoutes: readonly ApiRoute[] = [...CURRENT_API_ROUTES, ...LEGACY_API_ROUTES];
   const startFaults = parseFaultSettings(options.faults ?? {}, apiPaths(apiRoutes));
   const faults = new FaultInjector();
   faults.set(startFaults);
@@ -54,6 +62,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
   });
   const authCheckers: Record<AuthScheme, (headers: IncomingHttpHeaders) => boolean> = {
     bearer: bearerChecker(settings.token),
+    basic: basicChecker(settings.legacyUserCode, settings.legacyApiKey),
   };
   // Aborted on close: wakes latency sleeps and hung requests so nothing outlives the server.
   const closing = new AbortController();
@@ -89,6 +98,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     url: `http://${host}:${address.port}`,
     port: address.port,
     token: settings.token,
+    legacy: { userCode: settings.legacyUserCode, apiKey: settings.legacyApiKey },
     seed: structuredClone(seed),
     control,
     close() {
@@ -160,6 +170,10 @@ async function handle(
     return respond(429, errorBody(429, message), rateLimitHeaders(settings.vendor, decision, true));
   }
   if (!p.authCheckers[route.auth](req.headers)) {
+    if (route.auth === 'basic') {
+      const message = 'missing or wrong credentials: send Authorization: Basic base64(<user_code>:<api_key>)';
+      return respond(401, errorBody(401, message), { ...rateHeaders, 'www-authenticate': 'Basic realm="2.0"' });
+    }
     return respond(401, errorBody(401, 'missing or wrong token: send Authorization: Bearer <token>'));
   }
 

@@ -45,6 +45,10 @@ export interface SandboxOptions {
   host?: string;
   /** Bearer token of the API routes. @default 'sandbox-token' */
   token?: string;
+  /** User code of the legacy `/2.0/` routes (HTTP Basic user). @default 'sandbox-user' */
+  legacyUserCode?: string;
+  /** API key of the legacy `/2.0/` routes (HTTP Basic password). @default 'sandbox-key' */
+  legacyApiKey?: string;
   /** Word in the rate-limit header names (`x-<vendor>-ratelimit-…`). @default 'svc' */
   vendor?: string;
   /** Requests per route per token per one-second window. @default 100 */
@@ -158,6 +162,8 @@ export interface RunningSandbox {
   url: string;
   port: number;
   token: string;
+  /** Credentials of the legacy `/2.0/` routes (HTTP Basic). */
+  legacy: { userCode: string; apiKey: string };
   seed: SeedIds;
   control: SandboxControl;
   /** Stops listening, drops open sockets (hung requests included) and resolves promptly. */

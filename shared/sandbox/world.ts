@@ -5,6 +5,9 @@ import type { SeedIds } from './types.ts';
 /** Settings in force; the runtime ones change through `setOptions`. */
 export interface SandboxSettings {
   token: string;
+  /** HTTP Basic credentials of the legacy `/2.0/` routes. */
+  legacyUserCode: string;
+  legacyApiKey: string;
   vendor: string;
   ratePerSecond: number;
   duplicates: 'create' | 'reject';

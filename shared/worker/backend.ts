@@ -41,6 +41,12 @@ export interface ConversionBackend {
   add(input: AddConversionInput, call?: CallOptions): Promise<{ id: string | undefined }>;
   find(program: string, externalId: string, call?: CallOptions): Promise<PlatformConversion | undefined>;
   /** Sets the conversion's amount to an absolute value (repeating it is harmless). */
-  updateAmount(program: string, id: string, amount: number, reason: string, call?: CallOptions): Promise<void>;
+  updateAmount(
+    program: string,
+    id: string,
+    amount: number,
+    reason: string,
+    call?: CallOptions,
+  ): Promise<void>;
   refuse(program: string, id: string, reason: string, call?: CallOptions): Promise<void>;
 }

@@ -1,8 +1,14 @@
 import type { SQSBatchResponse, SQSRecord } from 'aws-lambda';
 import type { FailureQueue } from '../adapters/sqs.ts';
 import { ConnectorEvent } from '../domain/events.ts';
-import { BadInputError, type FailureClass, TransientError, failureClassOf, isConnectorError } from '../errors.ts';
-import { type Outcome, type WorkerDeps, processEvent } from './process-event.ts';
+import {
+  BadInputError,
+  type FailureClass,
+  failureClassOf,
+  isConnectorError,
+  TransientError,
+} from '../errors.ts';
+import { type Outcome, processEvent, type WorkerDeps } from './process-event.ts';
 
 export interface BatchDeps extends WorkerDeps {
   readonly failures: FailureQueue;
@@ -81,7 +87,13 @@ async function processRecord(deps: BatchDeps, record: SQSRecord, deadline: numbe
   try {
     event = ConnectorEvent.parse(JSON.parse(record.body));
   } catch {
-    return park(deps, record, undefined, new BadInputError('message body is not a valid connector event'), count);
+    return park(
+      deps,
+      record,
+      undefined,
+      new BadInputError('message body is not a valid connector event'),
+      count,
+    );
   }
   const summary = { type: event.type, externalId: event.externalId, source: event.source };
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
@@ -91,7 +103,13 @@ async function processRecord(deps: BatchDeps, record: SQSRecord, deadline: numbe
   for (let attempt = 0; ; attempt++) {
     try {
       const outcome = await processEvent(deps, event, { deadline });
-      deps.observe?.({ messageId: record.messageId, receiveCount: count, event: summary, status: 'done', outcome });
+      deps.observe?.({
+        messageId: record.messageId,
+        receiveCount: count,
+        event: summary,
+        status: 'done',
+        outcome,
+      });
       return true;
     } catch (error) {
       if (failureClassOf(error) !== 'transient') return park(deps, record, summary, error, count);
@@ -106,7 +124,10 @@ async function processRecord(deps: BatchDeps, record: SQSRecord, deadline: numbe
       const base = deps.visibilityBaseSeconds ?? 5;
       const cap = deps.visibilityCapSeconds ?? 900;
       const ceiling = Math.min(cap, base * 2 ** (count - 1));
-      const seconds = Math.max(Math.ceil((hinted ?? 0) / 1000), Math.round(ceiling / 2 + (random() * ceiling) / 2));
+      const seconds = Math.max(
+        Math.ceil((hinted ?? 0) / 1000),
+        Math.round(ceiling / 2 + (random() * ceiling) / 2),
+      );
       await deps.failures.delay(record.receiptHandle, seconds).catch(() => undefined);
       deps.observe?.({
         messageId: record.messageId,

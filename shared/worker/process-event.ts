@@ -1,7 +1,7 @@
 import type { SourceConfig } from '../config/sources.ts';
 import type { ConnectorEvent, OrderCancelled, OrderPlaced, OrderRefunded } from '../domain/events.ts';
-import { PermanentError, TransientError, isConnectorError } from '../errors.ts';
-import { type Ledger, type OrderRecord, type RefundRecord, countedRefunds, ledgerKey } from '../ledger.ts';
+import { isConnectorError, PermanentError, TransientError } from '../errors.ts';
+import { countedRefunds, type Ledger, ledgerKey, type OrderRecord, type RefundRecord } from '../ledger.ts';
 import { decideAttribution, toApiDate } from './attribution.ts';
 import type { CallOptions, ConversionBackend } from './backend.ts';
 
@@ -39,7 +39,11 @@ export interface Outcome {
 }
 
 /** Applies one event to the platform, exactly once, using the ledger. Throws classified errors. */
-export async function processEvent(deps: WorkerDeps, event: ConnectorEvent, call: CallOptions = {}): Promise<Outcome> {
+export async function processEvent(
+  deps: WorkerDeps,
+  event: ConnectorEvent,
+  call: CallOptions = {},
+): Promise<Outcome> {
   const source = deps.sources.get(event.source);
   if (!source) throw new PermanentError(`source "${event.source}" is not configured`);
   switch (event.type) {
@@ -63,7 +67,12 @@ function asCancellationRefund(event: OrderCancelled): OrderRefunded {
   };
 }
 
-async function placeOrder(deps: WorkerDeps, source: SourceConfig, event: OrderPlaced, call: CallOptions): Promise<Outcome> {
+async function placeOrder(
+  deps: WorkerDeps,
+  source: SourceConfig,
+  event: OrderPlaced,
+  call: CallOptions,
+): Promise<Outcome> {
   const backend = deps.backendFor(source);
   const key = ledgerKey(source.program, event.externalId);
   const iso = () => new Date(deps.now()).toISOString();
@@ -75,7 +84,11 @@ async function placeOrder(deps: WorkerDeps, source: SourceConfig, event: OrderPl
 
     if (existing) {
       if (existing.state === 'added' || existing.state === 'skipped' || existing.state === 'refused') {
-        return { result: 'duplicate', detail: `order already ${existing.state}`, conversionId: existing.conversionId };
+        return {
+          result: 'duplicate',
+          detail: `order already ${existing.state}`,
+          conversionId: existing.conversionId,
+        };
       }
       if (existing.state === 'adding' && (existing.leaseUntil ?? 0) > deps.now()) {
         throw new TransientError('a Conversion Add for this order is in flight in another worker', {
@@ -84,19 +97,30 @@ async function placeOrder(deps: WorkerDeps, source: SourceConfig, event: OrderPl
       }
       // An expired lease (a worker died mid-call) or an earlier failure: take the lease, then ask the
       // platform whether the add went through before adding again.
-      record = { ...existing, state: 'adding', leaseOwner: deps.workerId, leaseUntil: deps.now() + deps.leaseMs };
+      record = {
+        ...existing,
+        state: 'adding',
+        leaseOwner: deps.workerId,
+        leaseUntil: deps.now() + deps.leaseMs,
+      };
       if (!(await deps.ledger.update(record))) continue;
-      const found = await backend.find(source.program, event.externalId, call).catch(async (error: unknown) => {
-        await releaseLease(deps, record);
-        throw error;
-      });
+      const found = await backend
+        .find(source.program, event.externalId, call)
+        .catch(async (error: unknown) => {
+          await releaseLease(deps, record);
+          throw error;
+        });
       if (found) {
         record.state = 'added';
         record.conversionId = found.id;
         record.leaseOwner = undefined;
         record.leaseUntil = undefined;
         await deps.ledger.update(record);
-        return { result: 'reconciled', conversionId: found.id, detail: 'conversion found on the platform after an interrupted add' };
+        return {
+          result: 'reconciled',
+          conversionId: found.id,
+          detail: 'conversion found on the platform after an interrupted add',
+        };
       }
     } else {
       const decision = decideAttribution(event, source.unattributed);
@@ -118,7 +142,12 @@ async function placeOrder(deps: WorkerDeps, source: SourceConfig, event: OrderPl
         if (!(await deps.ledger.create({ ...base, state: 'skipped', skipReason: decision.reason }))) continue;
         return { result: 'skipped', detail: decision.reason };
       }
-      record = { ...base, kind: decision.kind, leaseOwner: deps.workerId, leaseUntil: deps.now() + deps.leaseMs };
+      record = {
+        ...base,
+        kind: decision.kind,
+        leaseOwner: deps.workerId,
+        leaseUntil: deps.now() + deps.leaseMs,
+      };
       if (!(await deps.ledger.create(record))) continue;
     }
 
@@ -374,7 +403,11 @@ function refundReason(event: OrderRefunded, refuse: boolean, target: number): st
   const why = event.reason ? `: ${event.reason}` : '';
   if (event.refundId === 'cancellation') return (event.reason ?? 'order cancelled').slice(0, 250);
   if (refuse) {
-    return (event.full ? `order fully refunded (refund ${event.refundId})${why}` : `refunds reached the order amount${why}`).slice(0, 250);
+    return (
+      event.full
+        ? `order fully refunded (refund ${event.refundId})${why}`
+        : `refunds reached the order amount${why}`
+    ).slice(0, 250);
   }
   return `partial refund ${event.refundId}: amount now ${target}${why}`.slice(0, 250);
 }

@@ -55,9 +55,10 @@ describe('function bundles', () => {
   it.each(NAMES)('%s stays within its bundle budget', (name) => {
     const bytes = assets.get(name)!.code.byteLength;
 
-    expect(bytes, `${name} is ${bytes} bytes, budget ${BUNDLE_BUDGETS[name]}: see infra/bundle-report.ts`).toBeLessThanOrEqual(
-      BUNDLE_BUDGETS[name],
-    );
+    expect(
+      bytes,
+      `${name} is ${bytes} bytes, budget ${BUNDLE_BUDGETS[name]}: see infra/bundle-report.ts`,
+    ).toBeLessThanOrEqual(BUNDLE_BUDGETS[name]);
   });
 
   it.each(NAMES)('%s: the bundle report builds byte for byte what CDK deploys', (name) => {
@@ -66,17 +67,21 @@ describe('function bundles', () => {
     expect(Buffer.from(reported.code).equals(assets.get(name)!.code)).toBe(true);
   });
 
-  it.each(NAMES)('%s is a minified ESM bundle with the require banner, the AWS SDK inside, a lean source map', (name) => {
-    const { code, map } = assets.get(name)!;
-    const text = code.toString('utf8');
+  it.each(NAMES)(
+    '%s is a minified ESM bundle with the require banner, the AWS SDK inside, a lean source map',
+    (name) => {
+      const { code, map } = assets.get(name)!;
+      const text = code.toString('utf8');
 
-    expect(text.startsWith(ESM_REQUIRE_BANNER)).toBe(true);
-    expect(text).toMatch(/export\s*\{[^}]*\bhandler\b/);
-    expect(text).not.toMatch(/from\s*["']@aws-sdk\//);
-    expect(text).toContain('//# sourceMappingURL=index.mjs.map');
-    expect(text.split('\n').length).toBeLessThan(50);
-    expect(JSON.parse(map)).not.toHaveProperty('sourcesContent');
-  });
+      expect(text.startsWith(ESM_REQUIRE_BANNER)).toBe(true);
+      expect(text).toMatch(/export\s*\{[^}]*\bhandler\b/);
+      expect(text).not.toMatch(/from\s*["']@aws-sdk\//);
+      expect(text).toContain('//# sourceMappingURL=index.mjs.map');
+      // Minified code is a few very long lines (unminified code averages under 40 characters a line).
+      expect(code.byteLength / text.split('\n').length).toBeGreaterThan(1000);
+      expect(JSON.parse(map)).not.toHaveProperty('sourcesContent');
+    },
+  );
 });
 
 describe('bundle report', () => {

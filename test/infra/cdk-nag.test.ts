@@ -25,7 +25,11 @@ function acknowledgments(scope: IConstruct): { path: string; id: string; reason:
     c.node.metadata
       .filter((m) => m.type === Validations.ACKNOWLEDGED_RULES_METADATA_KEY)
       .flatMap((m) =>
-        Object.entries(m.data as Record<string, string>).map(([id, reason]) => ({ path: c.node.path, id, reason })),
+        Object.entries(m.data as Record<string, string>).map(([id, reason]) => ({
+          path: c.node.path,
+          id,
+          reason,
+        })),
       ),
   );
 }
@@ -33,7 +37,10 @@ function acknowledgments(scope: IConstruct): { path: string; id: string; reason:
 describe('cdk-nag AwsSolutions', () => {
   it.each([
     ['the example config', {}],
-    ['every option on', { refundsIamAuth: 'true', alarmEmail: 'ops@example.com', 'legacy.credentialsSecret': 'x/y' }],
+    [
+      'every option on',
+      { refundsIamAuth: 'true', alarmEmail: 'ops@example.com', 'legacy.credentialsSecret': 'x/y' },
+    ],
   ])('has no unacknowledged finding with %s, and synth passes the registered plugin', (_, overrides) => {
     const { app, stack } = connectorApp(exampleConfig(overrides));
 

@@ -8,7 +8,8 @@ import { CONNECTOR_METRICS } from '../../infra/monitoring.ts';
 import { SourcesFile } from '../../shared/config/sources.ts';
 import { connectorApp, exampleConfig } from './support.ts';
 
-const SHOPIFY_SECRET_ARN = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:connector/webhooks/shopify-main-AbCdEf';
+const SHOPIFY_SECRET_ARN =
+  'arn:aws:secretsmanager:eu-west-1:123456789012:secret:connector/webhooks/shopify-main-AbCdEf';
 
 interface Synth {
   readonly config: DeployConfig;
@@ -36,12 +37,16 @@ function statementsOf(s: Synth, fn: 'webhook' | 'refunds' | 'worker'): Statement
     Properties: { Roles: Match.arrayWith([{ Ref: s.id(role) }]) },
   });
   return Object.values(policies).flatMap(
-    (p) => (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument.Statement,
+    (p) =>
+      (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
+        .Statement,
   );
 }
 
 function actionsOf(statements: Statement[]): string[] {
-  return [...new Set(statements.flatMap((st) => (Array.isArray(st.Action) ? st.Action : [st.Action])))].sort();
+  return [
+    ...new Set(statements.flatMap((st) => (Array.isArray(st.Action) ? st.Action : [st.Action]))),
+  ].sort();
 }
 
 function environmentOf(s: Synth, fn: 'webhook' | 'refunds' | 'worker'): Record<string, unknown> {
@@ -252,7 +257,9 @@ describe('ConnectorStack (example config)', () => {
           Resource: { 'Fn::GetAtt': [s.id(s.stack.pipeline.queue), 'Arn'] },
         }),
       );
-      const secrets = JSON.stringify(statements.filter((st) => st.Action === 'secretsmanager:GetSecretValue'));
+      const secrets = JSON.stringify(
+        statements.filter((st) => st.Action === 'secretsmanager:GetSecretValue'),
+      );
       for (const source of s.config.sources) expect(secrets).toContain(`:secret:${source.secretRef}-??????`);
       expect(secrets).not.toContain('finance-api-key');
       expect(secrets).not.toContain('affiliate-token');
@@ -322,7 +329,12 @@ describe('ConnectorStack (example config)', () => {
       s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
         Namespace: 'AWS/SQS',
         MetricName: 'ApproximateNumberOfMessagesVisible',
-        Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [s.id(s.stack.pipeline.deadLetterQueue), 'QueueName'] } }],
+        Dimensions: [
+          {
+            Name: 'QueueName',
+            Value: { 'Fn::GetAtt': [s.id(s.stack.pipeline.deadLetterQueue), 'QueueName'] },
+          },
+        ],
         ComparisonOperator: 'GreaterThanThreshold',
         Threshold: 0,
         TreatMissingData: 'notBreaching',
@@ -333,7 +345,9 @@ describe('ConnectorStack (example config)', () => {
       s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
         Namespace: 'AWS/SQS',
         MetricName: 'ApproximateAgeOfOldestMessage',
-        Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [s.id(s.stack.pipeline.queue), 'QueueName'] } }],
+        Dimensions: [
+          { Name: 'QueueName', Value: { 'Fn::GetAtt': [s.id(s.stack.pipeline.queue), 'QueueName'] } },
+        ],
         Threshold: 1800,
       });
     });
@@ -429,16 +443,25 @@ describe('ConnectorStack (options)', () => {
   });
 
   it('alarmEmail adds an e-mail subscribed topic as every alarm’s action', () => {
-    s.template.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'ops@example.com' });
+    s.template.hasResourceProperties('AWS::SNS::Subscription', {
+      Protocol: 'email',
+      Endpoint: 'ops@example.com',
+    });
     const topicId = s.id(s.stack.monitoring.topic!);
     for (const alarm of Object.values(s.template.findResources('AWS::CloudWatch::Alarm'))) {
-      expect(alarm).toMatchObject({ Properties: { AlarmActions: [{ Ref: topicId }], OKActions: [{ Ref: topicId }] } });
+      expect(alarm).toMatchObject({
+        Properties: { AlarmActions: [{ Ref: topicId }], OKActions: [{ Ref: topicId }] },
+      });
     }
   });
 
   it('settings from context reach the resources', () => {
-    s.template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { ScalingConfig: { MaximumConcurrency: 4 } });
-    s.template.hasResourceProperties('AWS::SQS::Queue', { RedrivePolicy: Match.objectLike({ maxReceiveCount: 8 }) });
+    s.template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      ScalingConfig: { MaximumConcurrency: 4 },
+    });
+    s.template.hasResourceProperties('AWS::SQS::Queue', {
+      RedrivePolicy: Match.objectLike({ maxReceiveCount: 8 }),
+    });
     s.template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
       DefaultRouteSettings: { ThrottlingRateLimit: 40, ThrottlingBurstLimit: 200 },
     });
@@ -454,7 +477,9 @@ describe('ConnectorStack (options)', () => {
     const text = JSON.stringify(statementsOf(s, 'webhook'));
     expect(text).toContain(`"${SHOPIFY_SECRET_ARN}"`);
     expect(text).not.toContain('shopify-main-??????');
-    expect(JSON.stringify(statementsOf(s, 'worker'))).toContain(':secret:connector/legacy-credentials-??????');
+    expect(JSON.stringify(statementsOf(s, 'worker'))).toContain(
+      ':secret:connector/legacy-credentials-??????',
+    );
   });
 });
 

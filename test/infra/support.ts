@@ -7,7 +7,8 @@ import { type DeployConfig, EXAMPLE_CONFIG_FILE, loadDeployConfig } from '../../
 
 /** The example config with CDK-context-style overrides (`{ 'queue.maxReceiveCount': '8' }`). */
 export function exampleConfig(overrides: Record<string, unknown> = {}): DeployConfig {
-  return loadDeployConfig({ context: { config: EXAMPLE_CONFIG_FILE, ...overrides }, cwd: PROJECT_ROOT }).config;
+  return loadDeployConfig({ context: { config: EXAMPLE_CONFIG_FILE, ...overrides }, cwd: PROJECT_ROOT })
+    .config;
 }
 
 /** The feature flags of cdk.json, so tests synthesize what `cdk synth` does. */

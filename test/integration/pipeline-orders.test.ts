@@ -16,7 +16,10 @@ const IP = '203.0.113.7';
 
 /** The Shopify docs sample as a shop that keeps click ids would send it. */
 function shopifyOrder(options: { click?: boolean; id?: string } = {}): string {
-  const order = JSON.parse(sharedFixture('shopify/order_2026-07_docs_example.json')) as Record<string, unknown>;
+  const order = JSON.parse(sharedFixture('shopify/order_2026-07_docs_example.json')) as Record<
+    string,
+    unknown
+  >;
   if (options.click ?? true) {
     order['note_attributes'] = [...(order['note_attributes'] as unknown[]), { name: 'aecid', value: CLICK }];
     order['browser_ip'] = IP;
@@ -66,7 +69,11 @@ const conversions = (externalId: string) =>
 
 describe('orders become exactly one conversion', () => {
   it('maps the signed Shopify sample with a click id to one tracking conversion', async () => {
-    const signed = shopifyWebhook(shopifyOrder(), stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '', 'orders/create');
+    const signed = shopifyWebhook(
+      shopifyOrder(),
+      stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '',
+      'orders/create',
+    );
 
     const answer = await post(webhookUrl('shopify'), signed);
     await stack.waitForIdle();
@@ -106,7 +113,11 @@ describe('orders become exactly one conversion', () => {
 
   it('keeps an order id over 2^53 exact', async () => {
     const id = '9007199254740993123';
-    const signed = shopifyWebhook(shopifyOrder({ id }), stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '', 'orders/create');
+    const signed = shopifyWebhook(
+      shopifyOrder({ id }),
+      stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '',
+      'orders/create',
+    );
 
     await post(webhookUrl('shopify'), signed);
     await stack.waitForIdle();
@@ -118,7 +129,8 @@ describe('orders become exactly one conversion', () => {
     const secret = stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '';
     const body = shopifyOrder({ id: '5001' });
     // Distinct event ids: SQS's 5-minute deduplication does not help, only the ledger does.
-    for (let i = 0; i < 3; i++) await post(webhookUrl('shopify'), shopifyWebhook(body, secret, 'orders/create'));
+    for (let i = 0; i < 3; i++)
+      await post(webhookUrl('shopify'), shopifyWebhook(body, secret, 'orders/create'));
     await stack.waitForIdle();
     const concurrent = shopifyOrder({ id: '5002' });
     await Promise.all(
@@ -132,7 +144,11 @@ describe('orders become exactly one conversion', () => {
 
   it('gives one conversion when the worker dies between the add and the ledger write', async () => {
     crashNextAddedWrite = true;
-    const signed = shopifyWebhook(shopifyOrder({ id: '6001' }), stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '', 'orders/create');
+    const signed = shopifyWebhook(
+      shopifyOrder({ id: '6001' }),
+      stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '',
+      'orders/create',
+    );
 
     await post(webhookUrl('shopify'), signed);
     await stack.waitForIdle();
@@ -160,7 +176,11 @@ describe('orders become exactly one conversion', () => {
     const line = order.line_items[0] as Record<string, unknown>;
     line['price'] = 'twelve';
     line['price_set'] = { shop_money: { amount: 'twelve', currency_code: 'USD' } };
-    const signed = shopifyWebhook(JSON.stringify(order), stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '', 'orders/create');
+    const signed = shopifyWebhook(
+      JSON.stringify(order),
+      stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '',
+      'orders/create',
+    );
 
     const answer = await post(webhookUrl('shopify'), signed);
 
@@ -169,20 +189,26 @@ describe('orders become exactly one conversion', () => {
   });
 
   it('answers 404 for an unknown source and 413 for a body over 1 MiB', async () => {
-    const big = shopifyWebhook('x'.repeat(1024 * 1024 + 10), stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '', 'orders/create');
+    const big = shopifyWebhook(
+      'x'.repeat(1024 * 1024 + 10),
+      stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '',
+      'orders/create',
+    );
 
     expect((await post(webhookUrl('nope'), big)).status).toBe(404);
     expect((await post(webhookUrl('shopify'), big)).status).toBe(413);
   });
 
   it('maps the WooCommerce, Stripe and generic samples to conversions', async () => {
-    const woo = JSON.parse(sharedFixture('woocommerce/order_v3_docs_example.json')) as Record<string, unknown>;
-    woo['meta_data'] = [{ id: 1, key: 'aecid', value: CLICK }];
-    woo['customer_ip_address'] = IP;
-    const session = JSON.parse(sharedFixture('stripe/checkout_session_object_stripe_mock_fixture.json')) as Record<
+    const woo = JSON.parse(sharedFixture('woocommerce/order_v3_docs_example.json')) as Record<
       string,
       unknown
     >;
+    woo['meta_data'] = [{ id: 1, key: 'aecid', value: CLICK }];
+    woo['customer_ip_address'] = IP;
+    const session = JSON.parse(
+      sharedFixture('stripe/checkout_session_object_stripe_mock_fixture.json'),
+    ) as Record<string, unknown>;
     session['payment_status'] = 'paid';
     // The stripe-mock fixture leaves the amounts null; a completed session has them.
     session['currency'] = 'eur';
@@ -205,7 +231,10 @@ describe('orders become exactly one conversion', () => {
     });
 
     const answers = await Promise.all([
-      post(webhookUrl('woocommerce'), wooWebhook(JSON.stringify(woo), stack.secrets['WOOCOMMERCE_WEBHOOK_SECRET'] ?? '', 'order.created')),
+      post(
+        webhookUrl('woocommerce'),
+        wooWebhook(JSON.stringify(woo), stack.secrets['WOOCOMMERCE_WEBHOOK_SECRET'] ?? '', 'order.created'),
+      ),
       post(webhookUrl('stripe'), stripeWebhook(stripeEvent, stack.secrets['STRIPE_WEBHOOK_SECRET'] ?? '')),
       post(webhookUrl('generic'), genericWebhook(generic, stack.secrets['GENERIC_WEBHOOK_SECRET'] ?? '')),
     ]);

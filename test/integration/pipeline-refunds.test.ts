@@ -26,18 +26,27 @@ const conversion = (externalId: string) => {
 
 /** Places a 587.00 USD order (the Shopify sample with a click id) under a fresh id. */
 async function placeOrder(id: string): Promise<void> {
-  const order = JSON.parse(sharedFixture('shopify/order_2026-07_docs_example.json')) as Record<string, unknown>;
+  const order = JSON.parse(sharedFixture('shopify/order_2026-07_docs_example.json')) as Record<
+    string,
+    unknown
+  >;
   order['note_attributes'] = [{ name: 'aecid', value: CLICK }];
   order['browser_ip'] = IP;
   const body = JSON.stringify(order).replace('"id":450789469', `"id":${id}`);
-  const answer = await post(`${stack.url}/webhooks/shopify`, shopifyWebhook(body, secret('SHOPIFY_WEBHOOK_SECRET'), 'orders/create'));
+  const answer = await post(
+    `${stack.url}/webhooks/shopify`,
+    shopifyWebhook(body, secret('SHOPIFY_WEBHOOK_SECRET'), 'orders/create'),
+  );
   expect(answer.status).toBe(202);
   await stack.waitForIdle();
 }
 
 async function genericRefund(orderId: string, refund: Record<string, unknown>): Promise<number> {
   const body = JSON.stringify({ type: 'refund', orderId, eventId: randomUUID(), ...refund });
-  const answer = await post(`${stack.url}/webhooks/generic`, genericWebhook(body, secret('GENERIC_WEBHOOK_SECRET')));
+  const answer = await post(
+    `${stack.url}/webhooks/generic`,
+    genericWebhook(body, secret('GENERIC_WEBHOOK_SECRET')),
+  );
   return answer.status;
 }
 
@@ -61,7 +70,9 @@ async function dlqMessages() {
   );
   return (out.Messages ?? []).map((m) => ({
     body: JSON.parse(m.Body ?? '{}') as Record<string, unknown>,
-    attributes: Object.fromEntries(Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [k, v.StringValue])),
+    attributes: Object.fromEntries(
+      Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [k, v.StringValue]),
+    ),
   }));
 }
 
@@ -86,7 +97,9 @@ describe('refunds reach the platform exactly once', () => {
     expect(final.status).toBe('refused');
     const record = await stack.ledger.get(ledgerKey(final.program, '8001'));
     expect(record?.state).toBe('refused');
-    expect(Object.values(record?.refunds ?? {}).map((r) => [r.refundId, r.status, r.resultingAmount])).toEqual([
+    expect(
+      Object.values(record?.refunds ?? {}).map((r) => [r.refundId, r.status, r.resultingAmount]),
+    ).toEqual([
       ['r1', 'applied', 48_700],
       ['r2', 'applied', 40_000],
       ['r3', 'applied', 0],
@@ -119,7 +132,12 @@ describe('refunds reach the platform exactly once', () => {
 
     const unauthorized = await financeRefund({ externalId: '8003', refundId: 'f1', amount: '10.00' }, '');
     const badField = await financeRefund({ externalId: '8003', refundId: 'f1', amount: '10.001' });
-    const accepted = await financeRefund({ externalId: '8003', refundId: 'f1', amount: '10.00', reason: 'goodwill' });
+    const accepted = await financeRefund({
+      externalId: '8003',
+      refundId: 'f1',
+      amount: '10.00',
+      reason: 'goodwill',
+    });
     await stack.waitForIdle();
 
     expect(unauthorized.status).toBe(401);
@@ -168,9 +186,15 @@ describe('refunds reach the platform exactly once', () => {
   });
 
   it('records a refund of a skipped order as skipped, and parks an unknown order and a currency mismatch', async () => {
-    const order = JSON.parse(sharedFixture('shopify/order_2026-07_docs_example.json')) as Record<string, unknown>;
+    const order = JSON.parse(sharedFixture('shopify/order_2026-07_docs_example.json')) as Record<
+      string,
+      unknown
+    >;
     const skippedBody = JSON.stringify(order).replace('"id":450789469', '"id":8006');
-    await post(`${stack.url}/webhooks/shopify`, shopifyWebhook(skippedBody, secret('SHOPIFY_WEBHOOK_SECRET'), 'orders/create'));
+    await post(
+      `${stack.url}/webhooks/shopify`,
+      shopifyWebhook(skippedBody, secret('SHOPIFY_WEBHOOK_SECRET'), 'orders/create'),
+    );
     await stack.waitForIdle();
     await placeOrder('8007');
 
@@ -186,7 +210,9 @@ describe('refunds reach the platform exactly once', () => {
     expect(parked.find((m) => m.body['externalId'] === 'no-such-order')?.attributes['reason']).toBe(
       'no conversion for externalId no-such-order',
     );
-    expect(parked.find((m) => m.body['externalId'] === '8007')?.attributes['reason']).toMatch(/currency EUR differs/);
+    expect(parked.find((m) => m.body['externalId'] === '8007')?.attributes['reason']).toMatch(
+      /currency EUR differs/,
+    );
     expect(conversion('8007').amountHistory).toEqual([]);
   });
 });

@@ -29,14 +29,25 @@ describe('the worker under a struggling platform', () => {
   it('turns 500 orders into one conversion each through 429 bursts and 20% 5xx, with nothing in the DLQ', async () => {
     const secret = stack.secrets['GENERIC_WEBHOOK_SECRET'] ?? '';
     const ids = Array.from({ length: ORDERS }, (_, i) => `bulk-${i}`);
-    const burst = () => stack.sandbox?.control.setFaults({ errorRate: 0.2, seed: 42, burst429: 40, burstRetryAfterMs: 150 });
+    const burst = () =>
+      stack.sandbox?.control.setFaults({ errorRate: 0.2, seed: 42, burst429: 40, burstRetryAfterMs: 150 });
     burst();
     for (let i = 0; i < ids.length; i += 25) {
       if (i === 250) burst();
       await Promise.all(
         ids.slice(i, i + 25).map(async (id) => {
-          const body = JSON.stringify({ type: 'order', eventId: randomUUID(), orderId: id, amount: '20.00', currency: 'EUR', clickIds: [CLICK], buyerIp: '198.51.100.4' });
-          expect((await post(`${stack.url}/webhooks/generic`, genericWebhook(body, secret))).status).toBe(202);
+          const body = JSON.stringify({
+            type: 'order',
+            eventId: randomUUID(),
+            orderId: id,
+            amount: '20.00',
+            currency: 'EUR',
+            clickIds: [CLICK],
+            buyerIp: '198.51.100.4',
+          });
+          expect((await post(`${stack.url}/webhooks/generic`, genericWebhook(body, secret))).status).toBe(
+            202,
+          );
         }),
       );
     }

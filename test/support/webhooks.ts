@@ -17,7 +17,12 @@ export interface SignedPost {
   readonly body: string;
 }
 
-export function shopifyWebhook(body: string, secret: string, topic: string, eventId = randomUUID()): SignedPost {
+export function shopifyWebhook(
+  body: string,
+  secret: string,
+  topic: string,
+  eventId = randomUUID(),
+): SignedPost {
   return {
     body,
     headers: {
@@ -43,12 +48,23 @@ export function wooWebhook(body: string, secret: string, topic: string): SignedP
   };
 }
 
-export function stripeWebhook(body: string, secret: string, timestamp = Math.floor(Date.now() / 1000)): SignedPost {
+export function stripeWebhook(
+  body: string,
+  secret: string,
+  timestamp = Math.floor(Date.now() / 1000),
+): SignedPost {
   const v1 = hmacSha256(secret, `${timestamp}.${body}`).toString('hex');
-  return { body, headers: { 'content-type': 'application/json', 'stripe-signature': `t=${timestamp},v1=${v1}` } };
+  return {
+    body,
+    headers: { 'content-type': 'application/json', 'stripe-signature': `t=${timestamp},v1=${v1}` },
+  };
 }
 
-export function genericWebhook(body: string, secret: string, timestamp = Math.floor(Date.now() / 1000)): SignedPost {
+export function genericWebhook(
+  body: string,
+  secret: string,
+  timestamp = Math.floor(Date.now() / 1000),
+): SignedPost {
   return {
     body,
     headers: {
@@ -59,7 +75,10 @@ export function genericWebhook(body: string, secret: string, timestamp = Math.fl
   };
 }
 
-export async function post(url: string, signed: SignedPost): Promise<{ status: number; json: Record<string, unknown> }> {
+export async function post(
+  url: string,
+  signed: SignedPost,
+): Promise<{ status: number; json: Record<string, unknown> }> {
   const res = await fetch(url, { method: 'POST', headers: signed.headers, body: signed.body });
   const text = await res.text();
   let json: Record<string, unknown> = {};

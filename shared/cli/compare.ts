@@ -1,0 +1,113 @@
+import type { Conversion } from '../affiliate/schemas.ts';
+import type { OrderRecord } from '../ledger.ts';
+import { formatMoney } from '../money.ts';
+
+/**
+ * How an order's ledger record and its conversion on the platform disagree, for `status` and
+ * `reconcile`. The ledger is what the connector did; the platform is what is paid on.
+ */
+export type DifferenceKind = 'missing' | 'unexpected' | 'amount_mismatch' | 'status_mismatch' | 'duplicate';
+
+export interface Difference {
+  readonly kind: DifferenceKind;
+  readonly program: string;
+  readonly externalId: string;
+  readonly conversionId?: string;
+  readonly ledgerState?: string;
+  readonly ledgerAmount?: number;
+  readonly platformStatus?: string;
+  readonly platformAmount?: number;
+  readonly currency?: string;
+  readonly detail: string;
+}
+
+/** Ledger states that mean "a conversion exists on the platform". */
+const ON_PLATFORM = new Set(['added', 'refused']);
+
+export function money(amount: number | undefined, currency: string | undefined): string {
+  if (amount === undefined) return '-';
+  if (!currency || !Number.isSafeInteger(amount)) return String(amount);
+  return `${formatMoney(amount, currency)} ${currency}`;
+}
+
+/**
+ * The differences between one order's record and its conversion(s) on the platform; none when they
+ * agree. An add in flight (`adding`) is not judged.
+ */
+export function compareOrder(
+  program: string,
+  externalId: string,
+  record: OrderRecord | undefined,
+  conversions: readonly Conversion[],
+): Difference[] {
+  const [conversion] = conversions;
+  const base = {
+    program,
+    externalId,
+    conversionId: conversion?.id ?? record?.conversionId,
+    ledgerState: record?.state,
+    ledgerAmount: record && ON_PLATFORM.has(record.state) ? record.currentAmount : undefined,
+    platformStatus: conversion?.status,
+    platformAmount: conversion?.amount,
+    currency: record?.currency ?? conversion?.currency,
+  };
+  const out: Difference[] = [];
+  if (conversions.length > 1) {
+    out.push({
+      ...base,
+      kind: 'duplicate',
+      detail: `${conversions.length} conversions on the platform for one order: ${conversions.map((c) => c.id).join(', ')}`,
+    });
+  }
+  if (!record) {
+    if (conversion) out.push({ ...base, kind: 'unexpected', detail: 'on the platform, not in the ledger' });
+    return out;
+  }
+  if (record.state === 'adding') return out;
+  if (!conversion) {
+    if (ON_PLATFORM.has(record.state)) {
+      out.push({
+        ...base,
+        kind: 'missing',
+        detail: `the ledger says ${record.state}, the platform has no conversion`,
+      });
+    }
+    return out;
+  }
+  if (!ON_PLATFORM.has(record.state)) {
+    const why = record.skipReason ?? record.lastError;
+    out.push({
+      ...base,
+      kind: 'unexpected',
+      detail: `the ledger says ${record.state}${why ? ` (${why})` : ''}, yet the platform has a conversion`,
+    });
+    return out;
+  }
+  const refusedThere = conversion.status === 'refused';
+  if (record.state === 'refused' && !refusedThere) {
+    out.push({
+      ...base,
+      kind: 'status_mismatch',
+      detail: `refused in the ledger, ${conversion.status} on the platform`,
+    });
+  } else if (record.state === 'added' && refusedThere) {
+    out.push({
+      ...base,
+      kind: 'status_mismatch',
+      detail: `refused on the platform${conversion.refuseReason ? ` (${conversion.refuseReason})` : ''}, not in the ledger`,
+    });
+  }
+  if (
+    record.state === 'added' &&
+    typeof conversion.amount === 'number' &&
+    conversion.amount !== record.currentAmount
+  ) {
+    const pending = Object.values(record.refunds).some((r) => r.status === 'pending');
+    out.push({
+      ...base,
+      kind: 'amount_mismatch',
+      detail: `ledger ${money(record.currentAmount, record.currency)}, platform ${money(conversion.amount, base.currency)}${pending ? ' (a refund is being applied)' : ''}`,
+    });
+  }
+  return out;
+}

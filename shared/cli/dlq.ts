@@ -1,0 +1,336 @@
+import type { Command } from 'commander';
+import { type CliContext, type SettingName, settingOptions, withContext } from './context.ts';
+import {
+  type DlqEntry,
+  type DlqFilter,
+  matches,
+  purgeQueue,
+  queueCounts,
+  queueName,
+  replayQueue,
+  scanQueue,
+} from './dlq-reader.ts';
+import {
+  ask,
+  CliError,
+  type CliIo,
+  cell,
+  formatAge,
+  formatTable,
+  nowOf,
+  parseWhen,
+  writeLine,
+} from './io.ts';
+import { rowProgress } from './progress.ts';
+
+interface FilterOptions {
+  externalId?: string;
+  reason?: string;
+  since?: string;
+}
+
+const DLQ_SETTINGS: readonly SettingName[] = ['dlqUrl', 'sqsEndpoint', 'region'];
+
+function filterOptions(command: Command): Command {
+  return command
+    .option('--external-id <id>', 'only this order')
+    .option('--reason <text>', 'only messages whose reason contains this text (any case)')
+    .option('--since <when>', 'only failures since an ISO date or a duration back (30m, 1h, 2d)');
+}
+
+function filterOf(io: CliIo, options: FilterOptions): DlqFilter {
+  return {
+    externalId: options.externalId,
+    reason: options.reason,
+    since: options.since === undefined ? undefined : parseWhen(options.since, nowOf(io), '--since'),
+  };
+}
+
+function attemptsText(entry: DlqEntry): string {
+  return entry.parked ? String(entry.attempts) : `${entry.receiveCount} receives`;
+}
+
+function tableOf(entries: readonly DlqEntry[], now: Date): string {
+  return formatTable(
+    ['MESSAGE ID', 'EXTERNAL ID', 'EVENT', 'FAILURE CLASS', 'REASON', 'AGE', 'ATTEMPTS'],
+    entries.map((e) => [
+      e.messageId,
+      e.externalId ?? '?',
+      e.eventType ?? '?',
+      e.failureClass,
+      cell(e.reason, 60),
+      e.failedAt ? formatAge(now.getTime() - e.failedAt.getTime()) : '?',
+      attemptsText(e),
+    ]),
+  );
+}
+
+function jsonOf(entry: DlqEntry): Record<string, unknown> {
+  let body: unknown = entry.body;
+  try {
+    body = JSON.parse(entry.body);
+  } catch {
+    // shown as the raw text
+  }
+  return {
+    messageId: entry.messageId,
+    externalId: entry.externalId ?? null,
+    eventType: entry.eventType ?? null,
+    source: entry.source ?? null,
+    failureClass: entry.failureClass,
+    reason: entry.reason,
+    platformStatus: entry.attributes['platformStatus'] ?? null,
+    platformMessage: entry.attributes['platformMessage'] ?? null,
+    attempts: entry.attempts,
+    receiveCount: entry.receiveCount,
+    firstFailureAt: entry.attributes['firstFailureAt'] ?? null,
+    lastFailureAt: entry.attributes['lastFailureAt'] ?? null,
+    sentAt: entry.sentAt?.toISOString() ?? null,
+    groupId: entry.groupId ?? null,
+    deduplicationId: entry.deduplicationId ?? null,
+    attributes: entry.attributes,
+    body,
+  };
+}
+
+function hiddenNote(hidden: number): string {
+  return `${hidden} more message${hidden === 1 ? ' is' : 's are'} not shown: behind an earlier message of the same order (a FIFO queue hands out one order's messages in turn) or being read elsewhere; they come up as the ones ahead are replayed or purged`;
+}
+
+const LIST_EXAMPLES = `
+Examples:
+  $ npx connector dlq list
+  $ npx connector dlq list --reason locked --since 2d
+  $ npx connector dlq list --external-id 1001 --json
+
+Reading does not consume: each message is hidden for 2 s while read, then made visible again.
+FAILURE CLASS is the worker's (permanent, configuration, bad_input) or "${'transient (redrive)'}" for
+a message SQS moved after too many transient failures (ATTEMPTS is then SQS's receive count, which
+counts reads by this command too).`;
+
+/** `connector dlq list|show|replay|purge`: the dead-letter queue, for operators. */
+export function registerDlq(program: Command, io: CliIo): void {
+  const dlq = program
+    .command('dlq')
+    .summary('inspect, replay or purge the dead-letter queue')
+    .description(
+      'Messages the worker parked with a reason, or that SQS moved after too many transient failures.',
+    );
+
+  const list = filterOptions(
+    dlq.command('list').description('list DLQ messages without consuming them'),
+  ).option('--json', 'print JSON');
+  settingOptions(list, DLQ_SETTINGS);
+  list.addHelpText('after', LIST_EXAMPLES).action(async (options: FilterOptions & { json?: boolean }) => {
+    await withContext(io, options, async (ctx) => {
+      const filter = filterOf(io, options);
+      const { entries, hidden } = await scanQueue(ctx.sqs(), ctx.require('dlqUrl'));
+      const shown = entries.filter((e) => matches(e, filter));
+      if (options.json) {
+        writeLine(
+          io.stdout,
+          JSON.stringify({ messages: shown.map(jsonOf), total: entries.length, hidden }, null, 2),
+        );
+        return;
+      }
+      if (shown.length > 0) writeLine(io.stdout, tableOf(shown, nowOf(io)));
+      const filtered = shown.length === entries.length ? '' : ` (${shown.length} match)`;
+      writeLine(
+        io.stdout,
+        `${entries.length} message${entries.length === 1 ? '' : 's'} in the DLQ${filtered}`,
+      );
+      if (hidden > 0) writeLine(io.stdout, hiddenNote(hidden));
+    });
+  });
+
+  const show = dlq
+    .command('show')
+    .description('one DLQ message: every attribute and the body')
+    .argument('<messageId>', 'message id, as dlq list shows it')
+    .option('--json', 'print JSON');
+  settingOptions(show, DLQ_SETTINGS);
+  show.action(async (messageId: string, options: { json?: boolean }) => {
+    await withContext(io, options, async (ctx) => {
+      const { entries, hidden } = await scanQueue(ctx.sqs(), ctx.require('dlqUrl'));
+      const entry = entries.find((e) => e.messageId === messageId);
+      if (!entry) {
+        const why =
+          hidden > 0
+            ? ` (${hidden} message${hidden === 1 ? ' is' : 's are'} not reachable now: it may be one of them)`
+            : '';
+        throw new CliError(`message ${messageId} is not in the DLQ${why}`, 1);
+      }
+      if (options.json) {
+        writeLine(io.stdout, JSON.stringify(jsonOf(entry), null, 2));
+        return;
+      }
+      writeLine(io.stdout, showText(entry, nowOf(io)));
+    });
+  });
+
+  const replay = filterOptions(
+    dlq
+      .command('replay')
+      .summary('move matching messages back to the main queue')
+      .description(
+        'Moves matching messages back to the main queue (same message group, so each order keeps its order), ' +
+          'then deletes them from the DLQ. Fix the cause first (dlq list shows the reason).',
+      ),
+  )
+    .option('--dry-run', 'show what would be replayed; change nothing')
+    .option('--yes', 'do not ask for confirmation')
+    .option('--limit <n>', 'replay at most n messages', (v) => Number(v));
+  settingOptions(replay, [...DLQ_SETTINGS, 'queueUrl']);
+  replay
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ npx connector dlq replay --reason "rate limit" --dry-run
+  $ npx connector dlq replay --external-id 1001 --yes
+  $ npx connector dlq replay --since 1h --limit 1
+
+A replay stopped half-way loses nothing: a message is deleted from the DLQ only after the main queue
+has it, so each one is in one queue or both (the ledger applies it once). Exit code 1 if any failed.`,
+    )
+    .action(async (options: FilterOptions & { dryRun?: boolean; yes?: boolean; limit?: number }) => {
+      await withContext(io, options, (ctx) => replayCommand(ctx, options));
+    });
+
+  const purge = dlq
+    .command('purge')
+    .description('delete every message of the DLQ, for good')
+    .option('--yes', 'do not ask to type the queue name');
+  settingOptions(purge, DLQ_SETTINGS);
+  purge.action(async (options: { yes?: boolean }) => {
+    await withContext(io, options, async (ctx) => {
+      const dlqUrl = ctx.require('dlqUrl');
+      const name = queueName(dlqUrl);
+      const counts = await queueCounts(ctx.sqs(), dlqUrl);
+      const total = counts.visible + counts.inFlight;
+      if (!options.yes) {
+        const answer = await ask(
+          io,
+          `This deletes all ${total} message${total === 1 ? '' : 's'} of ${name} for good.\nType the queue name to confirm: `,
+        );
+        if (answer === undefined)
+          throw new CliError('no confirmation could be read: pass --yes to purge without a prompt');
+        if (answer.trim() !== name) throw new CliError('the name does not match; nothing deleted', 1);
+      }
+      await purgeQueue(ctx.sqs(), dlqUrl);
+      writeLine(
+        io.stdout,
+        `purged ${name} (${total} message${total === 1 ? '' : 's'}); SQS may take up to 60 s to finish`,
+      );
+    });
+  });
+}
+
+async function replayCommand(
+  ctx: CliContext,
+  options: FilterOptions & { dryRun?: boolean; yes?: boolean; limit?: number },
+): Promise<void> {
+  const { io } = ctx;
+  if (options.limit !== undefined && !(Number.isSafeInteger(options.limit) && options.limit > 0)) {
+    throw new CliError('--limit: must be a positive integer');
+  }
+  const filter = filterOf(io, options);
+  const dlqUrl = ctx.require('dlqUrl');
+  const queueUrl = options.dryRun ? ctx.get('queueUrl') : ctx.require('queueUrl');
+  const target = queueUrl ? queueName(queueUrl) : 'the main queue';
+  const { entries, hidden } = await scanQueue(ctx.sqs(), dlqUrl);
+  const candidates = entries.filter((e) => matches(e, filter)).slice(0, options.limit);
+  if (candidates.length === 0) {
+    writeLine(io.stdout, `nothing to replay: no message matches (${entries.length} in the DLQ)`);
+    if (hidden > 0) writeLine(io.stdout, hiddenNote(hidden));
+    return;
+  }
+  if (options.dryRun) {
+    writeLine(io.stdout, tableOf(candidates, nowOf(io)));
+    writeLine(
+      io.stdout,
+      `dry run: ${candidates.length} message${candidates.length === 1 ? '' : 's'} would be replayed to ${target}`,
+    );
+    if (hidden > 0) writeLine(io.stdout, hiddenNote(hidden));
+    return;
+  }
+  if (!options.yes) {
+    const answer = await ask(
+      io,
+      `Replay ${candidates.length} message${candidates.length === 1 ? '' : 's'} (and matching ones behind them) to ${target}? [y/N] `,
+    );
+    if (answer === undefined)
+      throw new CliError('no confirmation could be read: pass --yes to replay without a prompt');
+    if (!/^y(es)?$/i.test(answer.trim())) throw new CliError('not confirmed; nothing replayed', 1);
+  }
+
+  const progress = rowProgress(io, candidates.length, 'replay');
+  let stopRequested = false;
+  // Ctrl-C finishes the message in hand (sent and deleted) instead of leaving it half-way.
+  const onSigint = () => {
+    stopRequested = true;
+  };
+  const interactive = io.stdin === process.stdin;
+  if (interactive) process.once('SIGINT', onSigint);
+  let result: { replayed: number; failed: number };
+  try {
+    result = await replayQueue(ctx.sqs(), dlqUrl, queueUrl ?? '', {
+      filter,
+      limit: options.limit,
+      now: () => nowOf(io),
+      stopRequested: () => stopRequested,
+      onEvent: (event) => {
+        const head = `${event.entry.messageId}  ${event.entry.externalId ?? '?'}  ${event.entry.eventType ?? '?'}`;
+        const text =
+          event.status === 'replayed'
+            ? `replayed as ${event.newMessageId ?? '?'}${event.warning ? `  warning: ${event.warning}` : ''}`
+            : `failed: ${event.error ?? ''}`;
+        progress.row(`${head}  ${text}`);
+      },
+    });
+  } finally {
+    progress.stop();
+    if (interactive) process.off('SIGINT', onSigint);
+  }
+  writeLine(
+    io.stdout,
+    `replayed ${result.replayed}, failed ${result.failed}${stopRequested ? ' (stopped)' : ''}`,
+  );
+  if (result.failed > 0) throw new CliError('', 1);
+}
+
+function showText(entry: DlqEntry, now: Date): string {
+  const rows: [string, string][] = [
+    ['message id', entry.messageId],
+    ['external id', entry.externalId ?? '?'],
+    ['event', entry.eventType ?? '?'],
+    ['source', entry.source ?? '?'],
+    ['failure class', entry.failureClass],
+    ['reason', entry.reason],
+    ['attempts', attemptsText(entry)],
+    ['group id', entry.groupId ?? '-'],
+    ['dedup id', entry.deduplicationId ?? '-'],
+    [
+      'queued',
+      entry.sentAt
+        ? `${entry.sentAt.toISOString()} (${formatAge(now.getTime() - entry.sentAt.getTime())} ago)`
+        : '?',
+    ],
+  ];
+  const attributes = Object.entries(entry.attributes).sort(([a], [b]) => a.localeCompare(b));
+  let body = entry.body;
+  try {
+    body = JSON.stringify(JSON.parse(entry.body), null, 2);
+  } catch {
+    // not JSON: shown as received
+  }
+  return [
+    formatTable(['FIELD', 'VALUE'], rows),
+    '',
+    'Message attributes:',
+    attributes.length > 0 ? formatTable(['NAME', 'VALUE'], attributes) : '(none)',
+    '',
+    'Body:',
+    body,
+  ].join('\n');
+}

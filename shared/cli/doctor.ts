@@ -1,0 +1,270 @@
+import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
+import { DescribeSecretCommand } from '@aws-sdk/client-secrets-manager';
+import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import type { Command } from 'commander';
+import type { AdvertiserInfo } from '../affiliate/schemas.ts';
+import { ConfigurationError } from '../errors.ts';
+import {
+  awsCall,
+  type CliContext,
+  LOCAL_STATE_FILE,
+  missingMessage,
+  settingOptions,
+  withContext,
+} from './context.ts';
+import { CliError, type CliIo, explain, writeLine } from './io.ts';
+
+export interface CheckResult {
+  readonly name: string;
+  readonly status: 'pass' | 'fail' | 'skip';
+  readonly detail: string;
+  /** What to do about a failure (or why a check was skipped). */
+  readonly hint?: string;
+}
+
+const pass = (name: string, detail: string): CheckResult => ({ name, status: 'pass', detail });
+const fail = (name: string, detail: string, hint: string): CheckResult => ({
+  name,
+  status: 'fail',
+  detail,
+  hint,
+});
+const skip = (name: string, detail: string): CheckResult => ({ name, status: 'skip', detail });
+
+/** A check whose setting is missing fails with the flag and variable to set. */
+function needs(
+  ctx: CliContext,
+  name: string,
+  setting: Parameters<CliContext['get']>[0],
+): CheckResult | undefined {
+  return ctx.get(setting) === undefined ? fail(name, 'not configured', missingMessage(setting)) : undefined;
+}
+
+async function tokenCheck(ctx: CliContext): Promise<{ result: CheckResult; info?: AdvertiserInfo }> {
+  const name = 'affiliate token';
+  const missing = needs(ctx, name, 'affiliateBaseUrl') ?? needs(ctx, name, 'affiliateToken');
+  if (missing) return { result: missing };
+  const url = ctx.get('affiliateBaseUrl');
+  try {
+    const info = await ctx.affiliate().advertiserInfo({ deadline: Date.now() + 15_000 });
+    return {
+      result: pass(
+        name,
+        `accepted by ${url} (advertiser ${info.id}, ${info.programs.length} program${info.programs.length === 1 ? '' : 's'})`,
+      ),
+      info,
+    };
+  } catch (error) {
+    if (error instanceof ConfigurationError) {
+      return {
+        result: fail(
+          name,
+          `refused by ${url}: ${error.message}`,
+          "set AFFILIATE_TOKEN to a token of the platform's API Tokens menu",
+        ),
+      };
+    }
+    return {
+      result: fail(
+        name,
+        `${url}: ${explain(error)}`,
+        'check AFFILIATE_BASE_URL (and that the platform is up)',
+      ),
+    };
+  }
+}
+
+function sourceChecks(ctx: CliContext, info: AdvertiserInfo | undefined): CheckResult[] {
+  const sources = ctx.sources();
+  if (sources.length === 0)
+    return [
+      skip('sources', 'no sources configured: set SOURCES (JSON) to check programs, rules and secrets'),
+    ];
+  return sources.map((source) => {
+    const name = `source ${source.id}`;
+    if (!info) return skip(name, 'program and rule not checked: the token check failed');
+    const program = info.programs.find((p) => p.id.toLowerCase() === source.program.toLowerCase());
+    const hint = `fix "program"/"rule" of source ${source.id} in SOURCES (ids from the platform's advertiser information)`;
+    if (!program)
+      return fail(name, `program ${source.program} is not a program of advertiser ${info.id}`, hint);
+    if (!program.rules.some((r) => r.id.toLowerCase() === source.rule.toLowerCase())) {
+      return fail(name, `rule ${source.rule} is not a rule of program ${source.program}`, hint);
+    }
+    return pass(name, `program ${source.program}, rule ${source.rule} (${source.platform})`);
+  });
+}
+
+async function queueCheck(
+  ctx: CliContext,
+  name: string,
+  setting: 'queueUrl' | 'dlqUrl',
+): Promise<CheckResult> {
+  const missing = needs(ctx, name, setting);
+  if (missing) return missing;
+  const url = ctx.require(setting);
+  try {
+    const out = await ctx.sqs().send(
+      new GetQueueAttributesCommand({
+        QueueUrl: url,
+        AttributeNames: ['FifoQueue', 'ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+      }),
+      awsCall(),
+    );
+    const a = out.Attributes ?? {};
+    const count =
+      (Number(a.ApproximateNumberOfMessages) || 0) + (Number(a.ApproximateNumberOfMessagesNotVisible) || 0);
+    const env = setting === 'queueUrl' ? 'QUEUE_URL' : 'DLQ_URL';
+    if (a.FifoQueue !== 'true')
+      return fail(name, `${url} is not a FIFO queue`, `set ${env} to the stack's .fifo queue`);
+    const note = setting === 'dlqUrl' && count > 0 ? ' (see connector dlq list)' : '';
+    return pass(name, `${url} reachable, ${count} message${count === 1 ? '' : 's'}${note}`);
+  } catch (error) {
+    const env = setting === 'queueUrl' ? 'QUEUE_URL' : 'DLQ_URL';
+    return fail(name, `${url}: ${explain(error)}`, `check ${env}, AWS_REGION and AWS credentials`);
+  }
+}
+
+async function ledgerCheck(ctx: CliContext): Promise<CheckResult> {
+  const name = 'ledger table';
+  const missing = needs(ctx, name, 'ledgerTable');
+  if (missing) return missing;
+  const table = ctx.require('ledgerTable');
+  try {
+    const out = await ctx.dynamo().send(new DescribeTableCommand({ TableName: table }), awsCall());
+    const status = out.Table?.TableStatus ?? 'unknown';
+    if (status !== 'ACTIVE')
+      return fail(name, `${table} is ${status}`, 'wait for the table to become ACTIVE');
+    return pass(name, `${table} ${status}`);
+  } catch (error) {
+    return fail(name, `${table}: ${explain(error)}`, 'check LEDGER_TABLE, AWS_REGION and AWS credentials');
+  }
+}
+
+/**
+ * Secrets by reference: locally the values must be present (env, or the local state file); in AWS
+ * only their existence is checked (DescribeSecret), never their value.
+ */
+async function secretChecks(ctx: CliContext): Promise<CheckResult[]> {
+  const refs = [...new Set(ctx.sources().map((s) => s.secretRef))];
+  const local = ctx.isLocal || ctx.localState() !== null;
+  if (local) {
+    refs.push('FINANCE_API_KEY');
+    return refs.map((ref) =>
+      ctx.secret(ref) !== undefined
+        ? pass(`secret ${ref}`, 'set')
+        : fail(
+            `secret ${ref}`,
+            'not set',
+            `set ${ref} in the environment (or .env) of npm start and of this command`,
+          ),
+    );
+  }
+  for (const name of ['FINANCE_API_KEY_SECRET', 'AFFILIATE_TOKEN_SECRET']) {
+    const ref = ctx.io.env[name];
+    if (ref) refs.push(ref);
+  }
+  if (refs.length === 0)
+    return [skip('secrets', 'no secret references configured (SOURCES, FINANCE_API_KEY_SECRET)')];
+  const results: CheckResult[] = [];
+  for (const ref of refs) {
+    try {
+      const out = await ctx.secretsManager().send(new DescribeSecretCommand({ SecretId: ref }), awsCall());
+      results.push(
+        pass(
+          `secret ${ref}`,
+          `exists${out.LastChangedDate ? `, last changed ${out.LastChangedDate.toISOString()}` : ''}`,
+        ),
+      );
+    } catch (error) {
+      results.push(
+        fail(
+          `secret ${ref}`,
+          explain(error),
+          'create the secret or fix the reference; this identity needs secretsmanager:DescribeSecret',
+        ),
+      );
+    }
+  }
+  return results;
+}
+
+async function connectorCheck(ctx: CliContext): Promise<CheckResult> {
+  const name = 'connector URL';
+  const url = ctx.get('connectorUrl');
+  if (!url) return skip(name, 'not configured (CONNECTOR_URL): send and refund need it');
+  const target = `${url.replace(/\/+$/, '')}/health`;
+  try {
+    const response = await fetch(target, { signal: AbortSignal.timeout(5000) });
+    await response.body?.cancel();
+    return pass(name, `${url} answers (GET /health: HTTP ${response.status})`);
+  } catch (error) {
+    return fail(name, `${url}: ${explain(error)}`, 'check CONNECTOR_URL; locally, is npm start running?');
+  }
+}
+
+/** Runs every check; none throws. */
+export async function runChecks(ctx: CliContext): Promise<CheckResult[]> {
+  const token = await tokenCheck(ctx);
+  return [
+    token.result,
+    ...sourceChecks(ctx, token.info),
+    await queueCheck(ctx, 'queue', 'queueUrl'),
+    await queueCheck(ctx, 'dead-letter queue', 'dlqUrl'),
+    await ledgerCheck(ctx),
+    ...(await secretChecks(ctx)),
+    await connectorCheck(ctx),
+  ];
+}
+
+const MARK = { pass: '✓', fail: '✗', skip: '-' } as const;
+
+/** `connector doctor`: is everything the connector needs reachable and consistent? */
+export function registerDoctor(program: Command, io: CliIo): void {
+  const command = program
+    .command('doctor')
+    .summary('check the token, sources, queues, ledger table and secrets')
+    .description(
+      "One line per check, ✓ or ✗ with a hint: the platform token (advertiser information), each source's " +
+        'program and rule, the queue and the DLQ, the ledger table, the secrets, the connector URL. ' +
+        'Exit code 0 when every check passes, 1 otherwise.',
+    );
+  settingOptions(command, [
+    'connectorUrl',
+    'queueUrl',
+    'dlqUrl',
+    'sqsEndpoint',
+    'ledgerTable',
+    'dynamoEndpoint',
+    'affiliateBaseUrl',
+    'region',
+  ]);
+  command
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ npx connector doctor                 # against the local stack (.local-stack.json)
+  $ AWS_PROFILE=prod QUEUE_URL=… DLQ_URL=… LEDGER_TABLE=… AFFILIATE_BASE_URL=… AFFILIATE_TOKEN=… \\
+    SOURCES="$(jq -c .sources connector.config.json)" npx connector doctor`,
+    )
+    .action(async (options: object) => {
+      await withContext(io, options, async (ctx) => {
+        const where = ctx.localState() !== null ? ` (local settings from ${LOCAL_STATE_FILE})` : '';
+        writeLine(io.stdout, `connector doctor${where}`);
+        const results = await runChecks(ctx);
+        const width = Math.max(...results.map((r) => r.name.length));
+        for (const r of results) {
+          writeLine(io.stdout, `${MARK[r.status]} ${r.name.padEnd(width)}  ${r.detail}`);
+          if (r.status === 'fail' && r.hint) writeLine(io.stdout, `  ${' '.repeat(width)}  fix: ${r.hint}`);
+        }
+        const failed = results.filter((r) => r.status === 'fail').length;
+        const passed = results.filter((r) => r.status === 'pass').length;
+        const skipped = results.length - failed - passed;
+        writeLine(
+          io.stdout,
+          `${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ''}`,
+        );
+        if (failed > 0) throw new CliError('', 1);
+      });
+    });
+}

@@ -1,0 +1,75 @@
+import { Command, CommanderError } from 'commander';
+import { registerDlq } from './dlq.ts';
+import { registerDoctor } from './doctor.ts';
+import { CliError, type CliIo, explain, processIo, writeLine } from './io.ts';
+import { registerReconcile } from './reconcile.ts';
+import { registerRefund } from './refund.ts';
+import { registerSend } from './send.ts';
+import { registerStatus } from './status.ts';
+
+const OVERVIEW = `
+Settings come from flags, else environment variables, else the .local-stack.json that \`npm start\`
+writes (so against the local stack no setting is needed). Against AWS the SDK's default credentials
+and region are used: CONNECTOR_URL, FINANCE_API_KEY, QUEUE_URL, DLQ_URL, LEDGER_TABLE,
+AFFILIATE_BASE_URL, AFFILIATE_TOKEN, SOURCES (JSON), AWS_REGION.
+
+Examples:
+  $ npx connector send shopify --click-id 0123456789abcdef01234567 --ip 203.0.113.7
+  $ npx connector refund --csv refunds.csv --dry-run
+  $ npx connector dlq list
+  $ npx connector status 1001
+  $ npx connector reconcile --from 2026-05-01 --to 2026-05-31
+  $ npx connector doctor
+
+Exit codes: 0 success, 1 the work failed (or differences found), 2 usage or missing setting.`;
+
+/**
+ * The `connector` program, writing to `io` only: commands run in process in tests. Errors surface
+ * from `parseAsync` (commander's own usage errors as `CommanderError`); use `run` for exit codes.
+ */
+export function buildProgram(io: CliIo): Command {
+  const program = new Command('connector')
+    .description(
+      'Operate the conversion connector: sample webhooks, finance refunds, the dead-letter queue, checks.',
+    )
+    .configureOutput({
+      writeOut: (text) => io.stdout.write(text),
+      writeErr: (text) => io.stderr.write(text),
+    })
+    .exitOverride()
+    .showHelpAfterError('(add --help for usage)')
+    .helpCommand(true)
+    .addHelpText('after', OVERVIEW);
+  // Subcommands created after these settings inherit them (output, exitOverride).
+  registerSend(program, io);
+  registerRefund(program, io);
+  registerDlq(program, io);
+  registerStatus(program, io);
+  registerReconcile(program, io);
+  registerDoctor(program, io);
+  return program;
+}
+
+/**
+ * Runs the CLI with `argv` (the arguments after the program name) and resolves its exit code:
+ * 0 success, 1 the work failed, 2 usage error or missing setting. Never throws and never prints a
+ * stack trace.
+ */
+export async function run(argv: readonly string[], io: CliIo = processIo()): Promise<number> {
+  const program = buildProgram(io);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return 0;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Help and version exit 0; commander has already printed any usage error.
+      return error.code === 'commander.helpDisplayed' || error.code === 'commander.version' ? 0 : 2;
+    }
+    if (error instanceof CliError) {
+      if (error.message) writeLine(io.stderr, `error: ${error.message}`);
+      return error.exitCode;
+    }
+    writeLine(io.stderr, `error: ${explain(error)}`);
+    return 1;
+  }
+}

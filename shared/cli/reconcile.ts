@@ -1,0 +1,230 @@
+import type { Command } from 'commander';
+import type { AffiliateClient } from '../affiliate/client.ts';
+import type { Conversion } from '../affiliate/schemas.ts';
+import type { Ledger, OrderRecord } from '../ledger.ts';
+import { formatMoney } from '../money.ts';
+import { compareOrder, type Difference, money } from './compare.ts';
+import { settingOptions, withContext } from './context.ts';
+import { CliError, type CliIo, cell, formatTable, nowOf, parseWhen, writeLine } from './io.ts';
+
+/** Page size of Conversions list (the API allows up to 10 000). */
+const PAGE = 1000;
+
+export interface ReconcileReport {
+  readonly from: string;
+  readonly to: string;
+  readonly programs: string[];
+  /** Ledger records created in the period, and conversions the platform lists for it. */
+  readonly ledgerRecords: number;
+  readonly platformConversions: number;
+  readonly differences: Difference[];
+}
+
+/** Every conversion of a program created in the period, paged with limit/offset. */
+export async function listAllConversions(
+  client: Pick<AffiliateClient, 'listConversions'>,
+  program: string,
+  from: string,
+  to: string,
+): Promise<Conversion[]> {
+  const all: Conversion[] = [];
+  for (let offset = 0; ; offset += PAGE) {
+    // Oldest first: conversions created while paging are appended, not shifted into pages already read.
+    const page = await client.listConversions({
+      program,
+      from,
+      to,
+      limit: PAGE,
+      offset,
+      orderBy: 'createdAt',
+      sort: 'asc',
+    });
+    all.push(...page.data);
+    if (page.data.length < PAGE || offset + PAGE >= page.total) return all;
+  }
+}
+
+/**
+ * Compares the platform's conversions of the period with the ledger, both ways. Orders are matched
+ * by externalId within a program. A ledger record of the period whose conversion is not in the
+ * platform's list is looked up by externalId before being called missing (the platform dates a
+ * conversion by its creation, which can fall just outside the period).
+ */
+export async function reconcile(
+  ledger: Pick<Ledger, 'list'>,
+  client: Pick<AffiliateClient, 'listConversions' | 'conversionInfo'>,
+  programs: readonly string[],
+  from: Date,
+  to: Date,
+): Promise<ReconcileReport> {
+  const fromIso = from.toISOString();
+  const toIso = to.toISOString();
+  const differences: Difference[] = [];
+  let ledgerRecords = 0;
+  let platformConversions = 0;
+  for (const program of programs) {
+    const conversions = await listAllConversions(client, program, fromIso, toIso);
+    platformConversions += conversions.length;
+    const byExternalId = new Map<string, Conversion[]>();
+    for (const c of conversions)
+      byExternalId.set(c.externalId, [...(byExternalId.get(c.externalId) ?? []), c]);
+
+    const records = new Map<string, OrderRecord>();
+    for await (const record of ledger.list(program)) records.set(record.externalId, record);
+
+    for (const [externalId, found] of byExternalId) {
+      differences.push(...compareOrder(program, externalId, records.get(externalId), found));
+    }
+    for (const record of records.values()) {
+      const created = Date.parse(record.createdAt);
+      if (!(created >= from.getTime() && created <= to.getTime())) continue;
+      ledgerRecords++;
+      if (byExternalId.has(record.externalId)) continue;
+      if (record.state !== 'added' && record.state !== 'refused') continue;
+      const elsewhere = await client.conversionInfo({ program, externalId: record.externalId });
+      differences.push(...compareOrder(program, record.externalId, record, elsewhere ? [elsewhere] : []));
+    }
+  }
+  const order = ['missing', 'unexpected', 'duplicate', 'status_mismatch', 'amount_mismatch'];
+  differences.sort(
+    (a, b) => order.indexOf(a.kind) - order.indexOf(b.kind) || a.externalId.localeCompare(b.externalId),
+  );
+  return {
+    from: fromIso,
+    to: toIso,
+    programs: [...programs],
+    ledgerRecords,
+    platformConversions,
+    differences,
+  };
+}
+
+/**
+ * A period bound: a date (`2026-05-01`: the start of that day, UTC, or its end for `--to`), an ISO
+ * timestamp, or a duration back from now (`7d`).
+ */
+export function periodBound(text: string, flag: string, now: Date, endOfDay: boolean): Date {
+  if (/^\d{4}-\d{2}-\d{2}$/.test(text.trim())) {
+    const date = new Date(`${text.trim()}T${endOfDay ? '23:59:59.999' : '00:00:00.000'}Z`);
+    if (!Number.isNaN(date.getTime())) return date;
+  }
+  return parseWhen(text, now, flag);
+}
+
+const CSV_HEADER = [
+  'kind',
+  'program',
+  'externalId',
+  'conversionId',
+  'ledgerState',
+  'ledgerAmount',
+  'platformStatus',
+  'platformAmount',
+  'currency',
+  'detail',
+];
+
+function csvField(value: string): string {
+  return /[",\r\n]/.test(value) ? `"${value.replace(/"/g, '""')}"` : value;
+}
+
+function decimal(amount: number | undefined, currency: string | undefined): string {
+  if (amount === undefined) return '';
+  return currency && Number.isSafeInteger(amount) ? formatMoney(amount, currency) : String(amount);
+}
+
+/** The differences as CSV (amounts as decimals in the order's currency), for a spreadsheet. */
+export function reportCsv(report: ReconcileReport): string {
+  const rows = report.differences.map((d) =>
+    [
+      d.kind,
+      d.program,
+      d.externalId,
+      d.conversionId ?? '',
+      d.ledgerState ?? '',
+      decimal(d.ledgerAmount, d.currency),
+      d.platformStatus ?? '',
+      decimal(d.platformAmount, d.currency),
+      d.currency ?? '',
+      d.detail,
+    ].map(csvField),
+  );
+  return [CSV_HEADER, ...rows].map((r) => r.join(',')).join('\n');
+}
+
+function reportText(report: ReconcileReport): string {
+  const head = `${report.from} to ${report.to}, program${report.programs.length === 1 ? '' : 's'} ${report.programs.join(', ')}: ${report.ledgerRecords} ledger record${report.ledgerRecords === 1 ? '' : 's'}, ${report.platformConversions} conversion${report.platformConversions === 1 ? '' : 's'} on the platform`;
+  if (report.differences.length === 0) return `${head}\n✓ no differences`;
+  const table = formatTable(
+    ['KIND', 'EXTERNAL ID', 'CONVERSION', 'LEDGER', 'PLATFORM', 'DETAIL'],
+    report.differences.map((d) => [
+      d.kind,
+      d.externalId,
+      d.conversionId ?? '-',
+      d.ledgerState
+        ? `${d.ledgerState}${d.ledgerAmount === undefined ? '' : ` ${money(d.ledgerAmount, d.currency)}`}`
+        : '-',
+      d.platformStatus ? `${d.platformStatus} ${money(d.platformAmount, d.currency)}` : '-',
+      cell(d.detail, 70),
+    ]),
+  );
+  const n = report.differences.length;
+  return `${head}\n${table}\n✗ ${n} difference${n === 1 ? '' : 's'}`;
+}
+
+interface ReconcileOptions {
+  from?: string;
+  to?: string;
+  program?: string;
+  source?: string;
+  csv?: boolean;
+  json?: boolean;
+}
+
+/** `connector reconcile`: the platform's conversions of a period against the ledger. */
+export function registerReconcile(program: Command, io: CliIo): void {
+  const command = program
+    .command('reconcile')
+    .summary("compare the platform's conversions of a period with the ledger")
+    .description(
+      "Lists the platform's conversions created in the period and the ledger's records, and reports the " +
+        'differences. Exit code 0 when clean, 1 when differences are found.',
+    )
+    .requiredOption('--from <date>', 'start of the period: 2026-05-01, an ISO timestamp, or 7d')
+    .option('--to <date>', 'end of the period (a date counts to its end); default: now')
+    .option('--program <id>', 'one program (default: every configured source program)')
+    .option('--source <id>', 'the program of this source')
+    .option('--csv', 'print CSV (amounts as decimals)')
+    .option('--json', 'print JSON (amounts in minor units)');
+  settingOptions(command, ['ledgerTable', 'dynamoEndpoint', 'region', 'affiliateBaseUrl']);
+  command
+    .addHelpText(
+      'after',
+      `
+Differences:
+  missing          in the ledger as added/refused, no conversion on the platform
+  unexpected       a conversion on the platform the ledger did not add
+  duplicate        several conversions for one order
+  amount_mismatch  ledger amount (after refunds) differs from the platform amount
+  status_mismatch  refused on one side only
+
+Examples:
+  $ npx connector reconcile --from 2026-05-01 --to 2026-05-31
+  $ npx connector reconcile --from 7d --csv > differences.csv`,
+    )
+    .action(async (options: ReconcileOptions) => {
+      if (options.csv && options.json) throw new CliError('--csv and --json: choose one');
+      await withContext(io, options, async (ctx) => {
+        const now = nowOf(io);
+        const from = periodBound(options.from ?? '', '--from', now, false);
+        const to = options.to === undefined ? now : periodBound(options.to, '--to', now, true);
+        if (from.getTime() > to.getTime()) throw new CliError('--from: must not be after --to');
+        const programs = ctx.programs(options.program, options.source);
+        const report = await reconcile(ctx.ledger(), ctx.affiliate(), programs, from, to);
+        if (options.json) writeLine(io.stdout, JSON.stringify(report, null, 2));
+        else if (options.csv) writeLine(io.stdout, reportCsv(report));
+        else writeLine(io.stdout, reportText(report));
+        if (report.differences.length > 0) throw new CliError('', 1);
+      });
+    });
+}

@@ -1,0 +1,414 @@
+import type { Command } from 'commander';
+import { BadInputError } from '../errors.ts';
+import { FinanceRefundRequest } from '../finance.ts';
+import { parseMoney } from '../money.ts';
+import { CliContext, settingOptions } from './context.ts';
+import { parseCsv } from './csv.ts';
+import { CliError, type CliIo, cell, explain, writeLine } from './io.ts';
+import { rowProgress } from './progress.ts';
+import { readBodyFile } from './samples.ts';
+
+/** Columns of a refunds CSV, in the documented order (any order is read). */
+export const CSV_COLUMNS = [
+  'externalId',
+  'refundId',
+  'amount',
+  'full',
+  'reason',
+  'source',
+  'currency',
+] as const;
+type Column = (typeof CSV_COLUMNS)[number];
+
+export interface RefundIssue {
+  /** Line in the CSV; absent for flags. */
+  readonly line?: number;
+  readonly field: string;
+  readonly message: string;
+}
+
+export interface RefundRow {
+  readonly line?: number;
+  readonly request: FinanceRefundRequest;
+}
+
+const DECIMAL = /^[0-9]+(\.[0-9]+)?$/;
+/** The schema's "exactly one of amount, amountCents or full" in the words of both inputs. */
+const AMOUNT_CHOICE =
+  'give an amount (--amount, --amount-cents, or the amount column) or a full refund (--full, or full=true), not both';
+
+/**
+ * Validates one refund with the server's own schema (`FinanceRefundRequest`), plus what the server
+ * checks later against the order (a decimal amount, above zero, with no more decimals than the
+ * currency has, when the currency is given), so that a file is rejected before anything is sent.
+ * Every problem is reported, not only the first.
+ */
+export function validateRefund(
+  raw: Record<string, unknown>,
+  line?: number,
+): { request?: FinanceRefundRequest; issues: RefundIssue[] } {
+  const issues: RefundIssue[] = [];
+  const parsed = FinanceRefundRequest.safeParse(raw);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      const field =
+        issue.code === 'unrecognized_keys' ? issue.keys.join(', ') : issue.path.map(String).join('.');
+      let message = issue.message;
+      if (issue.code === 'unrecognized_keys') message = 'not a refund field';
+      else if (raw[field] === '') message = 'required';
+      else if (issue.path[0] === 'amount' && issue.code === 'custom') message = AMOUNT_CHOICE;
+      issues.push({ line, field: field || 'row', message });
+    }
+  }
+  const amount = raw['amount'];
+  if (typeof amount === 'string' && !issues.some((i) => i.field === 'amount')) {
+    const currency =
+      typeof raw['currency'] === 'string' && /^[A-Z]{3}$/.test(raw['currency']) ? raw['currency'] : undefined;
+    if (!DECIMAL.test(amount)) {
+      issues.push({
+        line,
+        field: 'amount',
+        message: `"${cell(amount, 20)}" is not a decimal amount such as 12.50 ("." before the cents, no currency sign or thousands separator)`,
+      });
+    } else if (/^0+(\.0+)?$/.test(amount)) {
+      issues.push({ line, field: 'amount', message: 'must be greater than zero' });
+    } else if (currency) {
+      try {
+        parseMoney(amount, currency);
+      } catch (error) {
+        if (!(error instanceof BadInputError)) throw error;
+        issues.push({ line, field: 'amount', message: error.message.replace(/^amount: /, '') });
+      }
+    }
+  }
+  return issues.length === 0 && parsed.success ? { request: parsed.data, issues } : { issues };
+}
+
+/**
+ * Reads and validates a whole refunds CSV (header `externalId,refundId,amount,full,reason,source,currency`).
+ * Returns every row, or every problem with its line and field; a file with any problem sends nothing.
+ */
+export function refundsFromCsv(text: string): { rows: RefundRow[]; issues: RefundIssue[] } {
+  const { records, problems } = parseCsv(text);
+  const issues: RefundIssue[] = problems.map((p) => ({ line: p.line, field: 'csv', message: p.message }));
+  const [header, ...data] = records;
+  if (!header)
+    return { rows: [], issues: [...issues, { line: 1, field: 'csv', message: 'the file is empty' }] };
+
+  const columns: (Column | undefined)[] = header.fields.map((name) =>
+    CSV_COLUMNS.find((c) => c.toLowerCase() === name.trim().toLowerCase()),
+  );
+  header.fields.forEach((name, i) => {
+    if (columns[i] === undefined) {
+      issues.push({
+        line: header.line,
+        field: name.trim() || `column ${i + 1}`,
+        message: `unknown column (expected ${CSV_COLUMNS.join(',')})`,
+      });
+    } else if (columns.indexOf(columns[i]) !== i) {
+      issues.push({ line: header.line, field: name.trim(), message: 'column given twice' });
+    }
+  });
+  for (const required of ['externalId', 'refundId'] as const) {
+    if (!columns.includes(required))
+      issues.push({ line: header.line, field: required, message: 'missing column' });
+  }
+  if (issues.some((i) => i.line === header.line)) return { rows: [], issues };
+  if (data.length === 0)
+    issues.push({ line: header.line, field: 'csv', message: 'no refund rows after the header' });
+
+  const rows: RefundRow[] = [];
+  const seen = new Map<string, number>();
+  for (const record of data) {
+    if (record.fields.length !== columns.length) {
+      issues.push({
+        line: record.line,
+        field: 'csv',
+        message: `${record.fields.length} fields where the header has ${columns.length} (a comma inside a value must be quoted)`,
+      });
+      continue;
+    }
+    const values: Partial<Record<Column, string>> = {};
+    columns.forEach((column, i) => {
+      const value = record.fields[i]?.trim() ?? '';
+      if (column && value !== '') values[column] = value;
+    });
+    const raw: Record<string, unknown> = {
+      externalId: values.externalId ?? '',
+      refundId: values.refundId ?? '',
+    };
+    if (values.amount !== undefined) raw['amount'] = values.amount;
+    if (values.reason !== undefined) raw['reason'] = values.reason;
+    if (values.source !== undefined) raw['source'] = values.source;
+    // Spreadsheets lower-case or reformat codes; ISO 4217 codes are upper case.
+    if (values.currency !== undefined) raw['currency'] = values.currency.toUpperCase();
+    const full = values.full?.toLowerCase();
+    if (full === 'true' || full === 'yes' || full === '1') raw['full'] = true;
+    else if (full !== undefined && full !== 'false' && full !== 'no' && full !== '0') {
+      issues.push({
+        line: record.line,
+        field: 'full',
+        message: `"${cell(values.full, 20)}" is not true or false`,
+      });
+      continue;
+    }
+    const result = validateRefund(raw, record.line);
+    issues.push(...result.issues);
+    if (!result.request) continue;
+    const key = `${result.request.externalId}\u0000${result.request.refundId}`;
+    const earlier = seen.get(key);
+    if (earlier !== undefined) {
+      issues.push({
+        line: record.line,
+        field: 'refundId',
+        message: `same externalId and refundId as line ${earlier}`,
+      });
+      continue;
+    }
+    seen.set(key, record.line);
+    rows.push({ line: record.line, request: result.request });
+  }
+  return { rows, issues };
+}
+
+interface RefundOptions {
+  externalId?: string;
+  refundId?: string;
+  amount?: string;
+  amountCents?: string;
+  full?: boolean;
+  reason?: string;
+  source?: string;
+  currency?: string;
+  csv?: string;
+  dryRun?: boolean;
+}
+
+const ROW_FLAGS = [
+  'externalId',
+  'refundId',
+  'amount',
+  'amountCents',
+  'full',
+  'reason',
+  'source',
+  'currency',
+] as const;
+
+const EXAMPLES = `
+Examples:
+  $ npx connector refund --external-id 1001 --refund-id RF-2026-001 --amount 12.50 --reason "damaged item"
+  $ npx connector refund --external-id 1002 --refund-id RF-2026-002 --full --reason "order returned"
+  $ npx connector refund --csv refunds.csv --dry-run      # check the whole file, send nothing
+  $ npx connector refund --csv refunds.csv
+
+CSV header: ${CSV_COLUMNS.join(',')}
+  amount is a decimal in the order's currency ("12.50"); leave it empty with full=true for a full
+  refund. The whole file is validated first: with any bad row, every problem is listed (line and
+  field) and nothing is sent. A refund id counts once, so sending a file twice is harmless.
+Exit codes: 0 all queued, 1 some row failed, 2 invalid input or missing setting.`;
+
+/** `connector refund`: finance refunds from flags or a CSV, through `POST /refunds`. */
+export function registerRefund(program: Command, io: CliIo): void {
+  const command = program
+    .command('refund')
+    .summary('refund orders (one from flags, or many from a CSV)')
+    .description(
+      'Sends finance refunds to <url>/refunds (header x-api-key). The connector queues each one behind its ' +
+        "order's earlier events; the worker then lowers the conversion's amount, or refuses it on a full refund.",
+    )
+    .option('--external-id <id>', "the shop's order id")
+    .option('--refund-id <id>', 'your refund reference (a refund id counts once)')
+    .option(
+      '--amount <decimal>',
+      "amount refunded excluding tax and shipping, in the order's currency (12.50)",
+    )
+    .option('--amount-cents <n>', 'the same in minor units (1250)')
+    .option('--full', 'refund the whole order (refuses the conversion)')
+    .option('--reason <text>', 'why (kept in the ledger and on the platform)')
+    .option('--source <id>', 'source of the order, when several programs are configured')
+    .option('--currency <code>', "the order's currency (ISO 4217), checked against the ledger")
+    .option('--csv <file>', 'many refunds from a CSV file (see below)')
+    .option('--dry-run', 'validate and print what would be sent; send nothing');
+  settingOptions(command, ['connectorUrl', 'financeApiKey']);
+  command.addHelpText('after', EXAMPLES).action(async (options: RefundOptions) => {
+    const ctx = new CliContext(io, options);
+    try {
+      await refund(ctx, options);
+    } finally {
+      ctx.close();
+    }
+  });
+}
+
+async function refund(ctx: CliContext, options: RefundOptions): Promise<void> {
+  const { io } = ctx;
+  let rows: RefundRow[];
+  if (options.csv !== undefined) {
+    const given = ROW_FLAGS.filter((f) => options[f] !== undefined);
+    if (given.length > 0)
+      throw new CliError(`--csv: cannot be combined with ${given.map(flagOf).join(', ')}`);
+    const result = refundsFromCsv(readBodyFile(options.csv, '--csv'));
+    if (result.issues.length > 0) {
+      reportIssues(io, result.issues, `${options.csv}: nothing sent`);
+    }
+    rows = result.rows;
+  } else {
+    rows = [{ request: requestFromFlags(io, options) }];
+  }
+
+  if (options.dryRun) {
+    for (const row of rows)
+      writeLine(io.stdout, `${where(row)}would POST /refunds ${JSON.stringify(row.request)}`);
+    writeLine(io.stdout, `dry run: ${plural(rows.length, 'refund')} valid, nothing sent`);
+    return;
+  }
+
+  const url = `${ctx.require('connectorUrl').replace(/\/+$/, '')}/refunds`;
+  const key = ctx.require('financeApiKey');
+  const progress = options.csv !== undefined ? rowProgress(io, rows.length, 'refunds') : undefined;
+  let queued = 0;
+  let failed = 0;
+  let stopped: string | undefined;
+  try {
+    for (const row of rows) {
+      if (stopped) break;
+      const outcome = await postRefund(url, key, row.request);
+      const line = `${where(row)}order ${row.request.externalId}  refund ${row.request.refundId}  → ${outcome.text}`;
+      if (progress) progress.row(line);
+      else writeLine(io.stdout, line);
+      if (outcome.ok) queued++;
+      else failed++;
+      stopped = outcome.stop;
+    }
+  } finally {
+    progress?.stop();
+  }
+  const notSent = rows.length - queued - failed;
+  const parts = [`${queued} queued`, `${failed} failed`, ...(notSent > 0 ? [`${notSent} not sent`] : [])];
+  writeLine(io.stdout, `${plural(rows.length, 'refund')}: ${parts.join(', ')}`);
+  if (stopped) writeLine(io.stderr, `stopped: ${stopped}`);
+  if (queued > 0) {
+    writeLine(
+      io.stdout,
+      'Queued refunds are applied by the worker in order; check one with: connector status <externalId>',
+    );
+  }
+  if (failed > 0 || notSent > 0) throw new CliError('', 1);
+}
+
+function requestFromFlags(io: CliIo, options: RefundOptions): FinanceRefundRequest {
+  if (options.externalId === undefined && options.refundId === undefined) {
+    throw new CliError(
+      'give --external-id and --refund-id (one refund), or --csv <file> (many); see connector refund --help',
+    );
+  }
+  const raw: Record<string, unknown> = {
+    externalId: options.externalId ?? '',
+    refundId: options.refundId ?? '',
+  };
+  const issues: RefundIssue[] = [];
+  if (options.amount !== undefined) raw['amount'] = options.amount.trim();
+  if (options.amountCents !== undefined) {
+    if (/^[0-9]+$/.test(options.amountCents.trim())) raw['amountCents'] = Number(options.amountCents.trim());
+    else issues.push({ field: 'amountCents', message: 'must be a whole number of minor units (1250)' });
+  }
+  if (options.full) raw['full'] = true;
+  if (options.reason !== undefined) raw['reason'] = options.reason;
+  if (options.source !== undefined) raw['source'] = options.source;
+  if (options.currency !== undefined) raw['currency'] = options.currency.trim().toUpperCase();
+  const result = validateRefund(raw);
+  issues.push(...result.issues);
+  if (!result.request || issues.length > 0) reportIssues(io, issues, 'nothing sent');
+  return result.request as FinanceRefundRequest;
+}
+
+function reportIssues(io: CliIo, issues: readonly RefundIssue[], closing: string): never {
+  for (const issue of issues) {
+    const field = issue.line === undefined ? flagOf(issue.field) : issue.field;
+    writeLine(
+      io.stderr,
+      `${issue.line === undefined ? '' : `line ${issue.line}: `}${field}: ${issue.message}`,
+    );
+  }
+  throw new CliError(`${plural(issues.length, 'problem')}; ${closing}`, 2);
+}
+
+/** `amountCents` → `--amount-cents`, for messages about flags. */
+function flagOf(field: string): string {
+  return ROW_FLAGS.includes(field as (typeof ROW_FLAGS)[number])
+    ? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+    : field;
+}
+
+function where(row: RefundRow): string {
+  return row.line === undefined ? '' : `line ${row.line}  `;
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
+interface PostOutcome {
+  readonly ok: boolean;
+  readonly text: string;
+  /** Set when sending more is pointless (wrong key, connector unreachable). */
+  readonly stop?: string;
+}
+
+const RETRYABLE = new Set([429, 502, 503, 504]);
+const ATTEMPTS = 3;
+
+/**
+ * POSTs one refund. 429/502/503/504 are retried (a refund id counts once, so a repeat is
+ * harmless); a refused key or an unreachable connector stops the run, since every row would fail
+ * the same way.
+ */
+async function postRefund(url: string, key: string, request: FinanceRefundRequest): Promise<PostOutcome> {
+  for (let attempt = 1; ; attempt++) {
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': key, 'user-agent': 'connector-cli' },
+        body: JSON.stringify(request),
+        signal: AbortSignal.timeout(15_000),
+      });
+    } catch (error) {
+      const reason = `could not reach ${url}: ${explain(error)}`;
+      return { ok: false, text: `not sent (${reason})`, stop: reason };
+    }
+    const body = await readJson(response);
+    if (response.status === 202 || response.ok) {
+      const id = typeof body['messageId'] === 'string' ? `  message ${body['messageId']}` : '';
+      return { ok: true, text: `${response.status} ${String(body['status'] ?? 'ok')}${id}` };
+    }
+    if (RETRYABLE.has(response.status) && attempt < ATTEMPTS) {
+      const after = Number(response.headers.get('retry-after'));
+      const wait = Number.isFinite(after) && after > 0 ? Math.min(after * 1000, 5000) : 250 * 2 ** attempt;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      continue;
+    }
+    const field = typeof body['field'] === 'string' && body['field'] ? `${body['field']}: ` : '';
+    const message = typeof body['message'] === 'string' ? body['message'] : response.statusText;
+    const text = `${response.status} ${field}${message}`;
+    if (response.status === 401 || response.status === 403) {
+      return {
+        ok: false,
+        text,
+        stop: `the connector refused the API key (HTTP ${response.status}); check FINANCE_API_KEY`,
+      };
+    }
+    return { ok: false, text };
+  }
+}
+
+async function readJson(response: Response): Promise<Record<string, unknown>> {
+  const text = await response.text();
+  try {
+    const json: unknown = JSON.parse(text);
+    return typeof json === 'object' && json !== null ? (json as Record<string, unknown>) : {};
+  } catch {
+    return { message: cell(text, 200) };
+  }
+}

@@ -1,0 +1,148 @@
+import type { Command } from 'commander';
+import type { Conversion } from '../affiliate/schemas.ts';
+import { ledgerKey, type OrderRecord } from '../ledger.ts';
+import { compareOrder, type Difference, money } from './compare.ts';
+import { settingOptions, withContext } from './context.ts';
+import { CliError, type CliIo, cell, formatTable, writeLine } from './io.ts';
+
+interface StatusOptions {
+  source?: string;
+  program?: string;
+  json?: boolean;
+}
+
+export interface OrderStatus {
+  readonly program: string;
+  readonly externalId: string;
+  readonly record: OrderRecord | undefined;
+  readonly conversion: Conversion | undefined;
+  readonly differences: Difference[];
+}
+
+/** `connector status <externalId>`: the ledger record and the platform's conversion side by side. */
+export function registerStatus(program: Command, io: CliIo): void {
+  const command = program
+    .command('status')
+    .summary("an order's ledger record and its conversion on the platform")
+    .description(
+      "Shows what the connector recorded for an order (ledger) next to the platform's conversion, with its\n" +
+        'refunds. Exit code 0 when both agree, 1 when they differ or the order is unknown.',
+    )
+    .argument('<externalId>', "the shop's order id")
+    .option('--source <id>', "look in this source's program")
+    .option('--program <id>', 'look in this program (default: every configured source program)')
+    .option('--json', 'print JSON');
+  settingOptions(command, ['ledgerTable', 'dynamoEndpoint', 'region', 'affiliateBaseUrl']);
+  command
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ npx connector status 1001
+  $ npx connector status 1001 --source shopify --json
+
+The platform token comes from AFFILIATE_TOKEN (or .local-stack.json).`,
+    )
+    .action(async (externalId: string, options: StatusOptions) => {
+      await withContext(io, options, async (ctx) => {
+        const programs = ctx.programs(options.program, options.source);
+        const ledger = ctx.ledger();
+        const client = ctx.affiliate();
+        let found: OrderStatus | undefined;
+        for (const program of programs) {
+          const [record, conversion] = await Promise.all([
+            ledger.get(ledgerKey(program, externalId)),
+            client.conversionInfo({ program, externalId }),
+          ]);
+          if (record || conversion) {
+            const differences = compareOrder(program, externalId, record, conversion ? [conversion] : []);
+            found = { program, externalId, record, conversion, differences };
+            break;
+          }
+        }
+        if (options.json) {
+          writeLine(
+            io.stdout,
+            JSON.stringify(
+              found
+                ? {
+                    found: true,
+                    ...found,
+                    record: found.record ?? null,
+                    conversion: found.conversion ?? null,
+                  }
+                : { found: false, externalId, programs },
+              null,
+              2,
+            ),
+          );
+        } else if (found) {
+          writeLine(io.stdout, statusText(found));
+        }
+        if (!found) {
+          throw new CliError(
+            `order ${externalId}: not in the ledger and no conversion on the platform (program${programs.length === 1 ? '' : 's'} ${programs.join(', ')})`,
+            1,
+          );
+        }
+        if (found.differences.length > 0) throw new CliError('', 1);
+      });
+    });
+}
+
+const dash = (v: unknown) => (v === undefined || v === null || v === '' ? '-' : String(v));
+
+/** The side-by-side view of one order. */
+export function statusText(status: OrderStatus): string {
+  const { record, conversion } = status;
+  const currency = record?.currency ?? conversion?.currency;
+  const rows: string[][] = [
+    ['state', dash(record?.state), dash(conversion?.status)],
+    ['conversion id', dash(record?.conversionId), dash(conversion?.id)],
+    ['amount', record ? money(record.currentAmount, currency) : '-', money(conversion?.amount, currency)],
+    ['original amount', record ? money(record.originalAmount, currency) : '-', '-'],
+    ['mode', dash(record?.kind), '-'],
+    [
+      'locked',
+      '-',
+      conversion?.isLocked === undefined
+        ? '-'
+        : conversion.isLocked
+          ? `yes (${dash(conversion.lockedAt)})`
+          : 'no',
+    ],
+    ['refuse reason', '-', dash(conversion?.refuseReason)],
+    ['skip reason / error', cell(record?.skipReason ?? record?.lastError, 50) || '-', '-'],
+    ['created', dash(record?.createdAt), dash(conversion?.createdAt)],
+    ['updated', dash(record?.updatedAt), '-'],
+  ];
+  const lines = [
+    `Order ${status.externalId} in program ${status.program}${record ? ` (source ${record.source})` : ''}`,
+    '',
+    formatTable(['', 'LEDGER', 'PLATFORM'], rows),
+  ];
+  const refunds = Object.values(record?.refunds ?? {});
+  if (refunds.length > 0) {
+    lines.push(
+      '',
+      'Refunds (ledger):',
+      formatTable(
+        ['REFUND ID', 'ORIGIN', 'AMOUNT', 'STATUS', 'RESULTING', 'RECEIVED', 'NOTE'],
+        refunds.map((r) => [
+          r.refundId,
+          r.origin,
+          r.full ? 'full' : money(r.amount, currency),
+          r.status,
+          r.resultingAmount === undefined ? '-' : money(r.resultingAmount, currency),
+          r.receivedAt,
+          cell([r.reason, r.outcome].filter(Boolean).join('; '), 50),
+        ]),
+      ),
+    );
+  }
+  lines.push('');
+  if (record?.state === 'adding') lines.push('… a Conversion Add is in flight; look again in a moment');
+  else if (status.differences.length === 0) lines.push('✓ ledger and platform agree');
+  for (const d of status.differences) lines.push(`✗ ${d.kind}: ${d.detail}`);
+  return lines.join('\n');
+}

@@ -1,0 +1,359 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import autocannon from 'autocannon';
+import { Command } from 'commander';
+import { bundleFunction } from '../../infra/bundle-report.ts';
+import type { ConnectorFunctionName } from '../../infra/connector-stack.ts';
+import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
+import { genericWebhook } from '../support/webhooks.ts';
+import { runBaseline } from './baseline.ts';
+
+/**
+ * `npm run bench`: drain throughput against the sandbox at the platform's real limit (100 requests
+ * per second per route) and 50–150 ms latency, ingest latency under autocannon, and the bundles'
+ * cold-start cost; `--baseline` adds the same drain through the simplest possible connector.
+ * Prints figures only, no assertions; writes reports/bench-<date>.{json,md}.
+ */
+
+const CLICK = 'a1b2c3d4e5f60718293a4b5c';
+const PLATFORM_FAULTS = { latencyMs: 50, jitterMs: 100, seed: 1 };
+const LIMIT_PER_SECOND = 100;
+
+interface DrainResult {
+  readonly connector: string;
+  readonly orders: number;
+  readonly refunds: number;
+  readonly postSeconds: number;
+  readonly drainSeconds: number;
+  readonly addsPerSecond: number;
+  readonly platform429: number;
+  readonly lost: number;
+  readonly duplicated: number;
+  readonly wrongAmounts: number;
+}
+
+interface IngestResult {
+  readonly connections: number;
+  readonly seconds: number;
+  readonly requests: number;
+  readonly requestsPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly non2xx: number;
+  readonly errors: number;
+}
+
+interface ColdStartResult {
+  readonly fn: ConnectorFunctionName;
+  readonly bundleBytes: number;
+  readonly gzipBytes: number;
+  readonly runs: number;
+  readonly initMedianMs: number;
+  readonly initMinMs: number;
+  readonly initMaxMs: number;
+}
+
+const orderAmount = (i: number) => 1_000 + (i % 500) * 13;
+const refundAmount = (i: number) => 100 + (i % 7) * 11;
+const decimal = (minor: number) => `${Math.trunc(minor / 100)}.${String(minor % 100).padStart(2, '0')}`;
+
+/** Runs `work` over `items` with at most `limit` in flight. */
+async function pool<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const item = items[next++] as T;
+        await work(item);
+      }
+    }),
+  );
+}
+
+/** Every order, then a refund for every tenth, as one burst; the queue holds them all before the drain. */
+async function postBurst(stack: LocalStack, orders: number, prefix: string): Promise<number> {
+  const secret = stack.secrets['GENERIC_WEBHOOK_SECRET'] ?? '';
+  const bodies: string[] = [];
+  for (let i = 0; i < orders; i++) {
+    bodies.push(
+      JSON.stringify({ type: 'order', orderId: `${prefix}-${i}`, amount: decimal(orderAmount(i)), currency: 'EUR', clickIds: [CLICK], buyerIp: '198.51.100.4' }),
+    );
+  }
+  for (let i = 0; i < orders; i += 10) {
+    bodies.push(
+      JSON.stringify({ type: 'refund', orderId: `${prefix}-${i}`, refundId: `r-${i}`, amount: decimal(refundAmount(i)), currency: 'EUR' }),
+    );
+  }
+  let failed = 0;
+  await pool(bodies, 32, async (body) => {
+    const signed = genericWebhook(body, secret);
+    const res = await fetch(`${stack.url}/webhooks/generic`, { method: 'POST', headers: signed.headers, body: signed.body });
+    await res.arrayBuffer();
+    if (res.status !== 202) failed += 1;
+  });
+  if (failed > 0) throw new Error(`${failed} webhooks were not accepted`);
+  return bodies.length - orders;
+}
+
+function queueEmpty(stack: LocalStack): boolean {
+  const c = stack.emulators.counts(stack.emulators.queueName);
+  return c.ready + c.inflight + c.delayed === 0;
+}
+
+async function drain(kind: 'connector' | 'baseline', orders: number, pollers: number): Promise<DrainResult> {
+  const adds: number[] = [];
+  const stack = await startLocalStack({
+    port: 0,
+    sandbox: { port: 0, faults: PLATFORM_FAULTS },
+    pollers,
+    autoPoll: false,
+    client: {
+      ratePerSecond: LIMIT_PER_SECOND,
+      onEvent: (e) => {
+        if (e.type === 'request' && e.route === 'conversions.add' && e.status === 200) adds.push(Date.now());
+      },
+    },
+    emulators: { visibilityTimeoutSeconds: 120 },
+  });
+  try {
+    const prefix = `${kind}-${Date.now()}`;
+    const posted = Date.now();
+    const refunds = await postBurst(stack, orders, prefix);
+    const started = Date.now();
+    const postSeconds = (started - posted) / 1000;
+    if (kind === 'connector') {
+      stack.startPolling();
+      await stack.waitForIdle(15 * 60_000);
+    } else {
+      const program = stack.sources.get('generic')?.program ?? '';
+      const rule = stack.sources.get('generic')?.rule ?? '';
+      await runBaseline(
+        {
+          sqs: stack.emulators.sqs,
+          queueUrl: stack.emulators.queueUrl,
+          platformUrl: stack.platformUrl,
+          token: stack.sandbox?.token ?? '',
+          program,
+          rule,
+          onAdded: (_id, at) => adds.push(at),
+        },
+        () => queueEmpty(stack),
+      );
+    }
+    const drainSeconds = (Date.now() - started) / 1000;
+
+    const conversions = stack.sandbox?.control.conversions() ?? [];
+    const byOrder = new Map<string, (typeof conversions)[number][]>();
+    for (const c of conversions) byOrder.set(c.externalId, [...(byOrder.get(c.externalId) ?? []), c]);
+    let lost = 0;
+    let duplicated = 0;
+    let wrongAmounts = 0;
+    for (let i = 0; i < orders; i++) {
+      const found = byOrder.get(`${prefix}-${i}`) ?? [];
+      if (found.length === 0) lost += 1;
+      if (found.length > 1) duplicated += found.length - 1;
+      const expected = orderAmount(i) - (i % 10 === 0 ? refundAmount(i) : 0);
+      if (found.length === 1 && found[0]?.amount !== expected) wrongAmounts += 1;
+    }
+    const calls = Object.values(stack.sandbox?.control.calls() ?? {});
+    const platform429 = calls.reduce((n, c) => n + (c.byStatus['429'] ?? 0), 0);
+    const span = adds.length > 1 ? ((adds.at(-1) ?? 0) - (adds[0] ?? 0)) / 1000 : 0;
+    return {
+      connector: kind === 'connector' ? `connector (${pollers} pollers)` : 'baseline (1 loop)',
+      orders,
+      refunds,
+      postSeconds,
+      drainSeconds,
+      addsPerSecond: span > 0 ? (adds.length - 1) / span : 0,
+      platform429,
+      lost,
+      duplicated,
+      wrongAmounts,
+    };
+  } finally {
+    await stack.close();
+  }
+}
+
+async function ingest(seconds: number, connections: number): Promise<IngestResult> {
+  const stack = await startLocalStack({ port: 0, sandbox: { port: 0 }, autoPoll: false });
+  const secret = stack.secrets['GENERIC_WEBHOOK_SECRET'] ?? '';
+  let n = 0;
+  try {
+    const result = await autocannon({
+      url: stack.url,
+      connections,
+      duration: seconds,
+      requests: [
+        {
+          method: 'POST',
+          path: '/webhooks/generic',
+          setupRequest: (request) => {
+            n += 1;
+            const body = JSON.stringify({ type: 'order', orderId: `ingest-${n}`, amount: '19.90', currency: 'EUR', clickIds: [CLICK] });
+            const signed = genericWebhook(body, secret);
+            return { ...request, body, headers: signed.headers };
+          },
+        },
+      ],
+    });
+    return {
+      connections,
+      seconds,
+      requests: result.requests.total,
+      requestsPerSecond: result.requests.average,
+      p50Ms: result.latency.p50,
+      p99Ms: result.latency.p99,
+      non2xx: result.non2xx,
+      errors: result.errors + result.timeouts,
+    };
+  } finally {
+    await stack.close();
+  }
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+}
+
+/**
+ * Bundles each function as the stack does and imports the bundle in a fresh Node process `runs`
+ * times: the module-initialisation part of a Lambda cold start (the handlers wire their clients
+ * lazily on the first event, so the import is all that runs at init).
+ */
+async function coldStart(runs: number): Promise<ColdStartResult[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-bundles-'));
+  const results: ColdStartResult[] = [];
+  try {
+    for (const fn of ['webhook', 'refunds', 'worker'] as const) {
+      const bundle = await bundleFunction(fn);
+      const file = join(dir, fn, 'index.mjs');
+      mkdirSync(join(dir, fn), { recursive: true });
+      writeFileSync(file, bundle.code);
+      const script = `const t = performance.now(); await import(${JSON.stringify(pathToFileURL(file).href)}); process.stdout.write(String(performance.now() - t));`;
+      const times: number[] = [];
+      for (let i = 0; i < runs; i++) {
+        const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+          encoding: 'utf8',
+          env: { PATH: process.env['PATH'] ?? '', AWS_REGION: 'us-east-1' },
+        });
+        if (child.status !== 0) throw new Error(`importing the ${fn} bundle failed: ${child.stderr.slice(0, 500)}`);
+        times.push(Number(child.stdout));
+      }
+      results.push({
+        fn,
+        bundleBytes: bundle.codeBytes,
+        gzipBytes: bundle.gzipBytes,
+        runs,
+        initMedianMs: median(times),
+        initMinMs: Math.min(...times),
+        initMaxMs: Math.max(...times),
+      });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return results;
+}
+
+const f1 = (x: number) => x.toLocaleString('en-US', { maximumFractionDigits: 1 });
+const kib = (bytes: number) => `${f1(bytes / 1024)} KiB`;
+
+function markdown(report: Record<string, unknown>, drains: DrainResult[], ing: IngestResult | undefined, cold: ColdStartResult[]): string {
+  const lines: string[] = [`# Bench ${String(report['date'])}`, '', `Machine: ${String(report['machine'])}`, ''];
+  if (drains.length > 0) {
+    lines.push(
+      `## Drain (sandbox ${LIMIT_PER_SECOND} req/s per route, latency 50–150 ms)`,
+      '',
+      '| connector | orders | refunds | post burst s | drain s | adds/s (limit 100) | 429s | lost | duplicated | wrong amount |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      ...drains.map(
+        (d) =>
+          `| ${d.connector} | ${d.orders} | ${d.refunds} | ${f1(d.postSeconds)} | ${f1(d.drainSeconds)} | ${f1(d.addsPerSecond)} | ${d.platform429} | ${d.lost} | ${d.duplicated} | ${d.wrongAmounts} |`,
+      ),
+      '',
+    );
+  }
+  if (ing) {
+    lines.push(
+      '## Ingest (autocannon, POST /webhooks/generic, signed, distinct order ids)',
+      '',
+      '| connections | seconds | requests | req/s | p50 ms | p99 ms | non-2xx | errors |',
+      '|---:|---:|---:|---:|---:|---:|---:|---:|',
+      `| ${ing.connections} | ${ing.seconds} | ${ing.requests} | ${f1(ing.requestsPerSecond)} | ${ing.p50Ms} | ${ing.p99Ms} | ${ing.non2xx} | ${ing.errors} |`,
+      '',
+    );
+  }
+  if (cold.length > 0) {
+    lines.push(
+      '## Cold start (esbuild bundle as deployed; import in a fresh node process)',
+      '',
+      '| function | bundle | gzip | runs | init median ms | min | max |',
+      '|---|---:|---:|---:|---:|---:|---:|',
+      ...cold.map(
+        (c) => `| ${c.fn} | ${kib(c.bundleBytes)} | ${kib(c.gzipBytes)} | ${c.runs} | ${f1(c.initMedianMs)} | ${f1(c.initMinMs)} | ${f1(c.initMaxMs)} |`,
+      ),
+      '',
+    );
+  }
+  return lines.join('\n');
+}
+
+async function main(): Promise<void> {
+  const program = new Command()
+    .name('bench')
+    .option('--orders <n>', 'orders in the drain (plus refunds for a tenth)', '2000')
+    .option('--pollers <n>', 'concurrent pollers of the worker (10 records each)', '10')
+    .option('--baseline', 'also drain through the simplest connector (test/bench/baseline.ts)')
+    .option('--baseline-orders <n>', 'orders for the baseline drain (it runs about 10 calls per second)', '300')
+    .option('--ingest-seconds <n>', 'autocannon duration', '10')
+    .option('--connections <n>', 'autocannon connections', '20')
+    .option('--cold-runs <n>', 'fresh processes per bundle', '10')
+    .option('--only <parts>', 'comma-separated subset of drain,ingest,cold', 'drain,ingest,cold')
+    .parse();
+  const o = program.opts<Record<string, string | boolean | undefined>>();
+  const only = new Set(String(o['only']).split(','));
+  const int = (name: string) => Number.parseInt(String(o[name]), 10);
+
+  const date = new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19);
+  const cpu = cpus();
+  const machine = `${cpu.length} cores (${cpu[0]?.model.trim() ?? 'unknown'}), ${f1(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
+  console.log(`bench on ${machine}`);
+
+  const drains: DrainResult[] = [];
+  if (only.has('drain')) {
+    console.log(`drain: ${int('orders')} orders through the connector…`);
+    drains.push(await drain('connector', int('orders'), int('pollers')));
+    if (o['baseline']) {
+      console.log(`drain: ${int('baseline-orders')} orders through the baseline…`);
+      drains.push(await drain('baseline', int('baseline-orders'), 1));
+    }
+    console.table(drains);
+  }
+  let ing: IngestResult | undefined;
+  if (only.has('ingest')) {
+    console.log(`ingest: autocannon ${int('connections')} connections for ${int('ingest-seconds')} s…`);
+    ing = await ingest(int('ingest-seconds'), int('connections'));
+    console.table([ing]);
+  }
+  let cold: ColdStartResult[] = [];
+  if (only.has('cold')) {
+    console.log(`cold start: bundling and importing each function ${int('cold-runs')} times…`);
+    cold = await coldStart(int('cold-runs'));
+    console.table(cold);
+  }
+
+  const report = { date, machine, options: o, drains, ingest: ing, coldStart: cold };
+  mkdirSync('reports', { recursive: true });
+  writeFileSync(join('reports', `bench-${date}.json`), `${JSON.stringify(report, null, 2)}\n`);
+  const md = markdown(report, drains, ing, cold);
+  writeFileSync(join('reports', `bench-${date}.md`), md);
+  console.log(`\n${md}\nwritten reports/bench-${date}.json and .md`);
+}
+
+await main();

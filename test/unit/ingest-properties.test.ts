@@ -1,0 +1,225 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { SourceConfig } from '../../shared/config/sources.ts';
+import type { ConnectorEvent } from '../../shared/domain/events.ts';
+import { ingestWebhook, MAX_BODY_BYTES } from '../../shared/ingest.ts';
+import { hmacSha256, signGeneric } from '../../shared/platforms/signature.ts';
+import { adapterFor } from '../../shared/platforms/registry.ts';
+import type { EventQueue } from '../../shared/ports.ts';
+import { EnvSecretStore } from '../../shared/secrets.ts';
+import { sharedJson } from './platforms/support.ts';
+
+const PLATFORMS = ['shopify', 'woocommerce', 'stripe', 'generic'] as const;
+type Platform = (typeof PLATFORMS)[number];
+const SECRETS: Record<Platform, string> = {
+  shopify: 'prop-shopify-secret',
+  woocommerce: 'prop-woocommerce-secret',
+  stripe: 'whsec_prop_stripe_secret',
+  generic: 'prop-generic-secret',
+};
+/** The documented answers of POST /webhooks/{source}; 503 only when SQS or the secret store fails. */
+const DOCUMENTED = [200, 202, 400, 401, 404, 413];
+
+/** One source per platform, as the local stack configures them. */
+const sources = new Map(
+  PLATFORMS.map((platform) => [
+    platform,
+    SourceConfig.parse({
+      id: platform,
+      platform,
+      program: '5ad000000000000000000101',
+      rule: '5ad000000000000000000201',
+      secretRef: `${platform.toUpperCase()}_SECRET`,
+    }),
+  ]),
+);
+const secretStore = new EnvSecretStore(
+  Object.fromEntries(PLATFORMS.map((p) => [`${p.toUpperCase()}_SECRET`, SECRETS[p]])),
+);
+
+class MemoryQueue implements EventQueue {
+  readonly sent: ConnectorEvent[] = [];
+  async send(event: ConnectorEvent): Promise<string> {
+    this.sent.push(event);
+    return `m-${this.sent.length}`;
+  }
+}
+
+async function ingest(source: string, headers: Record<string, string>, rawBody: Buffer) {
+  const queue = new MemoryQueue();
+  const deps = { sources, adapterFor, secrets: secretStore, queue, now: () => new Date() };
+  const answer = await ingestWebhook(deps, source, { headers, rawBody });
+  return { answer, queue };
+}
+
+/** Valid signature headers for exactly these bytes, with a topic that each platform maps. */
+function signed(platform: Platform, body: Buffer, topic?: string): Record<string, string> {
+  const secret = SECRETS[platform];
+  const now = Math.floor(Date.now() / 1000);
+  switch (platform) {
+    case 'shopify':
+      return {
+        'content-type': 'application/json',
+        'x-shopify-topic': topic ?? 'orders/create',
+        'x-shopify-hmac-sha256': hmacSha256(secret, body).toString('base64'),
+        'x-shopify-event-id': 'prop-event',
+      };
+    case 'woocommerce':
+      return {
+        'content-type': 'application/json',
+        'x-wc-webhook-topic': topic ?? 'order.created',
+        'x-wc-webhook-signature': hmacSha256(secret, body).toString('base64'),
+      };
+    case 'stripe':
+      return {
+        'content-type': 'application/json',
+        'stripe-signature': `t=${now},v1=${hmacSha256(secret, `${now}.`, body).toString('hex')}`,
+      };
+    case 'generic':
+      return {
+        'content-type': 'application/json',
+        'x-connector-timestamp': String(now),
+        'x-connector-signature': signGeneric(body, secret, now),
+      };
+  }
+}
+
+const KNOWN_HEADERS = [
+  'content-type',
+  'x-shopify-topic',
+  'x-shopify-hmac-sha256',
+  'x-shopify-event-id',
+  'x-wc-webhook-topic',
+  'x-wc-webhook-signature',
+  'x-wc-webhook-source',
+  'stripe-signature',
+  'x-connector-timestamp',
+  'x-connector-signature',
+  'content-encoding',
+];
+
+/** Bytes of every kind a caller can send: binary, invalid UTF-8, text, JSON, form bodies, edge sizes. */
+const anyBody: fc.Arbitrary<Buffer> = fc.oneof(
+  fc.uint8Array({ maxLength: 2048 }).map((b) => Buffer.from(b)),
+  fc
+    .tuple(fc.string(), fc.constantFrom([0xff], [0xc3], [0xed, 0xa0, 0x80], [0x80, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80]))
+    .map(([text, bad]) => Buffer.concat([Buffer.from(text), Buffer.from(bad), Buffer.from(text)])),
+  fc.string({ unit: 'grapheme', maxLength: 500 }).map((s) => Buffer.from(s)),
+  fc.jsonValue({ maxDepth: 4 }).map((v) => Buffer.from(JSON.stringify(v) ?? 'null')),
+  fc.dictionary(fc.string({ maxLength: 12 }), fc.string({ maxLength: 24 })).map((d) => Buffer.from(new URLSearchParams(d).toString())),
+  fc.constantFrom('webhook_id=1', 'webhook_id=', '', '{}', '[]', 'null', '{"type":"order"}').map((s) => Buffer.from(s)),
+  fc.integer({ min: MAX_BODY_BYTES - 2, max: MAX_BODY_BYTES + 2 }).map((n) => Buffer.alloc(n, 0x7b)),
+);
+
+const anyHeaders: fc.Arbitrary<Record<string, string>> = fc
+  .tuple(
+    fc.dictionary(fc.constantFrom(...KNOWN_HEADERS), fc.oneof(fc.string({ maxLength: 80 }), fc.base64String({ maxLength: 64 }))),
+    fc.dictionary(fc.string({ minLength: 1, maxLength: 20 }).map((s) => s.toLowerCase()), fc.string({ maxLength: 40 }), { maxKeys: 3 }),
+  )
+  .map(([known, extra]) => ({ ...extra, ...known }));
+
+const anySource = fc.oneof(fc.constantFrom(...PLATFORMS, 'unknown'), fc.string({ maxLength: 70 }));
+
+describe('ingestWebhook on arbitrary input', () => {
+  it('never throws and answers only a documented status, whatever the body, headers and source', async () => {
+    await fc.assert(
+      fc.asyncProperty(anySource, anyHeaders, anyBody, async (source, headers, body) => {
+        const { answer, queue } = await ingest(source, headers, body);
+
+        expect(DOCUMENTED).toContain(answer.status);
+        if (answer.status !== 202) expect(queue.sent).toEqual([]);
+      }),
+      { numRuns: 400, seed: 6_001 },
+    );
+  });
+
+  it('answers 200, 202 or 400 (never 401 or 5xx) to any correctly signed body', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...PLATFORMS), anyBody, async (platform, body) => {
+        fc.pre(body.byteLength <= MAX_BODY_BYTES);
+
+        const { answer } = await ingest(platform, signed(platform, body), body);
+
+        expect([200, 202, 400]).toContain(answer.status);
+      }),
+      { numRuns: 300, seed: 6_002 },
+    );
+  });
+});
+
+/** A generic order that the adapter accepts, to break one field at a time. */
+const GENERIC_ORDER = {
+  type: 'order',
+  eventId: 'e-1',
+  orderId: 'o-1',
+  amount: '49.90',
+  currency: 'EUR',
+  clickIds: ['a1b2c3d4e5f60718293a4b5c'],
+};
+const notAString = fc.oneof(fc.integer(), fc.boolean(), fc.constant(null), fc.constant({}), fc.constant([]));
+const genericBreaks: fc.Arbitrary<[string, unknown]> = fc.oneof(
+  fc.tuple(fc.constant('amount'), fc.oneof(notAString, fc.constantFrom('', 'twelve', '1,5', '1.2.3', '--1', 'NaN', 'Infinity'))),
+  fc.tuple(fc.constant('currency'), fc.oneof(notAString, fc.constantFrom('', 'EURO', 'e', '12'))),
+  fc.tuple(fc.constant('orderId'), fc.oneof(fc.constant(null), fc.constant({}), fc.constant([]), fc.constant(''), fc.boolean())),
+  fc.tuple(fc.constant('type'), fc.oneof(notAString, fc.constantFrom('', 'purchase', 'ORDER'))),
+  fc.tuple(fc.constant('clickIds'), fc.oneof(fc.integer(), fc.string({ minLength: 1 }), fc.constant({}))),
+);
+
+function shopifyOrder(): Record<string, unknown> {
+  return sharedJson('shopify/order_2026-07_docs_example.json');
+}
+const shopifyBreaks: fc.Arbitrary<(order: Record<string, unknown>) => void> = fc.oneof(
+  fc.constantFrom('twelve', '', '1e3', '0x10').map((price) => (order: Record<string, unknown>) => {
+    const line = (order['line_items'] as Array<Record<string, unknown>>)[0] as Record<string, unknown>;
+    line['price'] = price;
+    line['price_set'] = { shop_money: { amount: price, currency_code: 'USD' } };
+  }),
+  fc.constantFrom('id', 'line_items', 'currency').map((key) => (order: Record<string, unknown>) => {
+    order[key] = key === 'line_items' ? 'none' : { not: 'valid' };
+  }),
+);
+
+describe('a valid signature over a body that breaks the schema', () => {
+  it('is a 400 naming a field for the generic platform, and nothing is queued', async () => {
+    await fc.assert(
+      fc.asyncProperty(genericBreaks, fc.boolean(), async ([field, value], remove) => {
+        const body = Buffer.from(JSON.stringify({ ...GENERIC_ORDER, [field]: remove && field !== 'type' ? undefined : value }));
+        fc.pre(!(remove && field === 'clickIds'));
+
+        const { answer, queue } = await ingest('generic', signed('generic', body), body);
+
+        expect(answer.status).toBe(400);
+        expect(queue.sent).toEqual([]);
+      }),
+      { numRuns: 200, seed: 6_003 },
+    );
+  });
+
+  it('is a 400 for a Shopify order with a broken field, and nothing is queued', async () => {
+    await fc.assert(
+      fc.asyncProperty(shopifyBreaks, async (breakIt) => {
+        const order = shopifyOrder();
+        breakIt(order);
+        const body = Buffer.from(JSON.stringify(order));
+
+        const { answer, queue } = await ingest('shopify', signed('shopify', body), body);
+
+        expect(answer.status).toBe(400);
+        expect(queue.sent).toEqual([]);
+      }),
+      { numRuns: 50, seed: 6_004 },
+    );
+  });
+
+  it('still maps the unbroken samples (the properties above start from valid bodies)', async () => {
+    const generic = Buffer.from(JSON.stringify(GENERIC_ORDER));
+    const shopify = Buffer.from(JSON.stringify(shopifyOrder()));
+
+    const answers = await Promise.all([
+      ingest('generic', signed('generic', generic), generic),
+      ingest('shopify', signed('shopify', shopify), shopify),
+    ]);
+
+    expect(answers.map((a) => a.answer.status)).toEqual([202, 202]);
+  });
+});
