@@ -20,15 +20,16 @@ export const METRIC = {
   webhooksRejected: 'WebhooksRejected',
 } as const;
 
-export function makeLogger(serviceName = 'conversion-connector'): Logger {
-  return new Logger({ serviceName });
+/** Service name and namespace come from the Powertools variables CDK sets, so alarms watch what is emitted. */
+export function makeLogger(env: NodeJS.ProcessEnv = process.env): Logger {
+  return new Logger({ serviceName: env['POWERTOOLS_SERVICE_NAME'] ?? 'conversion-connector' });
 }
 
-export function makeMetrics(
-  namespace = 'ConversionConnector',
-  serviceName = 'conversion-connector',
-): Metrics {
-  return new Metrics({ namespace, serviceName });
+export function makeMetrics(env: NodeJS.ProcessEnv = process.env): Metrics {
+  return new Metrics({
+    namespace: env['POWERTOOLS_METRICS_NAMESPACE'] ?? 'ConversionConnector',
+    serviceName: env['POWERTOOLS_SERVICE_NAME'] ?? 'conversion-connector',
+  });
 }
 
 export function observeIngest(logger: Logger, metrics: Metrics): (outcome: IngestOutcome) => void {

@@ -50,6 +50,14 @@ function attemptsText(entry: DlqEntry): string {
   return entry.parked ? String(entry.attempts) : `${entry.receiveCount} receives`;
 }
 
+/** The platform's own words when it answered (the worker's reason then starts with the route called). */
+function shortReason(entry: DlqEntry): string {
+  const message = entry.attributes['platformMessage'];
+  if (!message) return entry.reason;
+  const status = entry.attributes['platformStatus'];
+  return status ? `${status} ${message}` : message;
+}
+
 function tableOf(entries: readonly DlqEntry[], now: Date): string {
   return formatTable(
     ['MESSAGE ID', 'EXTERNAL ID', 'EVENT', 'FAILURE CLASS', 'REASON', 'AGE', 'ATTEMPTS'],
@@ -58,7 +66,7 @@ function tableOf(entries: readonly DlqEntry[], now: Date): string {
       e.externalId ?? '?',
       e.eventType ?? '?',
       e.failureClass,
-      cell(e.reason, 60),
+      cell(shortReason(e), 70),
       e.failedAt ? formatAge(now.getTime() - e.failedAt.getTime()) : '?',
       attemptsText(e),
     ]),

@@ -144,5 +144,11 @@ export function statusText(status: OrderStatus): string {
   if (record?.state === 'adding') lines.push('… a Conversion Add is in flight; look again in a moment');
   else if (status.differences.length === 0) lines.push('✓ ledger and platform agree');
   for (const d of status.differences) lines.push(`✗ ${d.kind}: ${d.detail}`);
+  const pending = refunds.filter((r) => r.status === 'pending').length;
+  if (pending > 0) {
+    lines.push(
+      `… ${pending} refund${pending === 1 ? '' : 's'} pending: being applied, or parked (connector dlq list --external-id ${status.externalId})`,
+    );
+  }
   return lines.join('\n');
 }

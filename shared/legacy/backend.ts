@@ -81,7 +81,11 @@ export class LegacyBackend implements ConversionBackend {
   }
 
   /** The oldest conversion of the program with `identifier` = externalId. */
-  async find(program: string, externalId: string, call?: CallOptions): Promise<PlatformConversion | undefined> {
+  async find(
+    program: string,
+    externalId: string,
+    call?: CallOptions,
+  ): Promise<PlatformConversion | undefined> {
     const [found] = await this.#client.listConversions(
       program,
       { identifier: externalId, orderBy: 'asc', limit: 1 },
@@ -102,7 +106,9 @@ export class LegacyBackend implements ConversionBackend {
     _reason: string,
     _call?: CallOptions,
   ): Promise<void> {
-    throw new PermanentError(`${LEGACY_NO_AMOUNT_UPDATE} (conversion ${id}, wanted amount ${amount} minor units)`);
+    throw new PermanentError(
+      `${LEGACY_NO_AMOUNT_UPDATE} (conversion ${id}, wanted amount ${amount} minor units)`,
+    );
   }
 
   async refuse(program: string, id: string, reason: string, call?: CallOptions): Promise<void> {

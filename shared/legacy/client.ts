@@ -241,7 +241,14 @@ export class LegacyClient {
     body: LegacyRefuseBody,
     options: LegacyCallOptions = {},
   ): Promise<LegacyActionResult> {
-    return this.action('conversions.refuse', { programId, conversionId }, LegacyRefuseBody, body, true, options);
+    return this.action(
+      'conversions.refuse',
+      { programId, conversionId },
+      LegacyRefuseBody,
+      body,
+      true,
+      options,
+    );
   }
 
   /**
@@ -253,7 +260,14 @@ export class LegacyClient {
     conversionId: string,
     options: LegacyCallOptions = {},
   ): Promise<LegacyActionResult> {
-    return this.action('conversions.accept', { programId, conversionId }, undefined, undefined, true, options);
+    return this.action(
+      'conversions.accept',
+      { programId, conversionId },
+      undefined,
+      undefined,
+      true,
+      options,
+    );
   }
 
   /** `GET /advertiser/{programId}/conversions`: one page (`limit` 0..100, default 20). */
@@ -475,7 +489,8 @@ export class LegacyClient {
 
     if (answer.status >= 200 && answer.status < 300) return operation.read(answer);
     if (answer.status === 404 && operation.notFound && !isUnknownRoute(answer)) return operation.notFound();
-    const ambiguousAdd = !operation.idempotent && !this.retryAmbiguousAdds && isAmbiguousStatus(answer.status);
+    const ambiguousAdd =
+      !operation.idempotent && !this.retryAmbiguousAdds && isAmbiguousStatus(answer.status);
     const failure = this.failure(route, answer, ambiguousAdd ? NOT_RETRIED : '');
     if (answer.status === 429 && failure.retryAfterMs !== undefined) {
       this.limiter.holdUntil(key, this.now() + failure.retryAfterMs + RETRY_AFTER_MARGIN_MS);
@@ -485,7 +500,11 @@ export class LegacyClient {
     throw failure;
   }
 
-  private async send(operation: Operation<unknown>, timeoutMs: number, signal: AbortSignal | undefined): Promise<Answer> {
+  private async send(
+    operation: Operation<unknown>,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<Answer> {
     const { route } = operation;
     const { method, path } = LEGACY_ROUTES[route];
     const url = new URL(`${this.baseUrl}/2.0${fillPath(path, operation.params)}`);
@@ -627,7 +646,9 @@ function checkCredential(name: string, value: string): void {
   }
   // Secrets often come back with a trailing newline.
   if (!/^[\x21-\x7e]+$/.test(value)) {
-    throw new ConfigurationError(`legacy client: ${name} has spaces or characters that are not printable ASCII`);
+    throw new ConfigurationError(
+      `legacy client: ${name} has spaces or characters that are not printable ASCII`,
+    );
   }
 }
 

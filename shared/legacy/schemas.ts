@@ -12,7 +12,13 @@ import { z } from 'zod';
 /** An integer in [min, max] given as a number or as the digits of a query string. */
 function intParam(min: number, max: number) {
   return z
-    .union([z.number(), z.string().regex(/^-?\d+$/, 'must be an integer').transform(Number)])
+    .union([
+      z.number(),
+      z
+        .string()
+        .regex(/^-?\d+$/, 'must be an integer')
+        .transform(Number),
+    ])
     .pipe(
       z
         .number()

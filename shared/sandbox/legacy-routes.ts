@@ -113,7 +113,8 @@ function action(run: () => string): ActionAnswer {
   try {
     return { status: 'done', message: run(), code: 200 };
   } catch (error) {
-    if (error instanceof ActionRefusal) return { status: error.status, message: error.message, code: error.code };
+    if (error instanceof ActionRefusal)
+      return { status: error.status, message: error.message, code: error.code };
     if (error instanceof HttpError) return { status: 'failed', message: error.message, code: error.status };
     throw error;
   }
@@ -237,7 +238,10 @@ function listConversions(program: SeededProgram, rawQuery: unknown, world: Sandb
     });
   if (query.count === 1) return { count: matches.length };
   const direction = query.orderBy === 'asc' ? 1 : -1;
-  matches.sort((a, b) => direction * (Date.parse(a.c.createdAt) - Date.parse(b.c.createdAt) || a.record.seq - b.record.seq));
+  matches.sort(
+    (a, b) =>
+      direction * (Date.parse(a.c.createdAt) - Date.parse(b.c.createdAt) || a.record.seq - b.record.seq),
+  );
   const skip = query.skip ?? 0;
   return matches.slice(skip, skip + (query.limit ?? 20)).map(({ record, c }) => listItem(record, c, world));
 }
@@ -279,7 +283,12 @@ function conversionDetail(record: ConversionRecord, world: SandboxWorld): unknow
 function listPartnerships(_program: SeededProgram, rawQuery: unknown, world: SandboxWorld): unknown {
   const query = parseOr400(LegacyPartnershipsQuery, rawQuery);
   const all = world.seed.partnerships
-    .map((_, index) => ({ ...partnershipView(world, index), status: 1, weight: SEED_WEIGHT, url_param: null }))
+    .map((_, index) => ({
+      ...partnershipView(world, index),
+      status: 1,
+      weight: SEED_WEIGHT,
+      url_param: null,
+    }))
     .filter(
       (p) =>
         (query.partnershipId === undefined || p.id === query.partnershipId.toLowerCase()) &&
@@ -387,7 +396,11 @@ function actionConversion(world: SandboxWorld, params: Record<string, string>): 
   try {
     return requireConversion(world, params['conversionId'] ?? '', program.id);
   } catch {
-    throw new ActionRefusal('failed', 404, `no conversion ${params['conversionId']} in program ${program.id}`);
+    throw new ActionRefusal(
+      'failed',
+      404,
+      `no conversion ${params['conversionId']} in program ${program.id}`,
+    );
   }
 }
 

@@ -32,7 +32,10 @@ const StartOptionsSchema = z.looseObject({
     .string()
     .regex(/^[\x21-\x39\x3b-\x7e]+$/, 'must be printable ASCII without spaces or ":" (HTTP Basic user)')
     .optional(),
-  legacyApiKey: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces').optional(),
+  legacyApiKey: z
+    .string()
+    .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces')
+    .optional(),
   vendor: z
     .string()
     .regex(/^[a-z0-9][a-z0-9-]*$/i, 'must be letters, digits and dashes (it goes into header names)')

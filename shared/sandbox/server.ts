@@ -5,9 +5,9 @@ import { CONTROL_ROUTES, createControl, type InternalControl } from './control.t
 import { FaultInjector } from './faults.ts';
 import { HttpError, parseJsonBody, parseQuery, readBody, reasonOf, sendJson, sleep } from './http.ts';
 import { resolveSeed } from './ids.ts';
+import { LEGACY_API_ROUTES } from './legacy-routes.ts';
 import { parseFaultSettings, resolveSettings } from './options.ts';
 import { RateLimiter, rateLimitHeaders } from './rate-limit.ts';
-import { LEGACY_API_ROUTES } from './legacy-routes.ts';
 import {
   type ApiRoute,
   type AuthScheme,
@@ -172,7 +172,10 @@ async function handle(
   if (!p.authCheckers[route.auth](req.headers)) {
     if (route.auth === 'basic') {
       const message = 'missing or wrong credentials: send Authorization: Basic base64(<user_code>:<api_key>)';
-      return respond(401, errorBody(401, message), { ...rateHeaders, 'www-authenticate': 'Basic realm="2.0"' });
+      return respond(401, errorBody(401, message), {
+        ...rateHeaders,
+        'www-authenticate': 'Basic realm="2.0"',
+      });
     }
     return respond(401, errorBody(401, 'missing or wrong token: send Authorization: Bearer <token>'));
   }

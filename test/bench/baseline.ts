@@ -93,7 +93,12 @@ async function handle(options: BaselineOptions, event: QueuedEvent): Promise<boo
   return true;
 }
 
-async function call(options: BaselineOptions, method: string, path: string, body?: unknown): Promise<unknown> {
+async function call(
+  options: BaselineOptions,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<unknown> {
   const maxAttempts = options.maxAttempts ?? 5;
   let wait = options.backoffMs ?? 100;
   const route = path.split('?')[0] ?? path;

@@ -76,26 +76,47 @@ async function pool<T>(items: readonly T[], limit: number, work: (item: T) => Pr
 /** Every order, then a refund for every tenth, as one burst; the queue holds them all before the drain. */
 async function postBurst(stack: LocalStack, orders: number, prefix: string): Promise<number> {
   const secret = stack.secrets['GENERIC_WEBHOOK_SECRET'] ?? '';
-  const bodies: string[] = [];
+  const orderBodies: string[] = [];
+  const refundBodies: string[] = [];
   for (let i = 0; i < orders; i++) {
-    bodies.push(
-      JSON.stringify({ type: 'order', orderId: `${prefix}-${i}`, amount: decimal(orderAmount(i)), currency: 'EUR', clickIds: [CLICK], buyerIp: '198.51.100.4' }),
+    orderBodies.push(
+      JSON.stringify({
+        type: 'order',
+        orderId: `${prefix}-${i}`,
+        amount: decimal(orderAmount(i)),
+        currency: 'EUR',
+        clickIds: [CLICK],
+        buyerIp: '198.51.100.4',
+      }),
     );
   }
   for (let i = 0; i < orders; i += 10) {
-    bodies.push(
-      JSON.stringify({ type: 'refund', orderId: `${prefix}-${i}`, refundId: `r-${i}`, amount: decimal(refundAmount(i)), currency: 'EUR' }),
+    refundBodies.push(
+      JSON.stringify({
+        type: 'refund',
+        orderId: `${prefix}-${i}`,
+        refundId: `r-${i}`,
+        amount: decimal(refundAmount(i)),
+        currency: 'EUR',
+      }),
     );
   }
   let failed = 0;
-  await pool(bodies, 32, async (body) => {
+  const send = async (body: string) => {
     const signed = genericWebhook(body, secret);
-    const res = await fetch(`${stack.url}/webhooks/generic`, { method: 'POST', headers: signed.headers, body: signed.body });
+    const res = await fetch(`${stack.url}/webhooks/generic`, {
+      method: 'POST',
+      headers: signed.headers,
+      body: signed.body,
+    });
     await res.arrayBuffer();
     if (res.status !== 202) failed += 1;
-  });
+  };
+  // Refunds only once every order is queued: a refund queued before its order is parked today.
+  await pool(orderBodies, 32, send);
+  await pool(refundBodies, 32, send);
   if (failed > 0) throw new Error(`${failed} webhooks were not accepted`);
-  return bodies.length - orders;
+  return refundBodies.length;
 }
 
 function queueEmpty(stack: LocalStack): boolean {
@@ -193,7 +214,13 @@ async function ingest(seconds: number, connections: number): Promise<IngestResul
           path: '/webhooks/generic',
           setupRequest: (request) => {
             n += 1;
-            const body = JSON.stringify({ type: 'order', orderId: `ingest-${n}`, amount: '19.90', currency: 'EUR', clickIds: [CLICK] });
+            const body = JSON.stringify({
+              type: 'order',
+              orderId: `ingest-${n}`,
+              amount: '19.90',
+              currency: 'EUR',
+              clickIds: [CLICK],
+            });
             const signed = genericWebhook(body, secret);
             return { ...request, body, headers: signed.headers };
           },
@@ -242,7 +269,8 @@ async function coldStart(runs: number): Promise<ColdStartResult[]> {
           encoding: 'utf8',
           env: { PATH: process.env['PATH'] ?? '', AWS_REGION: 'us-east-1' },
         });
-        if (child.status !== 0) throw new Error(`importing the ${fn} bundle failed: ${child.stderr.slice(0, 500)}`);
+        if (child.status !== 0)
+          throw new Error(`importing the ${fn} bundle failed: ${child.stderr.slice(0, 500)}`);
         times.push(Number(child.stdout));
       }
       results.push({
@@ -264,8 +292,18 @@ async function coldStart(runs: number): Promise<ColdStartResult[]> {
 const f1 = (x: number) => x.toLocaleString('en-US', { maximumFractionDigits: 1 });
 const kib = (bytes: number) => `${f1(bytes / 1024)} KiB`;
 
-function markdown(report: Record<string, unknown>, drains: DrainResult[], ing: IngestResult | undefined, cold: ColdStartResult[]): string {
-  const lines: string[] = [`# Bench ${String(report['date'])}`, '', `Machine: ${String(report['machine'])}`, ''];
+function markdown(
+  report: Record<string, unknown>,
+  drains: DrainResult[],
+  ing: IngestResult | undefined,
+  cold: ColdStartResult[],
+): string {
+  const lines: string[] = [
+    `# Bench ${String(report['date'])}`,
+    '',
+    `Machine: ${String(report['machine'])}`,
+    '',
+  ];
   if (drains.length > 0) {
     lines.push(
       `## Drain (sandbox ${LIMIT_PER_SECOND} req/s per route, latency 50–150 ms)`,
@@ -296,7 +334,8 @@ function markdown(report: Record<string, unknown>, drains: DrainResult[], ing: I
       '| function | bundle | gzip | runs | init median ms | min | max |',
       '|---|---:|---:|---:|---:|---:|---:|',
       ...cold.map(
-        (c) => `| ${c.fn} | ${kib(c.bundleBytes)} | ${kib(c.gzipBytes)} | ${c.runs} | ${f1(c.initMedianMs)} | ${f1(c.initMinMs)} | ${f1(c.initMaxMs)} |`,
+        (c) =>
+          `| ${c.fn} | ${kib(c.bundleBytes)} | ${kib(c.gzipBytes)} | ${c.runs} | ${f1(c.initMedianMs)} | ${f1(c.initMinMs)} | ${f1(c.initMaxMs)} |`,
       ),
       '',
     );
@@ -310,7 +349,11 @@ async function main(): Promise<void> {
     .option('--orders <n>', 'orders in the drain (plus refunds for a tenth)', '2000')
     .option('--pollers <n>', 'concurrent pollers of the worker (10 records each)', '10')
     .option('--baseline', 'also drain through the simplest connector (test/bench/baseline.ts)')
-    .option('--baseline-orders <n>', 'orders for the baseline drain (it runs about 10 calls per second)', '300')
+    .option(
+      '--baseline-orders <n>',
+      'orders for the baseline drain (it runs about 10 calls per second)',
+      '300',
+    )
     .option('--ingest-seconds <n>', 'autocannon duration', '10')
     .option('--connections <n>', 'autocannon connections', '20')
     .option('--cold-runs <n>', 'fresh processes per bundle', '10')
@@ -318,7 +361,9 @@ async function main(): Promise<void> {
     .parse();
   const o = program.opts<Record<string, string | boolean | undefined>>();
   const only = new Set(String(o['only']).split(','));
-  const int = (name: string) => Number.parseInt(String(o[name]), 10);
+  // Commander stores `--baseline-orders` as `baselineOrders`.
+  const int = (name: string) =>
+    Number.parseInt(String(o[name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())]), 10);
 
   const date = new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19);
   const cpu = cpus();

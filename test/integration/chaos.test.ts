@@ -56,10 +56,20 @@ function deliveries(): Delivery[] {
     out.push({ orderId: id, kind, body: body(n % 2 === 0 ? `${id}-${kind}-a` : `${id}-${kind}-b`) });
   };
   for (let i = 0; i < ORDERS; i++) {
-    twice(orderId(i), 'order', { amount: decimal(orderAmount(i)), currency: 'EUR', clickIds: [CLICK], buyerIp: '198.51.100.4' }, i);
+    twice(
+      orderId(i),
+      'order',
+      { amount: decimal(orderAmount(i)), currency: 'EUR', clickIds: [CLICK], buyerIp: '198.51.100.4' },
+      i,
+    );
   }
   for (let i = 0; i < REFUNDED; i++) {
-    twice(orderId(i * 3), 'refund', { refundId: `r-${i * 3}`, amount: decimal(refundAmount(i * 3)), currency: 'EUR' }, i);
+    twice(
+      orderId(i * 3),
+      'refund',
+      { refundId: `r-${i * 3}`, amount: decimal(refundAmount(i * 3)), currency: 'EUR' },
+      i,
+    );
   }
   return out;
 }
@@ -136,7 +146,10 @@ afterAll(async () => {
 });
 
 async function dlqMessages() {
-  const seen = new Map<string, { body: Record<string, unknown>; attributes: Record<string, string | undefined> }>();
+  const seen = new Map<
+    string,
+    { body: Record<string, unknown>; attributes: Record<string, string | undefined> }
+  >();
   for (let round = 0; round < 5; round++) {
     const out = await stack.emulators.sqs.send(
       new ReceiveMessageCommand({
@@ -149,7 +162,9 @@ async function dlqMessages() {
     for (const m of out.Messages ?? []) {
       seen.set(m.MessageId ?? '', {
         body: JSON.parse(m.Body ?? '{}') as Record<string, unknown>,
-        attributes: Object.fromEntries(Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [k, v.StringValue])),
+        attributes: Object.fromEntries(
+          Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [k, v.StringValue]),
+        ),
       });
     }
     if ((out.Messages ?? []).length === 0) break;
@@ -162,7 +177,14 @@ describe('the whole pipeline under faults, duplicates, reordering and killed wor
     const secret = stack.secrets['GENERIC_WEBHOOK_SECRET'] ?? '';
     const random = prng(SEED);
     const sequence = deliveryOrder(random);
-    const orphan = JSON.stringify({ type: 'refund', eventId: 'orphan', orderId: ORPHAN, refundId: 'o1', amount: '1.00', currency: 'EUR' });
+    const orphan = JSON.stringify({
+      type: 'refund',
+      eventId: 'orphan',
+      orderId: ORPHAN,
+      refundId: 'o1',
+      amount: '1.00',
+      currency: 'EUR',
+    });
     sequence.splice(Math.floor(sequence.length / 2), 0, { orderId: ORPHAN, kind: 'refund', body: orphan });
     const statuses: number[] = [];
     let burstAt = 0;

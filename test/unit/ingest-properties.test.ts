@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEvent } from '../../shared/domain/events.ts';
 import { ingestWebhook, MAX_BODY_BYTES } from '../../shared/ingest.ts';
-import { hmacSha256, signGeneric } from '../../shared/platforms/signature.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
+import { hmacSha256, signGeneric } from '../../shared/platforms/signature.ts';
 import type { EventQueue } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import { sharedJson } from './platforms/support.ts';
@@ -102,19 +102,33 @@ const KNOWN_HEADERS = [
 const anyBody: fc.Arbitrary<Buffer> = fc.oneof(
   fc.uint8Array({ maxLength: 2048 }).map((b) => Buffer.from(b)),
   fc
-    .tuple(fc.string(), fc.constantFrom([0xff], [0xc3], [0xed, 0xa0, 0x80], [0x80, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80]))
+    .tuple(
+      fc.string(),
+      fc.constantFrom([0xff], [0xc3], [0xed, 0xa0, 0x80], [0x80, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80]),
+    )
     .map(([text, bad]) => Buffer.concat([Buffer.from(text), Buffer.from(bad), Buffer.from(text)])),
   fc.string({ unit: 'grapheme', maxLength: 500 }).map((s) => Buffer.from(s)),
   fc.jsonValue({ maxDepth: 4 }).map((v) => Buffer.from(JSON.stringify(v) ?? 'null')),
-  fc.dictionary(fc.string({ maxLength: 12 }), fc.string({ maxLength: 24 })).map((d) => Buffer.from(new URLSearchParams(d).toString())),
-  fc.constantFrom('webhook_id=1', 'webhook_id=', '', '{}', '[]', 'null', '{"type":"order"}').map((s) => Buffer.from(s)),
+  fc
+    .dictionary(fc.string({ maxLength: 12 }), fc.string({ maxLength: 24 }))
+    .map((d) => Buffer.from(new URLSearchParams(d).toString())),
+  fc
+    .constantFrom('webhook_id=1', 'webhook_id=', '', '{}', '[]', 'null', '{"type":"order"}')
+    .map((s) => Buffer.from(s)),
   fc.integer({ min: MAX_BODY_BYTES - 2, max: MAX_BODY_BYTES + 2 }).map((n) => Buffer.alloc(n, 0x7b)),
 );
 
 const anyHeaders: fc.Arbitrary<Record<string, string>> = fc
   .tuple(
-    fc.dictionary(fc.constantFrom(...KNOWN_HEADERS), fc.oneof(fc.string({ maxLength: 80 }), fc.base64String({ maxLength: 64 }))),
-    fc.dictionary(fc.string({ minLength: 1, maxLength: 20 }).map((s) => s.toLowerCase()), fc.string({ maxLength: 40 }), { maxKeys: 3 }),
+    fc.dictionary(
+      fc.constantFrom(...KNOWN_HEADERS),
+      fc.oneof(fc.string({ maxLength: 80 }), fc.base64String({ maxLength: 64 })),
+    ),
+    fc.dictionary(
+      fc.string({ minLength: 1, maxLength: 20 }).map((s) => s.toLowerCase()),
+      fc.string({ maxLength: 40 }),
+      { maxKeys: 3 },
+    ),
   )
   .map(([known, extra]) => ({ ...extra, ...known }));
 
@@ -158,9 +172,15 @@ const GENERIC_ORDER = {
 };
 const notAString = fc.oneof(fc.integer(), fc.boolean(), fc.constant(null), fc.constant({}), fc.constant([]));
 const genericBreaks: fc.Arbitrary<[string, unknown]> = fc.oneof(
-  fc.tuple(fc.constant('amount'), fc.oneof(notAString, fc.constantFrom('', 'twelve', '1,5', '1.2.3', '--1', 'NaN', 'Infinity'))),
+  fc.tuple(
+    fc.constant('amount'),
+    fc.oneof(notAString, fc.constantFrom('', 'twelve', '1,5', '1.2.3', '--1', 'NaN', 'Infinity')),
+  ),
   fc.tuple(fc.constant('currency'), fc.oneof(notAString, fc.constantFrom('', 'EURO', 'e', '12'))),
-  fc.tuple(fc.constant('orderId'), fc.oneof(fc.constant(null), fc.constant({}), fc.constant([]), fc.constant(''), fc.boolean())),
+  fc.tuple(
+    fc.constant('orderId'),
+    fc.oneof(fc.constant(null), fc.constant({}), fc.constant([]), fc.constant(''), fc.boolean()),
+  ),
   fc.tuple(fc.constant('type'), fc.oneof(notAString, fc.constantFrom('', 'purchase', 'ORDER'))),
   fc.tuple(fc.constant('clickIds'), fc.oneof(fc.integer(), fc.string({ minLength: 1 }), fc.constant({}))),
 );
@@ -183,7 +203,9 @@ describe('a valid signature over a body that breaks the schema', () => {
   it('is a 400 naming a field for the generic platform, and nothing is queued', async () => {
     await fc.assert(
       fc.asyncProperty(genericBreaks, fc.boolean(), async ([field, value], remove) => {
-        const body = Buffer.from(JSON.stringify({ ...GENERIC_ORDER, [field]: remove && field !== 'type' ? undefined : value }));
+        const body = Buffer.from(
+          JSON.stringify({ ...GENERIC_ORDER, [field]: remove && field !== 'type' ? undefined : value }),
+        );
         fc.pre(!(remove && field === 'clickIds'));
 
         const { answer, queue } = await ingest('generic', signed('generic', body), body);

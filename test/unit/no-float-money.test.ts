@@ -39,7 +39,9 @@ function sourceFiles(dir: string): string[] {
 
 /** Drops block and line comments, keeping line numbers; a `//` inside a literal is rare enough here. */
 function withoutComments(text: string): string {
-  return text.replace(/\/\*[\s\S]*?\*\//g, (c) => c.replace(/[^\n]/g, '')).replace(/(^|[^:\\'"`])\/\/.*$/gm, '$1');
+  return text
+    .replace(/\/\*[\s\S]*?\*\//g, (c) => c.replace(/[^\n]/g, ''))
+    .replace(/(^|[^:\\'"`])\/\/.*$/gm, '$1');
 }
 
 describe('no float arithmetic on amounts', () => {
@@ -65,7 +67,9 @@ describe('no float arithmetic on amounts', () => {
   it('recognizes each forbidden pattern (the scan can fail)', () => {
     const samples = ['Number.parseFloat(x)', 'amount.toFixed(2)', 'value * 100', 'cents / 100'];
 
-    const matched = samples.map((s) => FORBIDDEN.filter(([, p]) => p.test(withoutComments(s))).map(([n]) => n));
+    const matched = samples.map((s) =>
+      FORBIDDEN.filter(([, p]) => p.test(withoutComments(s))).map(([n]) => n),
+    );
 
     expect(matched).toEqual([['parseFloat('], ['toFixed('], ['* 100'], ['/ 100']]);
     expect(FORBIDDEN.some(([, p]) => p.test(withoutComments('// parseFloat("0.29") * 100')))).toBe(false);

@@ -1,0 +1,249 @@
+import { DeleteMessageCommand, ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
+import { SqsFailureQueue } from '../../shared/adapters/sqs.ts';
+import { messageGroupId } from '../../shared/queueing.ts';
+import { localStateDir, runCli } from '../support/cli.ts';
+
+const CLICK = '0123456789abcdef01234567';
+const IP = '203.0.113.7';
+
+let stack: LocalStack;
+let state: { dir: string; remove(): void };
+
+beforeAll(async () => {
+  stack = await startLocalStack({ port: 0, sandbox: { port: 0 } });
+  state = localStateDir(stack);
+});
+afterAll(async () => {
+  state?.remove();
+  await stack?.close();
+});
+
+const cli = (argv: string[], input?: string) =>
+  runCli(argv, { cwd: state.dir, ...(input === undefined ? {} : { input }) });
+const program = () => [...stack.sources.values()][0]?.program ?? '';
+const dlqReady = () => stack.emulators.counts(stack.emulators.dlqName).ready;
+const conversionOf = (externalId: string) =>
+  stack.sandbox?.control.conversions().find((c) => c.externalId === externalId);
+
+function refundEvent(externalId: string, refundId: string): string {
+  return JSON.stringify({
+    type: 'OrderRefunded',
+    eventId: `finance:${refundId}`,
+    source: 'shopify',
+    platform: 'finance',
+    externalId,
+    receivedAt: new Date().toISOString(),
+    refundId,
+    full: true,
+    origin: 'finance',
+  });
+}
+
+/** Parks a message the way the worker does, with its failure attributes. */
+async function park(externalId: string, reason: string, lastFailureAt = new Date()): Promise<void> {
+  await new SqsFailureQueue(stack.emulators.sqs, stack.emulators.queueUrl, stack.emulators.dlqUrl).park(
+    {
+      body: refundEvent(externalId, `rf-${externalId}`),
+      groupId: messageGroupId(program(), externalId),
+      deduplicationId: `park-${externalId}-${Date.now()}`,
+    },
+    {
+      failureClass: 'permanent',
+      reason,
+      platformStatus: '422',
+      attempts: '3',
+      firstFailureAt: new Date(lastFailureAt.getTime() - 60_000).toISOString(),
+      lastFailureAt: lastFailureAt.toISOString(),
+      eventType: 'OrderRefunded',
+      externalId,
+      source: 'shopify',
+    },
+  );
+}
+
+async function messageIdOf(externalId: string): Promise<string> {
+  const listed = await cli(['dlq', 'list', '--external-id', externalId, '--json']);
+  const id = (JSON.parse(listed.stdout) as { messages: { messageId: string }[] }).messages[0]?.messageId;
+  if (!id) throw new Error(`no DLQ message for ${externalId}`);
+  return id;
+}
+
+describe('connector dlq', () => {
+  it('lists a message the worker parked (a refund of a locked conversion) with its reason, without consuming it', async () => {
+    expect((await cli(['send', 'shopify', '--order-id', '8001', '--click-id', CLICK, '--ip', IP])).code).toBe(0);
+    await stack.waitForIdle();
+    const conversion = conversionOf('8001');
+    stack.sandbox?.control.lock(conversion?.id ?? '');
+    expect((await cli(['refund', '--external-id', '8001', '--refund-id', 'RF-8001', '--full'])).code).toBe(0);
+    await stack.waitForIdle();
+
+    const listed = await cli(['dlq', 'list']);
+
+    expect(listed.code, listed.stderr).toBe(0);
+    const row = listed.stdout.split('\n').find((line) => line.includes(' 8001 '));
+    expect(row).toMatch(/OrderRefunded\s+permanent\s+.*locked.*\s+\d+s\s+1$/);
+    expect(listed.stdout).toContain('1 message in the DLQ');
+    expect(dlqReady()).toBe(1);
+    expect((await cli(['dlq', 'list'])).stdout).toContain('1 message in the DLQ');
+  });
+
+  it('filters by order, reason and time, and prints JSON', async () => {
+    await park('8002', 'conversion 65a… is refused and can no longer be updated', new Date(Date.now() - 3 * 3_600_000));
+
+    const byOrder = await cli(['dlq', 'list', '--external-id', '8002', '--json']);
+    const byReason = await cli(['dlq', 'list', '--reason', 'LOCKED', '--json']);
+    const recent = await cli(['dlq', 'list', '--since', '1h', '--json']);
+    const badSince = await cli(['dlq', 'list', '--since', 'yesterday-ish']);
+
+    const ids = (r: { stdout: string }) =>
+      (JSON.parse(r.stdout) as { messages: { externalId: string }[] }).messages.map((m) => m.externalId);
+    expect(ids(byOrder)).toEqual(['8002']);
+    expect(JSON.parse(byOrder.stdout).messages[0]).toMatchObject({
+      eventType: 'OrderRefunded',
+      failureClass: 'permanent',
+      platformStatus: '422',
+      attempts: 3,
+      body: { type: 'OrderRefunded', externalId: '8002' },
+    });
+    expect(ids(byReason)).toEqual(['8001']);
+    expect(ids(recent)).toEqual(['8001']);
+    expect(badSince.code).toBe(2);
+    expect(badSince.stderr).toContain('--since: "yesterday-ish" is neither a date');
+  });
+
+  it('shows a message SQS moved after too many transient failures as "transient (redrive)"', async () => {
+    await stack.emulators.sqs.send(
+      new SendMessageCommand({
+        QueueUrl: stack.emulators.dlqUrl,
+        MessageBody: refundEvent('8003', 'rf-8003'),
+        MessageGroupId: messageGroupId(program(), '8003'),
+        MessageDeduplicationId: 'redrive-8003',
+        MessageAttributes: { eventType: { DataType: 'String', StringValue: 'OrderRefunded' } },
+      }),
+    );
+
+    const listed = await cli(['dlq', 'list', '--external-id', '8003']);
+
+    expect(listed.stdout).toMatch(/8003\s+OrderRefunded\s+transient \(redrive\)\s+failed transiently/);
+    expect(listed.stdout).toMatch(/\d+ receives\n/);
+  });
+
+  it('shows one message with every attribute and the body; an unknown id exits 1', async () => {
+    const id = await messageIdOf('8002');
+
+    const shown = await cli(['dlq', 'show', id]);
+    const unknown = await cli(['dlq', 'show', 'no-such-message']);
+
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/failureClass\s+permanent/);
+    expect(shown.stdout).toMatch(/firstFailureAt\s+\d{4}-/);
+    expect(shown.stdout).toContain('"externalId": "8002"');
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('message no-such-message is not in the DLQ');
+  });
+
+  it('replay --dry-run changes nothing', async () => {
+    const before = dlqReady();
+
+    const dry = await cli(['dlq', 'replay', '--dry-run']);
+
+    expect(dry.code).toBe(0);
+    expect(dry.stdout).toContain('dry run: 3 messages would be replayed to connector-events.fifo');
+    expect(dlqReady()).toBe(before);
+  });
+
+  it('asks before replaying: no answer exits 2, "n" exits 1, and nothing moves', async () => {
+    const before = dlqReady();
+
+    const noTerminal = await cli(['dlq', 'replay']);
+    const declined = await cli(['dlq', 'replay'], 'n\n');
+
+    expect(noTerminal.code).toBe(2);
+    expect(noTerminal.stderr).toContain('pass --yes');
+    expect(declined.code).toBe(1);
+    expect(declined.stderr).toContain('not confirmed; nothing replayed');
+    expect(dlqReady()).toBe(before);
+  });
+
+  it('replays a message once: back in the main queue with its group and history, gone from the DLQ', async () => {
+    await stack.stopPolling();
+    try {
+      const replayed = await cli(['dlq', 'replay', '--external-id', '8002'], 'y\n');
+
+      expect(replayed.code, replayed.stderr).toBe(0);
+      expect(replayed.stdout).toContain('replayed 1, failed 0');
+      const out = await stack.emulators.sqs.send(
+        new ReceiveMessageCommand({
+          QueueUrl: stack.emulators.queueUrl,
+          MaxNumberOfMessages: 10,
+          MessageSystemAttributeNames: ['All'],
+          MessageAttributeNames: ['All'],
+        }),
+      );
+      const messages = out.Messages ?? [];
+      expect(messages).toHaveLength(1);
+      const [message] = messages;
+      expect(message?.Attributes?.MessageGroupId).toBe(messageGroupId(program(), '8002'));
+      expect(message?.MessageAttributes?.['attempts']?.StringValue).toBe('3');
+      expect(message?.MessageAttributes?.['firstFailureAt']?.StringValue).toMatch(/^\d{4}-/);
+      expect(JSON.parse(message?.Body ?? '{}')).toMatchObject({ externalId: '8002', refundId: 'rf-8002' });
+      await stack.emulators.sqs.send(
+        new DeleteMessageCommand({ QueueUrl: stack.emulators.queueUrl, ReceiptHandle: message?.ReceiptHandle }),
+      );
+      const again = await cli(['dlq', 'list', '--external-id', '8002', '--json']);
+      expect(JSON.parse(again.stdout).messages).toEqual([]);
+    } finally {
+      stack.startPolling();
+    }
+  });
+
+  it('keeps the message in the DLQ when the main queue does not take it', async () => {
+    const before = dlqReady();
+
+    const replayed = await cli([
+      'dlq',
+      'replay',
+      '--external-id',
+      '8003',
+      '--yes',
+      '--queue-url',
+      `${stack.emulators.sqsEndpoint}/000000000000/no-such-queue.fifo`,
+    ]);
+
+    expect(replayed.code).toBe(1);
+    expect(replayed.stdout).toContain('failed: send to the main queue failed');
+    expect(replayed.stdout).toContain('replayed 0, failed 1');
+    expect(dlqReady()).toBe(before);
+  });
+
+  it('replays the locked refund once the conversion is unlocked, and the worker applies it', async () => {
+    stack.sandbox?.control.unlock(conversionOf('8001')?.id ?? '');
+
+    const replayed = await cli(['dlq', 'replay', '--reason', 'locked', '--yes']);
+    await stack.waitForIdle();
+
+    expect(replayed.code, replayed.stdout + replayed.stderr).toBe(0);
+    expect(replayed.stdout).toMatch(/\[1\/1\] \S+ {2}8001 {2}OrderRefunded {2}replayed as \S+/);
+    expect(conversionOf('8001')?.status).toBe('refused');
+    const after = await cli(['dlq', 'list', '--external-id', '8001', '--json']);
+    expect(JSON.parse(after.stdout).messages).toEqual([]);
+    expect((await cli(['dlq', 'replay', '--reason', 'locked', '--yes'])).stdout).toContain('nothing to replay');
+  });
+
+  it('purges only after the queue name is typed', async () => {
+    expect(dlqReady()).toBeGreaterThan(0);
+
+    const wrong = await cli(['dlq', 'purge'], 'connector-events.fifo\n');
+    const before = dlqReady();
+    const right = await cli(['dlq', 'purge'], `${stack.emulators.dlqName}\n`);
+
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('the name does not match; nothing deleted');
+    expect(before).toBeGreaterThan(0);
+    expect(right.code).toBe(0);
+    expect(right.stdout).toContain(`purged ${stack.emulators.dlqName}`);
+    expect(dlqReady()).toBe(0);
+  });
+});

@@ -1,0 +1,231 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
+import { ledgerKey } from '../../shared/ledger.ts';
+import { emptyDir, localStateDir, runCli } from '../support/cli.ts';
+
+const CLICK = '0123456789abcdef01234567';
+const IP = '203.0.113.7';
+const SAMPLE_CSV = join(import.meta.dirname, '..', 'fixtures', 'refunds.sample.csv');
+
+let stack: LocalStack;
+let state: { dir: string; remove(): void };
+
+beforeAll(async () => {
+  stack = await startLocalStack({ port: 0, sandbox: { port: 0 } });
+  state = localStateDir(stack);
+});
+afterAll(async () => {
+  state?.remove();
+  await stack?.close();
+});
+
+const cli = (...argv: string[]) => runCli(argv, { cwd: state.dir });
+const conversionsOf = (externalId: string) =>
+  (stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === externalId);
+const program = () => [...stack.sources.values()][0]?.program ?? '';
+
+async function placeOrder(platform: string, orderId: string): Promise<void> {
+  const sent = await cli('send', platform, '--order-id', orderId, '--click-id', CLICK, '--ip', IP);
+  expect(sent.code, sent.stderr).toBe(0);
+  await stack.waitForIdle();
+}
+
+describe('connector send', () => {
+  it.each([
+    ['shopify', '7001', 58_700, 'USD'],
+    ['woocommerce', '7002', 1_800, 'USD'],
+    ['stripe', '7003', 5_990, 'EUR'],
+    ['generic', '7004', 4_990, 'EUR'],
+  ])('signs the %s sample like the platform and the order becomes a conversion', async (platform, orderId, amount, currency) => {
+    const sent = await cli('send', platform, '--order-id', orderId, '--click-id', CLICK, '--ip', IP);
+    await stack.waitForIdle();
+
+    expect(sent.code, sent.stderr).toBe(0);
+    expect(sent.stdout).toMatch(/^HTTP 202\n/);
+    expect(JSON.parse(sent.stdout.slice('HTTP 202\n'.length))).toMatchObject({ status: 'queued' });
+    const [conversion, ...more] = conversionsOf(orderId);
+    expect(more).toHaveLength(0);
+    expect(conversion).toMatchObject({ kind: 'tracking', amount, currency, cids: [CLICK], ip: IP });
+  });
+
+  it('sends a manual-mode conversion with an affiliate tracking id', async () => {
+    const trackingId = stack.sandbox?.seed.trackingIds[0] ?? 0;
+
+    const sent = await cli('send', 'generic', '--order-id', '7010', '--tracking-id', String(trackingId));
+    await stack.waitForIdle();
+
+    expect(sent.code, sent.stderr).toBe(0);
+    expect(conversionsOf('7010')).toMatchObject([{ kind: 'manual', affiliateTrackingId: trackingId }]);
+  });
+
+  it('sends the Shopify refund sample for an order given by --order-id', async () => {
+    await placeOrder('shopify', '7020');
+
+    const sent = await cli('send', 'shopify', '--topic', 'refunds/create', '--order-id', '7020');
+    await stack.waitForIdle();
+
+    expect(sent.code, sent.stderr).toBe(0);
+    // 587.00 minus the two refunded lines excluding tax (195.66 + 195.67).
+    expect(conversionsOf('7020')[0]?.amountHistory.map((h) => h.amount)).toEqual([19_567]);
+  });
+
+  it('signs a body of your own from --file, byte for byte', async () => {
+    const file = join(state.dir, 'own-order.json');
+    writeFileSync(
+      file,
+      `{"type":"order","eventId":"own-1","orderId":"7030","amount":"10.00","currency":"EUR","clickIds":["${CLICK}"],"buyerIp":"${IP}"}`,
+    );
+
+    const sent = await cli('send', 'generic', '--file', file);
+    await stack.waitForIdle();
+
+    expect(sent.code, sent.stderr).toBe(0);
+    expect(conversionsOf('7030')).toMatchObject([{ amount: 1000 }]);
+  });
+
+  it('exits 1 with the 401 answer when the secret is wrong', async () => {
+    const sent = await cli('send', 'shopify', '--order-id', '7040', '--secret', 'not-the-secret');
+
+    expect(sent.code).toBe(1);
+    expect(sent.stdout).toMatch(/^HTTP 401\n/);
+    expect(conversionsOf('7040')).toHaveLength(0);
+  });
+
+  it('exits 2 naming the flag when a value is wrong, before sending', async () => {
+    const sent = await cli('send', 'shopify', '--click-id', 'not-hex');
+
+    expect(sent.code).toBe(2);
+    expect(sent.stderr).toContain('--click-id: must be 24 hexadecimal characters');
+    expect(sent.stdout).toBe('');
+  });
+
+  it('exits 2 naming the flag and the variable when the connector URL is not configured', async () => {
+    const nowhere = emptyDir();
+    try {
+      const sent = await runCli(['send', 'shopify'], { cwd: nowhere.dir });
+
+      expect(sent.code).toBe(2);
+      expect(sent.stderr).toMatch(/^error: missing the connector URL: pass --url or set CONNECTOR_URL/);
+      expect(sent.stderr).not.toMatch(/\n\s+at /);
+    } finally {
+      nowhere.remove();
+    }
+  });
+
+  it('prefers the environment over .local-stack.json', async () => {
+    const sent = await runCli(['send', 'shopify'], {
+      cwd: state.dir,
+      env: { CONNECTOR_URL: 'http://127.0.0.1:9' },
+    });
+
+    expect(sent.code).toBe(1);
+    expect(sent.stderr).toContain('could not reach http://127.0.0.1:9/webhooks/shopify');
+  });
+});
+
+describe('connector refund', () => {
+  it('queues one refund from flags, which the worker applies', async () => {
+    await placeOrder('shopify', '7101');
+
+    const refunded = await cli('refund', '--external-id', '7101', '--refund-id', 'RF-1', '--amount', '87.00');
+    await stack.waitForIdle();
+
+    expect(refunded.code, refunded.stderr).toBe(0);
+    expect(refunded.stdout).toMatch(/order 7101 {2}refund RF-1 {2}→ 202 queued {2}message \S+/);
+    expect(conversionsOf('7101')[0]?.amount).toBe(50_000);
+  });
+
+  it('sends the sample CSV: every row queued, and each order refunded', async () => {
+    await placeOrder('shopify', '1001');
+    await placeOrder('woocommerce', '1002');
+    await placeOrder('generic', '1003');
+
+    const refunded = await cli('refund', '--csv', SAMPLE_CSV);
+    await stack.waitForIdle();
+
+    expect(refunded.code, refunded.stdout + refunded.stderr).toBe(0);
+    expect(refunded.stdout).toContain('[3/3] line 4  order 1003');
+    expect(refunded.stdout).toContain('3 refunds: 3 queued, 0 failed');
+    expect(conversionsOf('1001')[0]?.amount).toBe(57_700);
+    expect(conversionsOf('1002')[0]?.status).toBe('refused');
+    expect(conversionsOf('1003')[0]?.amount).toBe(4_490);
+  });
+
+  it('validates a CSV whole: with one bad row, every problem is listed and nothing is sent', async () => {
+    await placeOrder('shopify', '7201');
+    const csv = join(state.dir, 'refunds-bad.csv');
+    writeFileSync(
+      csv,
+      [
+        'externalId,refundId,amount,full,reason,source,currency',
+        '7201,RF-A,10.00,,first,,USD',
+        '7201,RF-B,"1,000.00",,thousands separator,,USD',
+        '7201,RF-C,,maybe,,,',
+        '7201,RF-D,5.00,,fine,,',
+      ].join('\n'),
+    );
+    const before = await stack.ledger.get(ledgerKey(program(), '7201'));
+
+    const refunded = await cli('refund', '--csv', csv);
+    await stack.waitForIdle();
+
+    expect(refunded.code).toBe(2);
+    expect(refunded.stderr).toContain('line 3: amount: "1,000.00" is not a decimal amount');
+    expect(refunded.stderr).toContain('line 4: full: "maybe" is not true or false');
+    expect(refunded.stderr).toContain('error: 2 problems; ');
+    expect(refunded.stdout).toBe('');
+    const after = await stack.ledger.get(ledgerKey(program(), '7201'));
+    expect(after?.refunds).toEqual(before?.refunds);
+    expect(conversionsOf('7201')[0]?.amountHistory).toEqual([]);
+  });
+
+  it('--dry-run validates and prints what would be sent, and sends nothing', async () => {
+    await placeOrder('shopify', '7301');
+    const csv = join(state.dir, 'refunds-dry.csv');
+    writeFileSync(csv, 'externalId,refundId,amount,full\n7301,RF-DRY,10.00,false\n');
+
+    const refunded = await cli('refund', '--csv', csv, '--dry-run');
+    await stack.waitForIdle();
+
+    expect(refunded.code).toBe(0);
+    expect(refunded.stdout).toContain('line 2  would POST /refunds {"externalId":"7301","refundId":"RF-DRY","amount":"10.00"}');
+    expect(refunded.stdout).toContain('dry run: 1 refund valid, nothing sent');
+    const record = await stack.ledger.get(ledgerKey(program(), '7301'));
+    expect(record?.refunds).toEqual({});
+  });
+
+  it('reports each failed row, and exits 1', async () => {
+    const csv = join(state.dir, 'refunds-unknown.csv');
+    writeFileSync(csv, 'externalId,refundId,amount,source\n7401,RF-X,10.00,no-such-source\n');
+
+    const refunded = await cli('refund', '--csv', csv);
+
+    expect(refunded.code).toBe(1);
+    expect(refunded.stdout).toContain('→ 400 source: unknown source "no-such-source"');
+    expect(refunded.stdout).toContain('1 refund: 0 queued, 1 failed');
+  });
+
+  it('stops at the first row when the API key is refused', async () => {
+    const refunded = await runCli(['refund', '--csv', SAMPLE_CSV, '--api-key', 'wrong-key'], { cwd: state.dir });
+
+    expect(refunded.code).toBe(1);
+    expect(refunded.stdout).toContain('→ 401');
+    expect(refunded.stdout).toContain('3 refunds: 0 queued, 1 failed, 2 not sent');
+    expect(refunded.stderr).toContain('stopped: the connector refused the API key');
+  });
+
+  it('exits 2 when flags give both an amount and --full', async () => {
+    const refunded = await cli('refund', '--external-id', '7501', '--refund-id', 'R', '--amount', '1.00', '--full');
+
+    expect(refunded.code).toBe(2);
+    expect(refunded.stderr).toContain('--amount: give an amount');
+  });
+
+  it('keeps the sample CSV in the documented format', () => {
+    const header = readFileSync(SAMPLE_CSV, 'utf8').split('\n')[0];
+
+    expect(header).toBe('externalId,refundId,amount,full,reason,source,currency');
+  });
+});
