@@ -9,9 +9,9 @@ import { CurrentApiBackend } from '../shared/affiliate/backend.ts';
 import { AffiliateClient } from '../shared/affiliate/client.ts';
 import { parseRouteOverrides } from '../shared/affiliate/routes.ts';
 import { optionalNumber, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
-import { ConfigurationError } from '../shared/errors.ts';
 import { METRIC, makeLogger, makeMetrics, observeWorker } from '../shared/observability.ts';
 import { AwsSecretStore } from '../shared/secrets.ts';
+import { backendFor, legacyClientFromEnv } from '../shared/worker/backends.ts';
 import { type BatchDeps, processBatch } from '../shared/worker/batch.ts';
 
 export type WorkerHandler = (
@@ -46,18 +46,16 @@ async function fromEnv(env: NodeJS.ProcessEnv): Promise<WorkerHandler> {
     },
   });
   const current = new CurrentApiBackend(client);
+  const legacy = await legacyClientFromEnv(env, secrets, {
+    onEvent: (e) => {
+      if (e.type === 'rate_limited') metrics.addMetric(METRIC.rateLimited, MetricUnit.Count, 1);
+    },
+  });
   const leaseMs = Math.max(60_000, optionalNumber(env, 'LEASE_MS', 120_000));
   return makeHandler({
     ledger: new DynamoLedger(new DynamoDBClient({}), requireEnv(env, 'LEDGER_TABLE')),
     sources: sourcesFromEnv(env),
-    backendFor: (source) => {
-      if (source.backend === 'legacy') {
-        throw new ConfigurationError(
-          `source ${source.id} uses the legacy backend, which this deployment does not configure`,
-        );
-      }
-      return current;
-    },
+    backendFor: backendFor({ current, legacy }),
     failures: new SqsFailureQueue(sqs, requireEnv(env, 'QUEUE_URL'), requireEnv(env, 'DLQ_URL')),
     now: Date.now,
     workerId: randomUUID(),

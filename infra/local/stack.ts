@@ -13,10 +13,12 @@ import { AffiliateClient, type AffiliateClientOptions } from '../../shared/affil
 import type { Env } from '../../shared/config/env.ts';
 import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
 import type { Ledger } from '../../shared/ledger.ts';
+import { LegacyClient } from '../../shared/legacy/client.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
 import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../shared/sandbox/server.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import type { ConversionBackend } from '../../shared/worker/backend.ts';
+import { backendFor, legacyClientFromEnv } from '../../shared/worker/backends.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
 
@@ -141,11 +143,13 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
   const client = new AffiliateClient({ baseUrl: platformUrl, token, ...options.client });
   const current = new CurrentApiBackend(client);
-  const backend = options.wrapBackend ? options.wrapBackend(current) : current;
+  const legacy = sandbox
+    ? new LegacyClient({ baseUrl: platformUrl, ...sandbox.legacy })
+    : await legacyClientFromEnv(env, secretStore);
   const worker = makeWorkerHandler({
     ledger,
     sources,
-    backendFor: () => backend,
+    backendFor: backendFor({ current, legacy, wrap: options.wrapBackend }),
     failures: new SqsFailureQueue(emulators.sqs, emulators.queueUrl, emulators.dlqUrl),
     now: Date.now,
     workerId: randomUUID(),

@@ -121,6 +121,8 @@ export async function ask(io: CliIo, question: string): Promise<string | undefin
     return undefined;
   } finally {
     lines.close();
+    // A piped answer is not echoed: end the prompt's line so the next message starts on its own.
+    if (!input.isTTY) io.stderr.write('\n');
   }
 }
 

@@ -33,7 +33,8 @@ export function rowProgress(io: CliIo, total: number, label: string): RowProgres
     {
       stream: io.stderr as NodeJS.WritableStream,
       format: `${label} [{bar}] {value}/{total}  {percentage}%  eta {eta_formatted}`,
-      hideCursor: true,
+      // A hidden cursor would stay hidden after Ctrl-C.
+      hideCursor: false,
       clearOnComplete: false,
       stopOnComplete: false,
     },
@@ -59,6 +60,8 @@ export function rowProgress(io: CliIo, total: number, label: string): RowProgres
       }
     },
     stop() {
+      // Logged lines wait for the next redraw; the last ones would be lost without this one.
+      bars.update();
       bars.stop();
     },
   };

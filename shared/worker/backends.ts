@@ -58,10 +58,10 @@ export async function legacyClientFromEnv(
 ): Promise<LegacyClient | undefined> {
   const baseUrl = env['LEGACY_BASE_URL']?.trim() ?? '';
   const secretRef = env['LEGACY_CREDENTIALS_SECRET']?.trim() ?? '';
-  if (baseUrl === '' && secretRef === '') return undefined;
-  if (baseUrl === '' || secretRef === '') {
-    const missing = baseUrl === '' ? 'LEGACY_BASE_URL' : 'LEGACY_CREDENTIALS_SECRET';
-    throw new ConfigurationError(`missing required setting ${missing} (the legacy 2.0 interface needs both)`);
+  // The credentials secret turns the legacy interface on; the stack always sets the base URL.
+  if (secretRef === '') return undefined;
+  if (baseUrl === '') {
+    throw new ConfigurationError('missing required setting LEGACY_BASE_URL (the legacy 2.0 interface needs it)');
   }
   const credentials = parseLegacyCredentials(await secrets.get(secretRef), `secret ${secretRef}`);
   return new LegacyClient({

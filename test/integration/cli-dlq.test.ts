@@ -72,15 +72,17 @@ async function messageIdOf(externalId: string): Promise<string> {
 
 describe('connector dlq', () => {
   it('lists a message the worker parked (a refund of a locked conversion) with its reason, without consuming it', async () => {
-    expect((await cli(['send', 'shopify', '--order-id', '8001', '--click-id', CLICK, '--ip', IP])).code).toBe(0);
+    // Prepare
+    const sent = await cli(['send', 'shopify', '--order-id', '8001', '--click-id', CLICK, '--ip', IP]);
+    expect(sent.code).toBe(0);
     await stack.waitForIdle();
     const conversion = conversionOf('8001');
     stack.sandbox?.control.lock(conversion?.id ?? '');
     expect((await cli(['refund', '--external-id', '8001', '--refund-id', 'RF-8001', '--full'])).code).toBe(0);
     await stack.waitForIdle();
-
+    // Act
     const listed = await cli(['dlq', 'list']);
-
+    // Assess
     expect(listed.code, listed.stderr).toBe(0);
     const row = listed.stdout.split('\n').find((line) => line.includes(' 8001 '));
     expect(row).toMatch(/OrderRefunded\s+permanent\s+.*locked.*\s+\d+s\s+1$/);
@@ -90,13 +92,18 @@ describe('connector dlq', () => {
   });
 
   it('filters by order, reason and time, and prints JSON', async () => {
-    await park('8002', 'conversion 65a… is refused and can no longer be updated', new Date(Date.now() - 3 * 3_600_000));
-
+    // Prepare
+    await park(
+      '8002',
+      'conversion 65a… is refused and can no longer be updated',
+      new Date(Date.now() - 3 * 3_600_000),
+    );
+    // Act
     const byOrder = await cli(['dlq', 'list', '--external-id', '8002', '--json']);
     const byReason = await cli(['dlq', 'list', '--reason', 'LOCKED', '--json']);
     const recent = await cli(['dlq', 'list', '--since', '1h', '--json']);
     const badSince = await cli(['dlq', 'list', '--since', 'yesterday-ish']);
-
+    // Assess
     const ids = (r: { stdout: string }) =>
       (JSON.parse(r.stdout) as { messages: { externalId: string }[] }).messages.map((m) => m.externalId);
     expect(ids(byOrder)).toEqual(['8002']);
@@ -114,6 +121,7 @@ describe('connector dlq', () => {
   });
 
   it('shows a message SQS moved after too many transient failures as "transient (redrive)"', async () => {
+    // Prepare
     await stack.emulators.sqs.send(
       new SendMessageCommand({
         QueueUrl: stack.emulators.dlqUrl,
@@ -123,19 +131,20 @@ describe('connector dlq', () => {
         MessageAttributes: { eventType: { DataType: 'String', StringValue: 'OrderRefunded' } },
       }),
     );
-
+    // Act
     const listed = await cli(['dlq', 'list', '--external-id', '8003']);
-
+    // Assess
     expect(listed.stdout).toMatch(/8003\s+OrderRefunded\s+transient \(redrive\)\s+failed transiently/);
     expect(listed.stdout).toMatch(/\d+ receives\n/);
   });
 
   it('shows one message with every attribute and the body; an unknown id exits 1', async () => {
+    // Prepare
     const id = await messageIdOf('8002');
-
+    // Act
     const shown = await cli(['dlq', 'show', id]);
     const unknown = await cli(['dlq', 'show', 'no-such-message']);
-
+    // Assess
     expect(shown.code).toBe(0);
     expect(shown.stdout).toMatch(/failureClass\s+permanent/);
     expect(shown.stdout).toMatch(/firstFailureAt\s+\d{4}-/);
@@ -145,21 +154,23 @@ describe('connector dlq', () => {
   });
 
   it('replay --dry-run changes nothing', async () => {
+    // Prepare
     const before = dlqReady();
-
+    // Act
     const dry = await cli(['dlq', 'replay', '--dry-run']);
-
+    // Assess
     expect(dry.code).toBe(0);
     expect(dry.stdout).toContain('dry run: 3 messages would be replayed to connector-events.fifo');
     expect(dlqReady()).toBe(before);
   });
 
   it('asks before replaying: no answer exits 2, "n" exits 1, and nothing moves', async () => {
+    // Prepare
     const before = dlqReady();
-
+    // Act
     const noTerminal = await cli(['dlq', 'replay']);
     const declined = await cli(['dlq', 'replay'], 'n\n');
-
+    // Assess
     expect(noTerminal.code).toBe(2);
     expect(noTerminal.stderr).toContain('pass --yes');
     expect(declined.code).toBe(1);
@@ -168,10 +179,11 @@ describe('connector dlq', () => {
   });
 
   it('replays a message once: back in the main queue with its group and history, gone from the DLQ', async () => {
+    // Act
     await stack.stopPolling();
     try {
       const replayed = await cli(['dlq', 'replay', '--external-id', '8002'], 'y\n');
-
+      // Assess
       expect(replayed.code, replayed.stderr).toBe(0);
       expect(replayed.stdout).toContain('replayed 1, failed 0');
       const out = await stack.emulators.sqs.send(
@@ -190,7 +202,10 @@ describe('connector dlq', () => {
       expect(message?.MessageAttributes?.['firstFailureAt']?.StringValue).toMatch(/^\d{4}-/);
       expect(JSON.parse(message?.Body ?? '{}')).toMatchObject({ externalId: '8002', refundId: 'rf-8002' });
       await stack.emulators.sqs.send(
-        new DeleteMessageCommand({ QueueUrl: stack.emulators.queueUrl, ReceiptHandle: message?.ReceiptHandle }),
+        new DeleteMessageCommand({
+          QueueUrl: stack.emulators.queueUrl,
+          ReceiptHandle: message?.ReceiptHandle,
+        }),
       );
       const again = await cli(['dlq', 'list', '--external-id', '8002', '--json']);
       expect(JSON.parse(again.stdout).messages).toEqual([]);
@@ -200,8 +215,9 @@ describe('connector dlq', () => {
   });
 
   it('keeps the message in the DLQ when the main queue does not take it', async () => {
+    // Prepare
     const before = dlqReady();
-
+    // Act
     const replayed = await cli([
       'dlq',
       'replay',
@@ -211,7 +227,7 @@ describe('connector dlq', () => {
       '--queue-url',
       `${stack.emulators.sqsEndpoint}/000000000000/no-such-queue.fifo`,
     ]);
-
+    // Assess
     expect(replayed.code).toBe(1);
     expect(replayed.stdout).toContain('failed: send to the main queue failed');
     expect(replayed.stdout).toContain('replayed 0, failed 1');
@@ -219,26 +235,30 @@ describe('connector dlq', () => {
   });
 
   it('replays the locked refund once the conversion is unlocked, and the worker applies it', async () => {
+    // Prepare
     stack.sandbox?.control.unlock(conversionOf('8001')?.id ?? '');
-
+    // Act
     const replayed = await cli(['dlq', 'replay', '--reason', 'locked', '--yes']);
     await stack.waitForIdle();
-
+    // Assess
     expect(replayed.code, replayed.stdout + replayed.stderr).toBe(0);
     expect(replayed.stdout).toMatch(/\[1\/1\] \S+ {2}8001 {2}OrderRefunded {2}replayed as \S+/);
     expect(conversionOf('8001')?.status).toBe('refused');
     const after = await cli(['dlq', 'list', '--external-id', '8001', '--json']);
     expect(JSON.parse(after.stdout).messages).toEqual([]);
-    expect((await cli(['dlq', 'replay', '--reason', 'locked', '--yes'])).stdout).toContain('nothing to replay');
+    expect((await cli(['dlq', 'replay', '--reason', 'locked', '--yes'])).stdout).toContain(
+      'nothing to replay',
+    );
   });
 
   it('purges only after the queue name is typed', async () => {
+    // Prepare
     expect(dlqReady()).toBeGreaterThan(0);
-
+    // Act
     const wrong = await cli(['dlq', 'purge'], 'connector-events.fifo\n');
     const before = dlqReady();
     const right = await cli(['dlq', 'purge'], `${stack.emulators.dlqName}\n`);
-
+    // Assess
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toContain('the name does not match; nothing deleted');
     expect(before).toBeGreaterThan(0);

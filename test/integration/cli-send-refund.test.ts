@@ -1,5 +1,7 @@
+import { execFile } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
@@ -8,6 +10,7 @@ import { emptyDir, localStateDir, runCli } from '../support/cli.ts';
 const CLICK = '0123456789abcdef01234567';
 const IP = '203.0.113.7';
 const SAMPLE_CSV = join(import.meta.dirname, '..', 'fixtures', 'refunds.sample.csv');
+const BIN = join(import.meta.dirname, '..', '..', 'bin', 'connector.ts');
 
 let stack: LocalStack;
 let state: { dir: string; remove(): void };
@@ -38,17 +41,21 @@ describe('connector send', () => {
     ['woocommerce', '7002', 1_800, 'USD'],
     ['stripe', '7003', 5_990, 'EUR'],
     ['generic', '7004', 4_990, 'EUR'],
-  ])('signs the %s sample like the platform and the order becomes a conversion', async (platform, orderId, amount, currency) => {
-    const sent = await cli('send', platform, '--order-id', orderId, '--click-id', CLICK, '--ip', IP);
-    await stack.waitForIdle();
-
-    expect(sent.code, sent.stderr).toBe(0);
-    expect(sent.stdout).toMatch(/^HTTP 202\n/);
-    expect(JSON.parse(sent.stdout.slice('HTTP 202\n'.length))).toMatchObject({ status: 'queued' });
-    const [conversion, ...more] = conversionsOf(orderId);
-    expect(more).toHaveLength(0);
-    expect(conversion).toMatchObject({ kind: 'tracking', amount, currency, cids: [CLICK], ip: IP });
-  });
+  ])(
+    'signs the %s sample like the platform and the order becomes a conversion',
+    async (platform, orderId, amount, currency) => {
+      // Act
+      const sent = await cli('send', platform, '--order-id', orderId, '--click-id', CLICK, '--ip', IP);
+      await stack.waitForIdle();
+      // Assess
+      expect(sent.code, sent.stderr).toBe(0);
+      expect(sent.stdout).toMatch(/^HTTP 202\n/);
+      expect(JSON.parse(sent.stdout.slice('HTTP 202\n'.length))).toMatchObject({ status: 'queued' });
+      const [conversion, ...more] = conversionsOf(orderId);
+      expect(more).toHaveLength(0);
+      expect(conversion).toMatchObject({ kind: 'tracking', amount, currency, cids: [CLICK], ip: IP });
+    },
+  );
 
   it('sends a manual-mode conversion with an affiliate tracking id', async () => {
     const trackingId = stack.sandbox?.seed.trackingIds[0] ?? 0;
@@ -61,51 +68,56 @@ describe('connector send', () => {
   });
 
   it('sends the Shopify refund sample for an order given by --order-id', async () => {
+    // Prepare
     await placeOrder('shopify', '7020');
-
+    // Act
     const sent = await cli('send', 'shopify', '--topic', 'refunds/create', '--order-id', '7020');
     await stack.waitForIdle();
-
+    // Assess
     expect(sent.code, sent.stderr).toBe(0);
     // 587.00 minus the two refunded lines excluding tax (195.66 + 195.67).
     expect(conversionsOf('7020')[0]?.amountHistory.map((h) => h.amount)).toEqual([19_567]);
   });
 
   it('signs a body of your own from --file, byte for byte', async () => {
+    // Prepare
     const file = join(state.dir, 'own-order.json');
     writeFileSync(
       file,
       `{"type":"order","eventId":"own-1","orderId":"7030","amount":"10.00","currency":"EUR","clickIds":["${CLICK}"],"buyerIp":"${IP}"}`,
     );
-
+    // Act
     const sent = await cli('send', 'generic', '--file', file);
     await stack.waitForIdle();
-
+    // Assess
     expect(sent.code, sent.stderr).toBe(0);
     expect(conversionsOf('7030')).toMatchObject([{ amount: 1000 }]);
   });
 
   it('exits 1 with the 401 answer when the secret is wrong', async () => {
+    // Act
     const sent = await cli('send', 'shopify', '--order-id', '7040', '--secret', 'not-the-secret');
-
+    // Assess
     expect(sent.code).toBe(1);
     expect(sent.stdout).toMatch(/^HTTP 401\n/);
     expect(conversionsOf('7040')).toHaveLength(0);
   });
 
   it('exits 2 naming the flag when a value is wrong, before sending', async () => {
+    // Act
     const sent = await cli('send', 'shopify', '--click-id', 'not-hex');
-
+    // Assess
     expect(sent.code).toBe(2);
     expect(sent.stderr).toContain('--click-id: must be 24 hexadecimal characters');
     expect(sent.stdout).toBe('');
   });
 
   it('exits 2 naming the flag and the variable when the connector URL is not configured', async () => {
+    // Act
     const nowhere = emptyDir();
     try {
       const sent = await runCli(['send', 'shopify'], { cwd: nowhere.dir });
-
+      // Assess
       expect(sent.code).toBe(2);
       expect(sent.stderr).toMatch(/^error: missing the connector URL: pass --url or set CONNECTOR_URL/);
       expect(sent.stderr).not.toMatch(/\n\s+at /);
@@ -114,12 +126,32 @@ describe('connector send', () => {
     }
   });
 
+  it('runs as a program: exit code 2 and one line naming the setting, no stack trace', async () => {
+    // Prepare
+    const nowhere = emptyDir();
+    try {
+      // Act
+      const result = await promisify(execFile)(process.execPath, [BIN, 'dlq', 'list'], {
+        cwd: nowhere.dir,
+        env: { PATH: process.env['PATH'] ?? '' },
+      }).catch((error: { code: number; stdout: string; stderr: string }) => error);
+      // Assess
+      expect('code' in result ? result.code : 0).toBe(2);
+      expect(result.stderr).toBe(
+        'error: missing the dead-letter queue URL: pass --dlq-url or set DLQ_URL (locally, `npm start` writes it to .local-stack.json)\n',
+      );
+    } finally {
+      nowhere.remove();
+    }
+  });
+
   it('prefers the environment over .local-stack.json', async () => {
+    // Act
     const sent = await runCli(['send', 'shopify'], {
       cwd: state.dir,
       env: { CONNECTOR_URL: 'http://127.0.0.1:9' },
     });
-
+    // Assess
     expect(sent.code).toBe(1);
     expect(sent.stderr).toContain('could not reach http://127.0.0.1:9/webhooks/shopify');
   });
@@ -127,24 +159,26 @@ describe('connector send', () => {
 
 describe('connector refund', () => {
   it('queues one refund from flags, which the worker applies', async () => {
+    // Prepare
     await placeOrder('shopify', '7101');
-
+    // Act
     const refunded = await cli('refund', '--external-id', '7101', '--refund-id', 'RF-1', '--amount', '87.00');
     await stack.waitForIdle();
-
+    // Assess
     expect(refunded.code, refunded.stderr).toBe(0);
     expect(refunded.stdout).toMatch(/order 7101 {2}refund RF-1 {2}→ 202 queued {2}message \S+/);
     expect(conversionsOf('7101')[0]?.amount).toBe(50_000);
   });
 
   it('sends the sample CSV: every row queued, and each order refunded', async () => {
+    // Prepare
     await placeOrder('shopify', '1001');
     await placeOrder('woocommerce', '1002');
     await placeOrder('generic', '1003');
-
+    // Act
     const refunded = await cli('refund', '--csv', SAMPLE_CSV);
     await stack.waitForIdle();
-
+    // Assess
     expect(refunded.code, refunded.stdout + refunded.stderr).toBe(0);
     expect(refunded.stdout).toContain('[3/3] line 4  order 1003');
     expect(refunded.stdout).toContain('3 refunds: 3 queued, 0 failed');
@@ -154,6 +188,7 @@ describe('connector refund', () => {
   });
 
   it('validates a CSV whole: with one bad row, every problem is listed and nothing is sent', async () => {
+    // Prepare
     await placeOrder('shopify', '7201');
     const csv = join(state.dir, 'refunds-bad.csv');
     writeFileSync(
@@ -167,10 +202,10 @@ describe('connector refund', () => {
       ].join('\n'),
     );
     const before = await stack.ledger.get(ledgerKey(program(), '7201'));
-
+    // Act
     const refunded = await cli('refund', '--csv', csv);
     await stack.waitForIdle();
-
+    // Assess
     expect(refunded.code).toBe(2);
     expect(refunded.stderr).toContain('line 3: amount: "1,000.00" is not a decimal amount');
     expect(refunded.stderr).toContain('line 4: full: "maybe" is not true or false');
@@ -182,34 +217,41 @@ describe('connector refund', () => {
   });
 
   it('--dry-run validates and prints what would be sent, and sends nothing', async () => {
+    // Prepare
     await placeOrder('shopify', '7301');
     const csv = join(state.dir, 'refunds-dry.csv');
     writeFileSync(csv, 'externalId,refundId,amount,full\n7301,RF-DRY,10.00,false\n');
-
+    // Act
     const refunded = await cli('refund', '--csv', csv, '--dry-run');
     await stack.waitForIdle();
-
+    // Assess
     expect(refunded.code).toBe(0);
-    expect(refunded.stdout).toContain('line 2  would POST /refunds {"externalId":"7301","refundId":"RF-DRY","amount":"10.00"}');
+    expect(refunded.stdout).toContain(
+      'line 2  would POST /refunds {"externalId":"7301","refundId":"RF-DRY","amount":"10.00"}',
+    );
     expect(refunded.stdout).toContain('dry run: 1 refund valid, nothing sent');
     const record = await stack.ledger.get(ledgerKey(program(), '7301'));
     expect(record?.refunds).toEqual({});
   });
 
   it('reports each failed row, and exits 1', async () => {
+    // Prepare
     const csv = join(state.dir, 'refunds-unknown.csv');
     writeFileSync(csv, 'externalId,refundId,amount,source\n7401,RF-X,10.00,no-such-source\n');
-
+    // Act
     const refunded = await cli('refund', '--csv', csv);
-
+    // Assess
     expect(refunded.code).toBe(1);
     expect(refunded.stdout).toContain('→ 400 source: unknown source "no-such-source"');
     expect(refunded.stdout).toContain('1 refund: 0 queued, 1 failed');
   });
 
   it('stops at the first row when the API key is refused', async () => {
-    const refunded = await runCli(['refund', '--csv', SAMPLE_CSV, '--api-key', 'wrong-key'], { cwd: state.dir });
-
+    // Act
+    const refunded = await runCli(['refund', '--csv', SAMPLE_CSV, '--api-key', 'wrong-key'], {
+      cwd: state.dir,
+    });
+    // Assess
     expect(refunded.code).toBe(1);
     expect(refunded.stdout).toContain('→ 401');
     expect(refunded.stdout).toContain('3 refunds: 0 queued, 1 failed, 2 not sent');
@@ -217,15 +259,26 @@ describe('connector refund', () => {
   });
 
   it('exits 2 when flags give both an amount and --full', async () => {
-    const refunded = await cli('refund', '--external-id', '7501', '--refund-id', 'R', '--amount', '1.00', '--full');
-
+    // Act
+    const refunded = await cli(
+      'refund',
+      '--external-id',
+      '7501',
+      '--refund-id',
+      'R',
+      '--amount',
+      '1.00',
+      '--full',
+    );
+    // Assess
     expect(refunded.code).toBe(2);
     expect(refunded.stderr).toContain('--amount: give an amount');
   });
 
   it('keeps the sample CSV in the documented format', () => {
+    // Act
     const header = readFileSync(SAMPLE_CSV, 'utf8').split('\n')[0];
-
+    // Assess
     expect(header).toBe('externalId,refundId,amount,full,reason,source,currency');
   });
 });

@@ -13,7 +13,9 @@ beforeAll(async () => {
   stack = await startLocalStack({ port: 0, sandbox: { port: 0 } });
   state = localStateDir(stack);
   for (const id of ['9001', '9002', '9003', '9004']) {
-    const sent = await runCli(['send', 'generic', '--order-id', id, '--click-id', CLICK, '--ip', IP], { cwd: state.dir });
+    const sent = await runCli(['send', 'generic', '--order-id', id, '--click-id', CLICK, '--ip', IP], {
+      cwd: state.dir,
+    });
     if (sent.code !== 0) throw new Error(`send ${id}: ${sent.stdout}${sent.stderr}`);
   }
   await stack.waitForIdle();
@@ -29,8 +31,9 @@ const conversionOf = (externalId: string) =>
 
 describe('connector status', () => {
   it('shows the ledger record and the conversion side by side, and exits 0 when they agree', async () => {
+    // Act
     const shown = await cli('status', '9001');
-
+    // Assess
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toMatch(/state\s+added\s+pending/);
     expect(shown.stdout).toMatch(/amount\s+49\.90 EUR\s+49\.90 EUR/);
@@ -38,9 +41,10 @@ describe('connector status', () => {
   });
 
   it('prints JSON, and exits 1 for an order nobody knows', async () => {
+    // Act
     const json = await cli('status', '9001', '--source', 'generic', '--json');
     const unknown = await cli('status', 'no-such-order');
-
+    // Assess
     expect(JSON.parse(json.stdout)).toMatchObject({
       found: true,
       externalId: '9001',
@@ -49,28 +53,32 @@ describe('connector status', () => {
       differences: [],
     });
     expect(unknown.code).toBe(1);
-    expect(unknown.stderr).toContain('order no-such-order: not in the ledger and no conversion on the platform');
+    expect(unknown.stderr).toContain(
+      'order no-such-order: not in the ledger and no conversion on the platform',
+    );
   });
 });
 
 describe('connector reconcile', () => {
   it('is clean (exit 0) while the platform matches the ledger', async () => {
+    // Act
     const clean = await cli('reconcile', '--from', startedAt);
-
+    // Assess
     expect(clean.code, clean.stdout + clean.stderr).toBe(0);
     expect(clean.stdout).toContain('4 ledger records, 4 conversions on the platform');
     expect(clean.stdout).toContain('✓ no differences');
   });
 
   it('finds a conversion removed from the platform, an amount and a status changed there, and exits 1', async () => {
+    // Prepare
     const control = stack.sandbox?.control;
     control?.remove(conversionOf('9002')?.id ?? '');
     control?.setAmount(conversionOf('9003')?.id ?? '', 1234);
-
+    // Act
     const table = await cli('reconcile', '--from', startedAt);
     const csv = await cli('reconcile', '--from', startedAt, '--csv');
     const json = await cli('reconcile', '--from', startedAt, '--json');
-
+    // Assess
     expect(table.code).toBe(1);
     expect(table.stdout).toMatch(/missing\s+9002 .*added 49\.90 EUR/);
     expect(table.stdout).toMatch(/amount_mismatch\s+9003 .*ledger 49\.90 EUR, platform 12\.34 EUR/);
@@ -79,18 +87,26 @@ describe('connector reconcile', () => {
     expect(csv.stdout.split('\n')).toEqual(
       expect.arrayContaining([
         'kind,program,externalId,conversionId,ledgerState,ledgerAmount,platformStatus,platformAmount,currency,detail',
-        expect.stringMatching(/^amount_mismatch,[0-9a-f]{24},9003,[0-9a-f]{24},added,49\.90,pending,12\.34,EUR,/),
+        expect.stringMatching(
+          /^amount_mismatch,[0-9a-f]{24},9003,[0-9a-f]{24},added,49\.90,pending,12\.34,EUR,/,
+        ),
       ]),
     );
-    expect(JSON.parse(json.stdout).differences.map((d: { kind: string; externalId: string }) => [d.kind, d.externalId])).toEqual([
+    expect(
+      JSON.parse(json.stdout).differences.map((d: { kind: string; externalId: string }) => [
+        d.kind,
+        d.externalId,
+      ]),
+    ).toEqual([
       ['missing', '9002'],
       ['amount_mismatch', '9003'],
     ]);
   });
 
   it('exits 2 on a period that ends before it starts', async () => {
+    // Act
     const wrong = await cli('reconcile', '--from', '2026-05-02', '--to', '2026-05-01');
-
+    // Assess
     expect(wrong.code).toBe(2);
     expect(wrong.stderr).toContain('--from: must not be after --to');
   });
@@ -98,8 +114,9 @@ describe('connector reconcile', () => {
 
 describe('connector doctor', () => {
   it('passes every check against the local stack', async () => {
+    // Act
     const checked = await cli('doctor');
-
+    // Assess
     expect(checked.code, checked.stdout).toBe(0);
     expect(checked.stdout).toMatch(/✓ affiliate token\s+accepted/);
     expect(checked.stdout).toMatch(/✓ source shopify\s+program [0-9a-f]{24}, rule [0-9a-f]{24}/);
@@ -110,18 +127,21 @@ describe('connector doctor', () => {
   });
 
   it('fails with a hint when the token is refused or a source names an unknown rule', async () => {
+    // Prepare
     const sources = [...stack.sources.values()].map((s) =>
       s.id === 'stripe' ? { ...s, rule: 'ffffffffffffffffffffffff' } : s,
     );
-
+    // Act
     const badToken = await runCli(['doctor'], { cwd: state.dir, env: { AFFILIATE_TOKEN: 'wrong-token' } });
     const badRule = await runCli(['doctor'], { cwd: state.dir, env: { SOURCES: JSON.stringify(sources) } });
-
+    // Assess
     expect(badToken.code).toBe(1);
     expect(badToken.stdout).toMatch(/✗ affiliate token\s+refused/);
     expect(badToken.stdout).toContain('fix: set AFFILIATE_TOKEN');
     expect(badRule.code).toBe(1);
-    expect(badRule.stdout).toMatch(/✗ source stripe\s+rule ffffffffffffffffffffffff is not a rule of program/);
+    expect(badRule.stdout).toMatch(
+      /✗ source stripe\s+rule ffffffffffffffffffffffff is not a rule of program/,
+    );
     expect(badRule.stdout).toMatch(/✓ source shopify/);
   });
 });

@@ -1,0 +1,167 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { CliError } from '../../shared/cli/io.ts';
+import {
+  applyChanges,
+  checkChanges,
+  defaultTopic,
+  freshEventId,
+  PLATFORMS,
+  type Platform,
+  samplePath,
+  signedHeaders,
+} from '../../shared/cli/samples.ts';
+import { UnauthorizedError } from '../../shared/errors.ts';
+import { adapterFor } from '../../shared/platforms/registry.ts';
+import { NOW, onlyEvent, SECRET, sharedRaw, signatureVector, sourceOf } from './platforms/support.ts';
+
+const CLICK = 'abcdef0123456789abcdef01';
+const IP = '198.51.100.9';
+
+function sampleOf(
+  platform: Platform,
+  topic = defaultTopic(platform, undefined) ?? '',
+): Record<string, unknown> {
+  const path = samplePath(platform, topic);
+  if (!path) throw new Error(`no sample for ${platform} ${topic}`);
+  return JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+}
+
+/** What the connector's own adapter makes of a body signed by `send`. */
+function received(platform: Platform, body: string, headers: Record<string, string>, secret = SECRET) {
+  return adapterFor(platform).handle(
+    { rawBody: Buffer.from(body), headers },
+    { source: sourceOf(platform), secrets: [secret], now: NOW },
+  );
+}
+
+const changes = { clickIdAttribute: 'aecid', trackingIdAttribute: 'affiliate_tracking_id' };
+
+describe('send: samples signed like the platform', () => {
+  it.each(PLATFORMS)(
+    '%s: the connector verifies the signature and reads the order id, click id and IP',
+    (platform) => {
+      // Prepare
+      const topic = defaultTopic(platform, undefined);
+      const body = JSON.stringify(
+        applyChanges(platform, topic, sampleOf(platform), {
+          ...changes,
+          orderId: '4242',
+          clickId: CLICK,
+          ip: IP,
+          eventId: freshEventId(platform),
+        }),
+      );
+      // Act
+      const event = onlyEvent(
+        received(platform, body, signedHeaders(platform, body, SECRET, { topic, now: NOW })),
+      );
+      // Assess
+      expect(event).toMatchObject({
+        type: 'OrderPlaced',
+        externalId: '4242',
+        clickIds: [CLICK],
+        buyerIp: IP,
+      });
+    },
+  );
+
+  it.each(PLATFORMS)('%s: a wrong secret is refused by the connector', (platform) => {
+    // Prepare
+    const topic = defaultTopic(platform, undefined);
+    const body = JSON.stringify(sampleOf(platform));
+    const headers = signedHeaders(platform, body, 'another-secret', { topic, now: NOW });
+    // Act
+    const handle = () => received(platform, body, headers);
+    // Assess
+    expect(handle).toThrow(UnauthorizedError);
+  });
+
+  it.each([
+    ['shopify', 'x-shopify-hmac-sha256'],
+    ['woocommerce', 'x-wc-webhook-signature'],
+  ] as const)('%s: matches the shared signature test vector over the sample bytes', (platform, header) => {
+    // Prepare
+    const vector = signatureVector(platform);
+    const raw = readFileSync(samplePath(platform, defaultTopic(platform, undefined) ?? '') ?? '', 'utf8');
+    // Act
+    const headers = signedHeaders(platform, raw, vector.secret, { now: NOW });
+    // Assess
+    expect(raw).toBe(sharedRaw(vector.body_file).toString('utf8'));
+    expect(headers[header]).toBe(vector.value);
+  });
+
+  it('stripe: matches the shared signature test vector', () => {
+    // Prepare
+    const vector = signatureVector('stripe');
+    const raw = sharedRaw(vector.body_file).toString('utf8');
+    // Act
+    const headers = signedHeaders('stripe', raw, vector.secret, {
+      now: new Date((vector.timestamp ?? 0) * 1000),
+    });
+    // Assess
+    expect(headers['stripe-signature']).toBe(vector.value);
+  });
+
+  it('puts a tracking id where each platform carries it (manual mode)', () => {
+    for (const platform of PLATFORMS) {
+      // Prepare
+      const topic = defaultTopic(platform, undefined);
+      const body = JSON.stringify(
+        applyChanges(platform, topic, sampleOf(platform), {
+          ...changes,
+          trackingId: 1001,
+          eventId: freshEventId(platform),
+        }),
+      );
+      // Act
+      const event = onlyEvent(
+        received(platform, body, signedHeaders(platform, body, SECRET, { topic, now: NOW })),
+      );
+      // Assess
+      expect(event, platform).toMatchObject({ affiliateTrackingId: 1001 });
+    }
+  });
+
+  it('points the Shopify refund sample at the order given', () => {
+    // Prepare
+    const topic = 'refunds/create';
+    const body = JSON.stringify(
+      applyChanges('shopify', topic, sampleOf('shopify', topic), { ...changes, orderId: '777' }),
+    );
+    // Act
+    const event = onlyEvent(
+      received('shopify', body, signedHeaders('shopify', body, SECRET, { topic, now: NOW })),
+    );
+    // Assess
+    expect(event).toMatchObject({ type: 'OrderRefunded', externalId: '777', amount: 39_133 });
+  });
+
+  it('has no built-in sample for a topic it cannot fake', () => {
+    // Act and assess
+    expect(samplePath('stripe', 'refund.created')).toBeUndefined();
+    expect(samplePath('shopify', 'products/update')).toBeUndefined();
+  });
+});
+
+describe('send: flag values', () => {
+  it.each([
+    [{ clickId: 'xyz' }, '--click-id'],
+    [{ ip: '300.1.1.1' }, '--ip'],
+    [{ trackingId: Number('abc') }, '--tracking-id'],
+    [{ trackingId: 0 }, '--tracking-id'],
+    [{ orderId: ' ' }, '--order-id'],
+  ])('rejects %o naming %s', (given, flag) => {
+    // Act
+    let error: unknown;
+    try {
+      checkChanges(given);
+    } catch (e) {
+      error = e;
+    }
+    // Assess
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as CliError).message.startsWith(flag)).toBe(true);
+    expect((error as CliError).exitCode).toBe(2);
+  });
+});
