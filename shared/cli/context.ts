@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { isAbsolute, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
@@ -131,16 +131,23 @@ export class CliContext {
     this.#flags = flags as Readonly<Record<string, unknown>>;
   }
 
-  /** Path of the local state file looked at. */
-  get stateFile(): string {
-    return isAbsolute(LOCAL_STATE_FILE) ? LOCAL_STATE_FILE : join(this.io.cwd, LOCAL_STATE_FILE);
+  /**
+   * The local state file: in the working directory or the nearest parent that has one (`npm start`
+   * writes it in the repository root; the CLI may be run from a subdirectory). Undefined when none.
+   */
+  stateFile(): string | undefined {
+    for (let dir = resolve(this.io.cwd); ; dir = dirname(dir)) {
+      const candidate = join(dir, LOCAL_STATE_FILE);
+      if (existsSync(candidate)) return candidate;
+      if (dirname(dir) === dir) return undefined;
+    }
   }
 
   /** The parsed `.local-stack.json`, or null when there is none. */
   localState(): LocalState | null {
     if (this.#state !== undefined) return this.#state;
-    const path = this.stateFile;
-    if (!existsSync(path)) {
+    const path = this.stateFile();
+    if (path === undefined) {
       this.#state = null;
       return null;
     }
@@ -150,9 +157,7 @@ export class CliContext {
         throw new Error('not an object');
       this.#state = parsed as LocalState;
     } catch {
-      throw new CliError(
-        `${LOCAL_STATE_FILE} is not valid JSON: restart the local stack (npm start) or delete the file`,
-      );
+      throw new CliError(`${path} is not valid JSON: restart the local stack (npm start) or delete the file`);
     }
     return this.#state;
   }

@@ -4,14 +4,7 @@ import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
 import type { AdvertiserInfo } from '../affiliate/schemas.ts';
 import { ConfigurationError } from '../errors.ts';
-import {
-  awsCall,
-  type CliContext,
-  LOCAL_STATE_FILE,
-  missingMessage,
-  settingOptions,
-  withContext,
-} from './context.ts';
+import { awsCall, type CliContext, missingMessage, settingOptions, withContext } from './context.ts';
 import { CliError, type CliIo, explain, writeLine } from './io.ts';
 
 export interface CheckResult {
@@ -249,7 +242,8 @@ Examples:
     )
     .action(async (options: object) => {
       await withContext(io, options, async (ctx) => {
-        const where = ctx.localState() !== null ? ` (local settings from ${LOCAL_STATE_FILE})` : '';
+        const file = ctx.localState() !== null ? ctx.stateFile() : undefined;
+        const where = file ? ` (local settings from ${file})` : '';
         writeLine(io.stdout, `connector doctor${where}`);
         const results = await runChecks(ctx);
         const width = Math.max(...results.map((r) => r.name.length));

@@ -69,7 +69,23 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
       if (error.message) writeLine(io.stderr, `error: ${error.message}`);
       return error.exitCode;
     }
+    const setup = awsSetupProblem(error);
+    if (setup) {
+      writeLine(io.stderr, `error: ${setup}`);
+      return 2;
+    }
     writeLine(io.stderr, `error: ${explain(error)}`);
     return 1;
   }
+}
+
+/** The AWS SDK's "you have not set up AWS" failures, told as missing settings. */
+function awsSetupProblem(error: unknown): string | undefined {
+  if (!(error instanceof Error)) return undefined;
+  if (/region is missing/i.test(error.message))
+    return 'missing the AWS region: pass --region or set AWS_REGION';
+  if (error.name === 'CredentialsProviderError') {
+    return 'no AWS credentials found: set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or run against the local stack (npm start)';
+  }
+  return undefined;
 }
