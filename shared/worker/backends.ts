@@ -61,7 +61,9 @@ export async function legacyClientFromEnv(
   // The credentials secret turns the legacy interface on; the stack always sets the base URL.
   if (secretRef === '') return undefined;
   if (baseUrl === '') {
-    throw new ConfigurationError('missing required setting LEGACY_BASE_URL (the legacy 2.0 interface needs it)');
+    throw new ConfigurationError(
+      'missing required setting LEGACY_BASE_URL (the legacy 2.0 interface needs it)',
+    );
   }
   const credentials = parseLegacyCredentials(await secrets.get(secretRef), `secret ${secretRef}`);
   return new LegacyClient({
