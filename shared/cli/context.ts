@@ -115,7 +115,7 @@ function attributeOf(flag: string): string {
 
 type LocalState = Record<string, unknown>;
 
-/** Settings, clients and sources of one command run. Create with `contextFor`; `close()` when done. */
+/** Settings, clients and sources of one command run (see `withContext`); `close()` when done. */
 export class CliContext {
   readonly io: CliIo;
   readonly #flags: Readonly<Record<string, unknown>>;

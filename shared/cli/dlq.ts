@@ -7,6 +7,7 @@ import {
   purgeQueue,
   queueCounts,
   queueName,
+  REDRIVE_CLASS,
   replayQueue,
   scanQueue,
 } from './dlq-reader.ts';
@@ -112,7 +113,7 @@ Examples:
   $ npx connector dlq list --external-id 1001 --json
 
 Reading does not consume: each message is hidden for 2 s while read, then made visible again.
-FAILURE CLASS is the worker's (permanent, configuration, bad_input) or "${'transient (redrive)'}" for
+FAILURE CLASS is the worker's (permanent, configuration, bad_input) or "${REDRIVE_CLASS}" for
 a message SQS moved after too many transient failures (ATTEMPTS is then SQS's receive count, which
 counts reads by this command too).`;
 
