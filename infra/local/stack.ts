@@ -208,6 +208,26 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   };
 }
 
+/** What `npm start` writes to LOCAL_STATE_FILE: how the operator CLI reaches this stack. */
+export function localState(
+  stack: LocalStack,
+  affiliateToken = stack.sandbox?.token,
+): Record<string, unknown> {
+  return {
+    connectorUrl: stack.url,
+    financeApiKey: stack.secrets['FINANCE_API_KEY'],
+    secrets: stack.secrets,
+    sqsEndpoint: stack.emulators.sqsEndpoint,
+    queueUrl: stack.emulators.queueUrl,
+    dlqUrl: stack.emulators.dlqUrl,
+    dynamoEndpoint: stack.emulators.dynamoEndpoint,
+    ledgerTable: stack.emulators.tableName,
+    affiliateBaseUrl: stack.platformUrl,
+    affiliateToken,
+    sources: [...stack.sources.values()],
+  };
+}
+
 function definedOnly(env: Env): Record<string, string> {
   return Object.fromEntries(
     Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ''),

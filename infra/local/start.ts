@@ -1,6 +1,6 @@
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { LOCAL_STATE_FILE, startLocalStack } from './stack.ts';
+import { LOCAL_STATE_FILE, localState, startLocalStack } from './stack.ts';
 
 /**
  * `npm start`: the whole connector on this machine (ingest API, worker, fauxqs, dynalite, sandbox).
@@ -71,23 +71,7 @@ try {
   // The operator CLI (`npx connector …`) finds the local stack through this file.
   writeFileSync(
     LOCAL_STATE_FILE,
-    JSON.stringify(
-      {
-        connectorUrl: stack.url,
-        financeApiKey: stack.secrets['FINANCE_API_KEY'],
-        secrets: stack.secrets,
-        sqsEndpoint: stack.emulators.sqsEndpoint,
-        queueUrl: stack.emulators.queueUrl,
-        dlqUrl: stack.emulators.dlqUrl,
-        dynamoEndpoint: stack.emulators.dynamoEndpoint,
-        ledgerTable: stack.emulators.tableName,
-        affiliateBaseUrl: stack.platformUrl,
-        affiliateToken: stack.sandbox?.token ?? env['AFFILIATE_TOKEN'],
-        sources: [...stack.sources.values()],
-      },
-      null,
-      2,
-    ),
+    JSON.stringify(localState(stack, stack.sandbox?.token ?? env['AFFILIATE_TOKEN']), null, 2),
   );
   let stopping = false;
   const stop = async () => {

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import type { LocalStack } from '../../infra/local/stack.ts';
+import { type LocalStack, localState } from '../../infra/local/stack.ts';
 import { run } from '../../shared/cli/program.ts';
 
 export interface CliResult {
@@ -39,22 +39,7 @@ export async function runCli(argv: readonly string[], options: CliRunOptions): P
 /** A temporary directory holding the `.local-stack.json` that `npm start` would write for `stack`. */
 export function localStateDir(stack: LocalStack): { dir: string; remove(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'connector-cli-'));
-  writeFileSync(
-    join(dir, '.local-stack.json'),
-    JSON.stringify({
-      connectorUrl: stack.url,
-      financeApiKey: stack.secrets['FINANCE_API_KEY'],
-      secrets: stack.secrets,
-      sqsEndpoint: stack.emulators.sqsEndpoint,
-      queueUrl: stack.emulators.queueUrl,
-      dlqUrl: stack.emulators.dlqUrl,
-      dynamoEndpoint: stack.emulators.dynamoEndpoint,
-      ledgerTable: stack.emulators.tableName,
-      affiliateBaseUrl: stack.platformUrl,
-      affiliateToken: stack.sandbox?.token,
-      sources: [...stack.sources.values()],
-    }),
-  );
+  writeFileSync(join(dir, '.local-stack.json'), JSON.stringify(localState(stack)));
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
