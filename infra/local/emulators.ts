@@ -34,7 +34,18 @@ export interface Emulators {
   readonly maxReceiveCount: number;
   /** Messages of a queue by state, read from the emulator without receiving them. */
   counts(queueName: string): { ready: number; inflight: number; delayed: number };
+  /** Every message of a queue, whatever its state, read from the emulator without receiving it. */
+  messages(queueName: string): QueuedMessage[];
   close(): Promise<void>;
+}
+
+export interface QueuedMessage {
+  readonly messageId: string;
+  readonly body: string;
+  readonly groupId: string | undefined;
+  readonly state: 'ready' | 'inflight' | 'delayed';
+  /** The handle of the receive that holds it, while in flight. */
+  readonly receiptHandle?: string;
 }
 
 /** Credentials the emulators accept; never real ones. */
@@ -91,6 +102,24 @@ export async function startEmulators(options: EmulatorOptions = {}): Promise<Emu
         inflight: q?.messages.inflight.length ?? 0,
         delayed: q?.messages.delayed.length ?? 0,
       };
+    },
+    messages(name) {
+      const q = fauxqs.inspectQueue(name);
+      if (!q) return [];
+      const of = (m: { messageId: string; body: string; messageGroupId?: string }) => ({
+        messageId: m.messageId,
+        body: m.body,
+        groupId: m.messageGroupId,
+      });
+      return [
+        ...q.messages.ready.map((m) => ({ ...of(m), state: 'ready' as const })),
+        ...q.messages.inflight.map((e) => ({
+          ...of(e.message),
+          state: 'inflight' as const,
+          receiptHandle: e.receiptHandle,
+        })),
+        ...q.messages.delayed.map((m) => ({ ...of(m), state: 'delayed' as const })),
+      ];
     },
     async close() {
       sqs.destroy();
