@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, relative, resolve } from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { ROUTE_NAMES, type RouteName, resolveRoutes } from '../shared/affiliate/routes.ts';
 import { SourcesFile } from '../shared/config/sources.ts';
 

@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { SourceConfig } from './config/sources.ts';
 import { splitSecrets } from './config/sources.ts';
 import { OrderRefunded } from './domain/events.ts';

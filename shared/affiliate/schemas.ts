@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * Request rules of the platform's current API (4.93), written once and used by both the client

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * The normalized events that travel through the queue. Platform adapters produce them from webhooks,

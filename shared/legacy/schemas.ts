@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * Zod rules of the legacy 2.0 interface (`/2.0/…`, HTTP Basic), shared by `LegacyClient` (checks

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
-import { z } from 'zod';
+import * as z from 'zod';
 import { ConnectorEvent, type ConnectorEventInput } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import { type ParseMoneyOptions, parseMoney } from '../money.ts';
@@ -89,6 +89,17 @@ export function header(
 ): string | undefined {
   const value = headers[name]?.trim();
   return value ? value : undefined;
+}
+
+/**
+ * A header the platform always sends (the topic), trimmed.
+ *
+ * @throws BadInputError naming the header when it is absent or blank
+ */
+export function requiredHeader(headers: Readonly<Record<string, string | undefined>>, name: string): string {
+  const value = header(headers, name);
+  if (!value) throw new BadInputError(`missing ${name} header`, { field: name });
+  return value;
 }
 
 /** The first candidate that is an IPv4 or IPv6 address; blanks and junk are skipped, not fatal. */

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import type { ConnectorEventInput } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import { parseJsonBody } from '../json.ts';
@@ -15,9 +15,10 @@ import {
   MoneyText,
   money,
   parsePayload,
+  requiredHeader,
   unique,
 } from './mapping.ts';
-import { verifyBase64Hmac } from './signature.ts';
+import { verifyBase64HmacHeader } from './signature.ts';
 import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } from './types.ts';
 
 /**
@@ -278,14 +279,8 @@ const ORDER_TOPICS = new Set(['orders/create', 'orders/paid']);
 export const shopifyAdapter: PlatformAdapter = {
   platform: 'shopify',
   handle(request: WebhookRequest, context: AdapterContext): AdapterResult {
-    verifyBase64Hmac(
-      request.rawBody,
-      request.headers['x-shopify-hmac-sha256'],
-      context.secrets,
-      'x-shopify-hmac-sha256',
-    );
-    const topic = header(request.headers, 'x-shopify-topic');
-    if (!topic) throw new BadInputError('missing x-shopify-topic header', { field: 'x-shopify-topic' });
+    verifyBase64HmacHeader(request, context.secrets, 'x-shopify-hmac-sha256');
+    const topic = requiredHeader(request.headers, 'x-shopify-topic');
     const isOrderTopic = ORDER_TOPICS.has(topic);
     if (isOrderTopic && topic !== context.source.orderTopic) {
       return {

@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { ConfigurationError, UnauthorizedError } from '../errors.ts';
+import type { WebhookRequest } from './types.ts';
 
 /**
  * Webhook signature checks over the exact bytes received. Every check accepts several secrets so a
@@ -53,6 +54,20 @@ export function verifyBase64Hmac(
   if (!secrets.some((secret) => safeEqual(hmacSha256(secret, rawBody), given))) {
     throw new UnauthorizedError(`${header} does not match`);
   }
+}
+
+/**
+ * `verifyBase64Hmac` on a delivery whose signature travels in the header `name`.
+ *
+ * @throws UnauthorizedError when the header is missing or matches no secret
+ * @throws ConfigurationError when no secret is configured
+ */
+export function verifyBase64HmacHeader(
+  request: WebhookRequest,
+  secrets: readonly string[],
+  name: string,
+): void {
+  verifyBase64Hmac(request.rawBody, request.headers[name], secrets, name);
 }
 
 /** Hex signatures compared as bytes: `AB…` and `ab…` are the same signature. */

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import type { ConnectorEventInput } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import { parseJsonBody } from '../json.ts';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import type { ConnectorEventInput } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import { parseJsonBody } from '../json.ts';
@@ -9,15 +9,15 @@ import {
   CurrencyCode,
   checkEvents,
   firstIp,
-  header,
   IdString,
   isoDate,
   MoneyText,
   money,
   parsePayload,
+  requiredHeader,
   unique,
 } from './mapping.ts';
-import { verifyBase64Hmac } from './signature.ts';
+import { verifyBase64HmacHeader } from './signature.ts';
 import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } from './types.ts';
 
 /**
@@ -254,14 +254,8 @@ export const woocommerceAdapter: PlatformAdapter = {
   platform: 'woocommerce',
   handle(request: WebhookRequest, context: AdapterContext): AdapterResult {
     if (isPing(request.rawBody)) return { kind: 'ping' };
-    verifyBase64Hmac(
-      request.rawBody,
-      request.headers['x-wc-webhook-signature'],
-      context.secrets,
-      'x-wc-webhook-signature',
-    );
-    const topic = header(request.headers, 'x-wc-webhook-topic');
-    if (!topic) throw new BadInputError('missing x-wc-webhook-topic header', { field: 'x-wc-webhook-topic' });
+    verifyBase64HmacHeader(request, context.secrets, 'x-wc-webhook-signature');
+    const topic = requiredHeader(request.headers, 'x-wc-webhook-topic');
     if (topic !== 'order.created' && topic !== 'order.updated') {
       // Custom topics may deliver a refund resource; anything else they carry is not ours.
       const refund = refundBodyOf(request.rawBody);

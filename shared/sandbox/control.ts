@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { Cents } from '../affiliate/schemas.ts';
 import { materialize, requireConversion, view } from './actions.ts';
 import type { FaultInjector } from './faults.ts';

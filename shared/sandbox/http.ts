@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { z } from 'zod';
+import type * as z from 'zod';
 import { firstIssue } from '../affiliate/schemas.ts';
 
 const REASONS: Record<number, string> = {

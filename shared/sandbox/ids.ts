@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { z } from 'zod';
+import * as z from 'zod';
 import { firstIssue, HexId } from '../affiliate/schemas.ts';
 import type { SeedIds } from './types.ts';
 

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { firstIssue } from '../affiliate/schemas.ts';
 import { FaultSettingsSchema } from './faults.ts';
 import { HttpError, parseOr400 } from './http.ts';

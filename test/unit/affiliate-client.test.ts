@@ -5,70 +5,14 @@ import {
   type AffiliateClientOptions,
   searchParamsOf,
 } from '../../shared/affiliate/client.ts';
-import { backoffDelay, type Sleep, withRetry } from '../../shared/affiliate/retry.ts';
+import { backoffDelay, withRetry } from '../../shared/affiliate/retry.ts';
 import { DEFAULT_ROUTES, parseRouteOverrides, resolveRoutes } from '../../shared/affiliate/routes.ts';
 import type { ConversionAddBody } from '../../shared/affiliate/schemas.ts';
 import { BadInputError, ConfigurationError, PermanentError, TransientError } from '../../shared/errors.ts';
+import { FakeClock, type FakeClockOptions } from '../support/clock.ts';
 
-interface Timer {
-  at: number;
-  seq: number;
-  resolve: () => void;
-}
-
-/** Virtual time: `run` advances to the next timer whenever nothing else can make progress. */
-class FakeClock {
-  time = 1_700_000_000_000;
-  readonly sleeps: number[] = [];
-  private seq = 0;
-  private timers: Timer[] = [];
-
-  now = (): number => this.time;
-
-  sleep: Sleep = (ms, signal) =>
-    new Promise<void>((resolve, reject) => {
-      if (signal?.aborted) {
-        reject(signal.reason);
-        return;
-      }
-      this.sleeps.push(ms);
-      const timer: Timer = { at: this.time + Math.max(0, ms), seq: this.seq++, resolve };
-      this.timers.push(timer);
-      signal?.addEventListener(
-        'abort',
-        () => {
-          this.timers = this.timers.filter((t) => t !== timer);
-          reject(signal.reason);
-        },
-        { once: true },
-      );
-    });
-
-  async run<T>(promise: Promise<T>): Promise<T> {
-    let settled = false;
-    promise.then(
-      () => {
-        settled = true;
-      },
-      () => {
-        settled = true;
-      },
-    );
-    for (;;) {
-      await new Promise((resolve) => setImmediate(resolve));
-      if (settled) return promise;
-      this.timers.sort((a, b) => a.at - b.at || a.seq - b.seq);
-      const next = this.timers.shift();
-      if (!next) {
-        // Only real timers (a request timeout) are left: let real time pass.
-        await new Promise((resolve) => setTimeout(resolve, 5));
-        continue;
-      }
-      this.time = Math.max(this.time, next.at);
-      next.resolve();
-    }
-  }
-}
+/** The client also arms real timers (request timeouts): real time passes when no fake one is due. */
+const CLOCK: FakeClockOptions = { start: 1_700_000_000_000, whenIdle: 'wait' };
 
 type Reply = Response | Error | ((init: RequestInit) => Promise<Response>);
 
@@ -143,7 +87,7 @@ const trackingAdd: ConversionAddBody = {
 };
 
 function setup(replies: Reply[], options: Partial<AffiliateClientOptions> = {}) {
-  const clock = new FakeClock();
+  const clock = new FakeClock(CLOCK);
   const { fetch, sent } = scriptedFetch(replies);
   const events: AffiliateClientEvent[] = [];
   const client = new AffiliateClient({
@@ -770,7 +714,7 @@ describe('backoff', () => {
   it('withRetry stops at a failure classified as final', async () => {
     // Prepare
     let calls = 0;
-    const clock = new FakeClock();
+    const clock = new FakeClock(CLOCK);
 
     // Act
     const result = clock.run(

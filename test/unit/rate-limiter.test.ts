@@ -1,61 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { RateLimiter } from '../../shared/affiliate/rate-limiter.ts';
-import type { Sleep } from '../../shared/affiliate/retry.ts';
 import { TransientError } from '../../shared/errors.ts';
-
-interface Timer {
-  at: number;
-  seq: number;
-  resolve: () => void;
-}
-
-/** Virtual time: `run` advances to the next timer whenever nothing else can make progress. */
-class FakeClock {
-  time = 0;
-  private seq = 0;
-  private timers: Timer[] = [];
-
-  now = (): number => this.time;
-
-  sleep: Sleep = (ms, signal) =>
-    new Promise<void>((resolve, reject) => {
-      if (signal?.aborted) {
-        reject(signal.reason);
-        return;
-      }
-      const timer: Timer = { at: this.time + Math.max(0, ms), seq: this.seq++, resolve };
-      this.timers.push(timer);
-      signal?.addEventListener(
-        'abort',
-        () => {
-          this.timers = this.timers.filter((t) => t !== timer);
-          reject(signal.reason);
-        },
-        { once: true },
-      );
-    });
-
-  async run<T>(promise: Promise<T>): Promise<T> {
-    let settled = false;
-    promise.then(
-      () => {
-        settled = true;
-      },
-      () => {
-        settled = true;
-      },
-    );
-    for (;;) {
-      await new Promise((resolve) => setImmediate(resolve));
-      if (settled) return promise;
-      this.timers.sort((a, b) => a.at - b.at || a.seq - b.seq);
-      const next = this.timers.shift();
-      if (!next) throw new Error('nothing scheduled: the promise can never settle');
-      this.time = Math.max(this.time, next.at);
-      next.resolve();
-    }
-  }
-}
+import { FakeClock } from '../support/clock.ts';
 
 function limiterWith(clock: FakeClock, ratePerSecond?: number): RateLimiter {
   return new RateLimiter({ ratePerSecond, now: clock.now, sleep: clock.sleep });

@@ -7,33 +7,28 @@ import {
   hexHmac,
   localRaw,
   NOW,
+  NOW_S,
   onlyEvent,
   request,
   SECRET,
+  signedDeliveries,
   sourceOf,
   thrown,
 } from './support.ts';
 
-const NOW_S = Math.floor(NOW.getTime() / 1000);
-
-function delivery(raw: Buffer | string, t = NOW_S) {
-  const body = Buffer.isBuffer(raw) ? raw : Buffer.from(raw);
-  return request(body, {
-    'x-connector-timestamp': String(t),
-    'x-connector-signature': `sha256=${hexHmac(SECRET, `${t}.`, body)}`,
-  });
-}
+const { context, delivery, handle } = signedDeliveries(genericAdapter, (body, t: number = NOW_S) => ({
+  'x-connector-timestamp': String(t),
+  'x-connector-signature': `sha256=${hexHmac(SECRET, `${t}.`, body)}`,
+}));
 
 function localJson(path: string): Record<string, unknown> {
   return JSON.parse(localRaw(path).toString());
 }
 
-const context = contextOf(sourceOf('generic'));
-
 describe('generic adapter', () => {
   it('maps an order, merging click ids from clickIds and attributes', () => {
     // Act
-    const event = onlyEvent(genericAdapter.handle(delivery(localRaw('generic/order.json')), context));
+    const event = onlyEvent(handle(localRaw('generic/order.json')));
     // Assess
     expect(event).toEqual({
       type: 'OrderPlaced',
@@ -59,9 +54,9 @@ describe('generic adapter', () => {
     // Prepare
     const full = { type: 'refund', orderId: 100045, refundId: 'all', full: true };
     // Act
-    const partial = onlyEvent(genericAdapter.handle(delivery(localRaw('generic/refund.json')), context));
-    const whole = onlyEvent(genericAdapter.handle(delivery(JSON.stringify(full)), context));
-    const cancel = onlyEvent(genericAdapter.handle(delivery(localRaw('generic/cancel.json')), context));
+    const partial = onlyEvent(handle(localRaw('generic/refund.json')));
+    const whole = onlyEvent(handle(JSON.stringify(full)));
+    const cancel = onlyEvent(handle(localRaw('generic/cancel.json')));
     // Assess
     expect(partial).toMatchObject({
       type: 'OrderRefunded',
@@ -84,7 +79,7 @@ describe('generic adapter', () => {
     const body =
       '{"type":"order","orderId":9007199254740993,"amount":"1000","currency":"JPY","affiliateTrackingId":"77"}';
     // Act
-    const event = onlyEvent(genericAdapter.handle(delivery(body), context));
+    const event = onlyEvent(handle(body));
     // Assess
     expect(event).toMatchObject({
       externalId: '9007199254740993',
@@ -108,7 +103,7 @@ describe('generic adapter', () => {
     // Prepare
     const body = JSON.stringify({ ...localJson('generic/order.json'), ...change });
     // Act
-    const error = thrown(() => genericAdapter.handle(delivery(body), context));
+    const error = thrown(() => handle(body));
     // Assess
     expect(error).toBeInstanceOf(BadInputError);
     expect(error.field).toBe(field);
@@ -118,7 +113,7 @@ describe('generic adapter', () => {
     // Prepare
     const body = JSON.stringify({ type: 'refund', orderId: '1', refundId: 'r1' });
     // Act
-    const error = thrown(() => genericAdapter.handle(delivery(body), context));
+    const error = thrown(() => handle(body));
     // Assess
     expect(error.field).toBe('amount');
   });

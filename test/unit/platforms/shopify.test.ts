@@ -12,6 +12,7 @@ import {
   sharedJson,
   sharedRaw,
   signatureVector,
+  signedDeliveries,
   sourceOf,
   thrown,
 } from './support.ts';
@@ -20,18 +21,15 @@ const ORDER = 'shopify/order_2026-07_docs_example.json';
 const REFUND = 'shopify/refund_2026-07_docs_example.json';
 const REFUND_TWO_LINES = 'shopify/refund_2026-07_docs_example_two_lines.json';
 
-function delivery(raw: Buffer | string, topic: string, extra: Record<string, string> = {}) {
-  const body = Buffer.isBuffer(raw) ? raw : Buffer.from(raw);
-  return request(body, {
+const { context, delivery, handle } = signedDeliveries(
+  shopifyAdapter,
+  (body, topic: string, extra: Record<string, string> = {}) => ({
     'x-shopify-topic': topic,
     'x-shopify-hmac-sha256': base64Hmac(SECRET, body),
     'x-shopify-event-id': 'e8c1a2f4-0000-4000-8000-000000000001',
     ...extra,
-  });
-}
-
-const source = sourceOf('shopify');
-const context = contextOf(source);
+  }),
+);
 
 describe('shopify orders', () => {
   it('maps the documentation order signed as in signature_test_vectors.json', () => {
@@ -44,7 +42,9 @@ describe('shopify orders', () => {
       'x-shopify-event-id': 'evt-42',
     });
     // Act
-    const event = onlyEvent(shopifyAdapter.handle(req, contextOf(source, ['retired', vector.secret])));
+    const event = onlyEvent(
+      shopifyAdapter.handle(req, contextOf(context.source, ['retired', vector.secret])),
+    );
     // Assess. By hand: three lines at 199.00 × 1 = 597.00, discount_allocations 3.34 + 3.33 + 3.33
     // = 10.00, taxes_included false → 587.00. The sample's subtotal_price says 597.00, but its
     // total_price 598.94 = 587.00 + total_tax 11.94 + shipping 0.00 agrees with the lines, so the
@@ -74,7 +74,7 @@ describe('shopify orders', () => {
     // Prepare
     const raw = localRaw('shopify/order_taxes_included_multicurrency_bigids.json');
     // Act
-    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'orders/create'), context));
+    const event = onlyEvent(handle(raw, 'orders/create'));
     // Assess. By hand, EUR shop money (presentment USD ignored), taxes_included:
     // line 1: 2 × 119.00 − 23.80 discount − 34.20 tax = 180.00; line 2: 59.50 − 9.50 tax = 50.00;
     // shipping 5.95 (+0.95 tax) left out → 230.00 EUR.
@@ -99,7 +99,7 @@ describe('shopify orders', () => {
     // Prepare
     const raw = localRaw('shopify/order_jpy.json');
     // Act
-    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'orders/create'), context));
+    const event = onlyEvent(handle(raw, 'orders/create'));
     // Assess. By hand: 2 × 1500 − 300 discount − 245 included tax = 2455 JPY (0 decimals;
     // "300.00" is accepted because its extra decimals are zeros); shipping 500 left out.
     expect(event).toMatchObject({ amount: 2455, currency: 'JPY', affiliateTrackingId: 4711, clickIds: [] });
@@ -138,9 +138,7 @@ describe('shopify orders', () => {
     const order = sharedJson(ORDER);
     (order['note_attributes'] as unknown[]).push({ name: 'affiliate_tracking_id', value: 'AFF-12' });
     // Act
-    const error = thrown(() =>
-      shopifyAdapter.handle(delivery(JSON.stringify(order), 'orders/create'), context),
-    );
+    const error = thrown(() => handle(JSON.stringify(order), 'orders/create'));
     // Assess
     expect(error).toBeInstanceOf(BadInputError);
     expect(error.field).toBe('note_attributes.2.value');
@@ -151,7 +149,7 @@ describe('shopify orders', () => {
     // Prepare: the legacy fixture is wrapped in {"order": …}; a webhook body is the order itself
     const order = sharedJson('shopify/order_legacy_fixture_wrapped.json')['order'];
     // Act
-    const event = onlyEvent(shopifyAdapter.handle(delivery(JSON.stringify(order), 'orders/create'), context));
+    const event = onlyEvent(handle(JSON.stringify(order), 'orders/create'));
     // Assess: subtotal_price 398.00, taxes excluded; `gateway` names the payment; browser_ip is
     // null, so the IP comes from client_details
     expect(event).toMatchObject({
@@ -171,13 +169,9 @@ describe('shopify orders', () => {
     const noCurrency = sharedJson(ORDER);
     delete noCurrency['currency'];
     // Act
-    const price = thrown(() =>
-      shopifyAdapter.handle(delivery(JSON.stringify(order), 'orders/create'), context),
-    );
-    const currency = thrown(() =>
-      shopifyAdapter.handle(delivery(JSON.stringify(noCurrency), 'orders/create'), context),
-    );
-    const json = thrown(() => shopifyAdapter.handle(delivery('{"id":', 'orders/create'), context));
+    const price = thrown(() => handle(JSON.stringify(order), 'orders/create'));
+    const currency = thrown(() => handle(JSON.stringify(noCurrency), 'orders/create'));
+    const json = thrown(() => handle('{"id":', 'orders/create'));
     // Assess
     expect(price).toBeInstanceOf(BadInputError);
     expect(price.field).toBe('line_items.1.price');
@@ -207,7 +201,7 @@ describe('shopify orders', () => {
     const raw = sharedRaw(ORDER);
     const paidSource = contextOf(sourceOf('shopify', { orderTopic: 'orders/paid' }));
     // Act
-    const paidByDefault = shopifyAdapter.handle(delivery(raw, 'orders/paid'), context);
+    const paidByDefault = handle(raw, 'orders/paid');
     const createWhenPaid = shopifyAdapter.handle(delivery(raw, 'orders/create'), paidSource);
     const paidWhenPaid = shopifyAdapter.handle(delivery(raw, 'orders/paid'), paidSource);
     // Assess
@@ -221,7 +215,7 @@ describe('shopify orders', () => {
     const body = Buffer.from('not even json');
     const unsigned = request(body, { 'x-shopify-topic': 'products/update', 'x-shopify-hmac-sha256': 'AAAA' });
     // Act
-    const ignored = shopifyAdapter.handle(delivery(body, 'products/update'), context);
+    const ignored = handle(body, 'products/update');
     const rejected = thrown(() => shopifyAdapter.handle(unsigned, context));
     // Assess
     expect(ignored).toEqual({ kind: 'ignored', reason: 'topic products/update is not handled' });
@@ -243,7 +237,7 @@ describe('shopify orders', () => {
     // Prepare
     const raw = sharedRaw('shopify/order_cancelled_2026-07_docs_example.json');
     // Act
-    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'orders/cancelled'), context));
+    const event = onlyEvent(handle(raw, 'orders/cancelled'));
     // Assess
     expect(event).toEqual({
       type: 'OrderCancelled',
@@ -262,7 +256,7 @@ describe('shopify refunds', () => {
     // Prepare
     const raw = sharedRaw(REFUND);
     // Act
-    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'refunds/create'), context));
+    const event = onlyEvent(handle(raw, 'refunds/create'));
     // Assess: the sample's only refund line has subtotal 0.00 and total_tax 0.00 (its transaction
     // of 41.94 is money, not the commission base, and is not used for the amount).
     expect(event).toEqual({
@@ -285,7 +279,7 @@ describe('shopify refunds', () => {
     // Prepare
     const raw = sharedRaw(REFUND_TWO_LINES);
     // Act
-    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'refunds/create'), context));
+    const event = onlyEvent(handle(raw, 'refunds/create'));
     // Assess. By hand: subtotals 195.66 + 195.67 = 391.33 USD; total_tax 3.98 + 3.98 = 7.96; the
     // transaction (209.00) equals neither 391.33 nor 399.29, so the subtotals are taken as net.
     expect(event).toMatchObject({
@@ -301,7 +295,7 @@ describe('shopify refunds', () => {
     // Prepare
     const raw = localRaw('shopify/refund_taxes_included_bigids.json');
     // Act
-    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'refunds/create'), context));
+    const event = onlyEvent(handle(raw, 'refunds/create'));
     // Assess. By hand: one mug at 119.00 − 11.90 (its share of the discount) = 107.10 including
     // 17.10 VAT; the refund transaction is 107.10 = Σ subtotal, so the VAT was inside → 90.00 EUR.
     expect(event).toMatchObject({
@@ -319,7 +313,7 @@ describe('shopify refunds', () => {
       .split('"transactions"');
     const raw = `${head}"transactions"${tail!.replace('"amount": "107.10"', '"amount": "113.05"')}`;
     // Act
-    const event = onlyEvent(shopifyAdapter.handle(delivery(raw, 'refunds/create'), context));
+    const event = onlyEvent(handle(raw, 'refunds/create'));
     // Assess
     expect(event).toMatchObject({ amount: 10710, currency: 'EUR' });
   });
@@ -328,9 +322,7 @@ describe('shopify refunds', () => {
     // Prepare
     const refund = sharedJson('shopify/refund_legacy_fixture_wrapped.json')['refund'];
     // Act
-    const event = onlyEvent(
-      shopifyAdapter.handle(delivery(JSON.stringify(refund), 'refunds/create'), context),
-    );
+    const event = onlyEvent(handle(JSON.stringify(refund), 'refunds/create'));
     // Assess: 2 lines × 199.00, no discount; currency only on the transaction (USD)
     expect(event).toMatchObject({
       externalId: '450789469',
@@ -345,7 +337,7 @@ describe('shopify refunds', () => {
     const refund = sharedJson(REFUND);
     refund['refund_line_items'] = [];
     // Act
-    const result = shopifyAdapter.handle(delivery(JSON.stringify(refund), 'refunds/create'), context);
+    const result = handle(JSON.stringify(refund), 'refunds/create');
     // Assess
     expect(result.kind).toBe('ignored');
   });

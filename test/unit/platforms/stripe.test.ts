@@ -6,17 +6,18 @@ import {
   eventsOf,
   hexHmac,
   NOW,
+  NOW_S,
   onlyEvent,
   request,
   SECRET,
   sharedJson,
   sharedRaw,
   signatureVector,
+  signedDeliveries,
   sourceOf,
   thrown,
 } from './support.ts';
 
-const NOW_S = Math.floor(NOW.getTime() / 1000);
 const PI = 'pi_1PgafyB7WZ01zgkWSjxsAJo3';
 
 /** A real event: the fixture envelope with `type` and `data.object` set, as the SOURCES note says. */
@@ -29,9 +30,9 @@ function envelope(type: string, object: Record<string, unknown>, id = 'evt_1Pgc7
   });
 }
 
-function delivery(body: string, t = NOW_S) {
-  return request(body, { 'stripe-signature': `t=${t},v1=${hexHmac(SECRET, `${t}.`, body)}` });
-}
+const { context, delivery, handle } = signedDeliveries(stripeAdapter, (body, t: number = NOW_S) => ({
+  'stripe-signature': `t=${t},v1=${hexHmac(SECRET, `${t}.`, body)}`,
+}));
 
 /** The fixture session (unpaid, amounts null) turned into a paid one. */
 function paidSession(overrides: Record<string, unknown> = {}): Record<string, unknown> {
@@ -57,8 +58,6 @@ function paidSession(overrides: Record<string, unknown> = {}): Record<string, un
 function refundObject(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return { ...sharedJson('stripe/refund_object_stripe_mock_fixture.json'), ...overrides };
 }
-
-const context = contextOf(sourceOf('stripe'));
 
 describe('stripe signature and envelope', () => {
   it('verifies the signature vector and ignores its plan.created event', () => {
@@ -89,7 +88,7 @@ describe('stripe signature and envelope', () => {
     // Prepare
     const body = JSON.stringify({ id: 'evt_1', type: 'refund.created' });
     // Act
-    const error = thrown(() => stripeAdapter.handle(delivery(body), context));
+    const error = thrown(() => handle(body));
     // Assess
     expect(error).toBeInstanceOf(BadInputError);
     expect(error.field).toBe('data');
@@ -101,7 +100,7 @@ describe('stripe checkout sessions', () => {
     // Prepare
     const object = sharedJson('stripe/checkout_session_object_stripe_mock_fixture.json');
     // Act
-    const result = stripeAdapter.handle(delivery(envelope('checkout.session.completed', object)), context);
+    const result = handle(envelope('checkout.session.completed', object));
     // Assess
     expect(result).toEqual({ kind: 'ignored', reason: expect.stringContaining('payment_status unpaid') });
   });
@@ -110,7 +109,7 @@ describe('stripe checkout sessions', () => {
     // Prepare
     const body = envelope('checkout.session.completed', paidSession());
     // Act
-    const event = onlyEvent(stripeAdapter.handle(delivery(body), context));
+    const event = onlyEvent(handle(body));
     // Assess: 124.00 − 19.00 tax − 5.00 shipping = 100.00 EUR
     expect(event).toEqual({
       type: 'OrderPlaced',
@@ -137,12 +136,8 @@ describe('stripe checkout sessions', () => {
     const withOrderId = paidSession({ metadata: { order_id: 'A-1001', affiliate_tracking_id: '12' } });
     const withoutIntent = paidSession({ payment_intent: null, metadata: {} });
     // Act
-    const first = onlyEvent(
-      stripeAdapter.handle(delivery(envelope('checkout.session.completed', withOrderId)), context),
-    );
-    const second = onlyEvent(
-      stripeAdapter.handle(delivery(envelope('checkout.session.completed', withoutIntent)), context),
-    );
+    const first = onlyEvent(handle(envelope('checkout.session.completed', withOrderId)));
+    const second = onlyEvent(handle(envelope('checkout.session.completed', withoutIntent)));
     // Assess
     expect(first).toMatchObject({ externalId: 'A-1001', affiliateTrackingId: 12, clickIds: [] });
     expect(second).toMatchObject({
@@ -156,16 +151,9 @@ describe('stripe checkout sessions', () => {
     const free = paidSession({ payment_status: 'no_payment_required', amount_total: 0, total_details: null });
     const yen = paidSession({ currency: 'jpy', amount_total: 5000, total_details: { amount_tax: 455 } });
     // Act
-    const a = onlyEvent(
-      stripeAdapter.handle(
-        delivery(envelope('checkout.session.async_payment_succeeded', asyncPaid)),
-        context,
-      ),
-    );
-    const f = onlyEvent(
-      stripeAdapter.handle(delivery(envelope('checkout.session.completed', free)), context),
-    );
-    const y = onlyEvent(stripeAdapter.handle(delivery(envelope('checkout.session.completed', yen)), context));
+    const a = onlyEvent(handle(envelope('checkout.session.async_payment_succeeded', asyncPaid)));
+    const f = onlyEvent(handle(envelope('checkout.session.completed', free)));
+    const y = onlyEvent(handle(envelope('checkout.session.completed', yen)));
     // Assess: Stripe amounts are already minor units (JPY has none)
     expect(a).toMatchObject({ type: 'OrderPlaced', amount: 10000 });
     expect(f).toMatchObject({ amount: 0 });
@@ -176,7 +164,7 @@ describe('stripe checkout sessions', () => {
     // Prepare
     const body = envelope('checkout.session.completed', paidSession({ amount_total: null }));
     // Act
-    const error = thrown(() => stripeAdapter.handle(delivery(body), context));
+    const error = thrown(() => handle(body));
     // Assess
     expect(error).toBeInstanceOf(BadInputError);
     expect(error.field).toBe('data.object.amount_total');
@@ -186,7 +174,7 @@ describe('stripe checkout sessions', () => {
 describe('stripe refunds', () => {
   it('ignores the fixture refund: no PaymentIntent, so no Checkout order to match', () => {
     // Act
-    const result = stripeAdapter.handle(delivery(envelope('refund.created', refundObject())), context);
+    const result = handle(envelope('refund.created', refundObject()));
     // Assess
     expect(result.kind).toBe('ignored');
   });
@@ -196,8 +184,8 @@ describe('stripe refunds', () => {
     const byIntent = refundObject({ payment_intent: PI, reason: 'requested_by_customer' });
     const byOrderId = refundObject({ payment_intent: PI, metadata: { order_id: 'A-1001' } });
     // Act
-    const first = onlyEvent(stripeAdapter.handle(delivery(envelope('refund.created', byIntent)), context));
-    const second = onlyEvent(stripeAdapter.handle(delivery(envelope('refund.created', byOrderId)), context));
+    const first = onlyEvent(handle(envelope('refund.created', byIntent)));
+    const second = onlyEvent(handle(envelope('refund.created', byOrderId)));
     // Assess
     expect(first).toEqual({
       type: 'OrderRefunded',
@@ -218,19 +206,15 @@ describe('stripe refunds', () => {
 
   it('ignores a failed refund', () => {
     // Act
-    const result = stripeAdapter.handle(
-      delivery(envelope('refund.created', refundObject({ payment_intent: PI, status: 'failed' }))),
-      context,
-    );
+    const result = handle(envelope('refund.created', refundObject({ payment_intent: PI, status: 'failed' })));
     // Assess
     expect(result.kind).toBe('ignored');
   });
 
   it('ignores the fixture charge.refunded, which lists no refunds and is not fully refunded', () => {
     // Act
-    const result = stripeAdapter.handle(
-      delivery(envelope('charge.refunded', sharedJson('stripe/charge_object_stripe_mock_fixture.json'))),
-      context,
+    const result = handle(
+      envelope('charge.refunded', sharedJson('stripe/charge_object_stripe_mock_fixture.json')),
     );
     // Assess
     expect(result.kind).toBe('ignored');
@@ -245,7 +229,7 @@ describe('stripe refunds', () => {
       amount_refunded: 100,
     };
     // Act
-    const event = onlyEvent(stripeAdapter.handle(delivery(envelope('charge.refunded', charge)), context));
+    const event = onlyEvent(handle(envelope('charge.refunded', charge)));
     // Assess
     expect(event).toMatchObject({
       type: 'OrderRefunded',
@@ -272,9 +256,7 @@ describe('stripe refunds', () => {
       },
     });
     // Act
-    const events = eventsOf(
-      stripeAdapter.handle(delivery(envelope('charge.refunded', charge, 'evt_9')), context),
-    );
+    const events = eventsOf(handle(envelope('charge.refunded', charge, 'evt_9')));
     // Assess
     expect(events).toEqual([
       expect.objectContaining({

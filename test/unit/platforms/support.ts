@@ -3,7 +3,12 @@ import { readFileSync } from 'node:fs';
 import { expect } from 'vitest';
 import { SourceConfig, type SourceConfigInput } from '../../../shared/config/sources.ts';
 import type { ConnectorError } from '../../../shared/errors.ts';
-import type { AdapterContext, AdapterResult, WebhookRequest } from '../../../shared/platforms/types.ts';
+import type {
+  AdapterContext,
+  AdapterResult,
+  PlatformAdapter,
+  WebhookRequest,
+} from '../../../shared/platforms/types.ts';
 
 /** The platforms' own samples, in shared/ beside the clone (same relative place in CI). */
 const SHARED_FIXTURES = new URL('../../../../shared/fixtures/platforms/', import.meta.url);
@@ -45,6 +50,8 @@ export function signatureVector(platform: string): SignatureVector {
 
 export const SECRET = 'test_webhook_secret';
 export const NOW = new Date('2026-06-01T12:00:00.000Z');
+/** NOW in unix seconds, as signed timestamps carry it. */
+export const NOW_S = Math.floor(NOW.getTime() / 1000);
 
 export function sourceOf(
   platform: SourceConfig['platform'],
@@ -83,6 +90,26 @@ export function request(
   headers: Record<string, string | undefined>,
 ): WebhookRequest {
   return { rawBody: Buffer.isBuffer(rawBody) ? rawBody : Buffer.from(rawBody), headers };
+}
+
+/**
+ * Deliveries signed the way `adapter`'s platform signs them. `headersOf` gets the exact bytes of a
+ * body and the platform's own arguments (topic, timestamp…) and returns the headers; `delivery`
+ * builds the request, `handle` also hands it to the adapter with `context`, the platform's test
+ * context (source `<platform>-shop`, SECRET, NOW).
+ */
+export function signedDeliveries<Args extends unknown[]>(
+  adapter: PlatformAdapter,
+  headersOf: (body: Buffer, ...args: Args) => Record<string, string>,
+) {
+  const context = contextOf(sourceOf(adapter.platform));
+  const delivery = (raw: Buffer | string, ...args: Args): WebhookRequest => {
+    const body = Buffer.isBuffer(raw) ? raw : Buffer.from(raw);
+    return request(body, headersOf(body, ...args));
+  };
+  const handle = (raw: Buffer | string, ...args: Args): AdapterResult =>
+    adapter.handle(delivery(raw, ...args), context);
+  return { context, delivery, handle };
 }
 
 /** The events of a result, failing the test when it is not `events`. */

@@ -13,20 +13,18 @@ import {
   sharedJson,
   sharedRaw,
   signatureVector,
+  signedDeliveries,
   sourceOf,
   thrown,
 } from './support.ts';
 
 const ORDER = 'woocommerce/order_v3_docs_example.json';
 
-function delivery(raw: Buffer | string, topic: string) {
-  const body = Buffer.isBuffer(raw) ? raw : Buffer.from(raw);
-  return request(body, {
-    'x-wc-webhook-topic': topic,
-    'x-wc-webhook-signature': base64Hmac(SECRET, body),
-    'x-wc-webhook-delivery-id': 'delivery-1',
-  });
-}
+const { context, delivery, handle } = signedDeliveries(woocommerceAdapter, (body, topic: string) => ({
+  'x-wc-webhook-topic': topic,
+  'x-wc-webhook-signature': base64Hmac(SECRET, body),
+  'x-wc-webhook-delivery-id': 'delivery-1',
+}));
 
 /** Order 723 of the "List all orders" example: completed, two refunds with negative totals. */
 function refundedOrder(): Record<string, unknown> {
@@ -35,8 +33,6 @@ function refundedOrder(): Record<string, unknown> {
   >;
   return orders.find((o) => o['id'] === 723)!;
 }
-
-const context = contextOf(sourceOf('woocommerce'));
 
 describe('woocommerce orders', () => {
   it('maps the documentation order signed as in signature_test_vectors.json', () => {
@@ -73,7 +69,7 @@ describe('woocommerce orders', () => {
     // Prepare
     const raw = localRaw('woocommerce/order_prices_include_tax_attributed.json');
     // Act
-    const event = onlyEvent(woocommerceAdapter.handle(delivery(raw, 'order.created'), context));
+    const event = onlyEvent(handle(raw, 'order.created'));
     // Assess. By hand: line totals (net of tax even though prices include it) 84.03 + 16.81 =
     // 100.84; check: 100.84 + shipping 4.20 + total_tax 19.96 = total 125.00.
     expect(event).toMatchObject({
@@ -96,9 +92,7 @@ describe('woocommerce orders', () => {
     order.line_items[0].total = '100.00';
     order.line_items[1].total = '20.00';
     // Act
-    const event = onlyEvent(
-      woocommerceAdapter.handle(delivery(JSON.stringify(order), 'order.created'), context),
-    );
+    const event = onlyEvent(handle(JSON.stringify(order), 'order.created'));
     // Assess: 120.00 − (15.97 + 3.19) = 100.84, as 100.84 + 4.20 + 19.96 = 125.00 confirms
     expect(event).toMatchObject({ amount: 10084 });
   });
@@ -114,12 +108,8 @@ describe('woocommerce orders', () => {
     const bad = structuredClone(order);
     (bad['line_items'] as Array<Record<string, unknown>>)[1]!['total'] = '1200.5';
     // Act
-    const event = onlyEvent(
-      woocommerceAdapter.handle(delivery(JSON.stringify(order), 'order.created'), context),
-    );
-    const error = thrown(() =>
-      woocommerceAdapter.handle(delivery(JSON.stringify(bad), 'order.created'), context),
-    );
+    const event = onlyEvent(handle(JSON.stringify(order), 'order.created'));
+    const error = thrown(() => handle(JSON.stringify(bad), 'order.created'));
     // Assess
     expect(event).toMatchObject({ amount: 1800, currency: 'JPY' });
     expect(error).toBeInstanceOf(BadInputError);
@@ -133,12 +123,8 @@ describe('woocommerce orders', () => {
     const bad = sharedJson(ORDER);
     (bad['meta_data'] as unknown[]).push({ id: 1, key: 'affiliate_tracking_id', value: '8.8' });
     // Act
-    const event = onlyEvent(
-      woocommerceAdapter.handle(delivery(JSON.stringify(good), 'order.created'), context),
-    );
-    const error = thrown(() =>
-      woocommerceAdapter.handle(delivery(JSON.stringify(bad), 'order.created'), context),
-    );
+    const event = onlyEvent(handle(JSON.stringify(good), 'order.created'));
+    const error = thrown(() => handle(JSON.stringify(bad), 'order.created'));
     // Assess
     expect(event).toMatchObject({ affiliateTrackingId: 88, clickIds: [] });
     expect(error.field).toBe('meta_data.1.value');
@@ -151,7 +137,7 @@ describe('woocommerce orders', () => {
     delete (noTopic.headers as Record<string, string | undefined>)['x-wc-webhook-topic'];
     const forged = request(raw, { 'x-wc-webhook-topic': 'order.created', 'x-wc-webhook-signature': 'Zm9v' });
     // Act / Assess
-    expect(woocommerceAdapter.handle(delivery(raw, 'product.updated'), context).kind).toBe('ignored');
+    expect(handle(raw, 'product.updated').kind).toBe('ignored');
     expect(thrown(() => woocommerceAdapter.handle(noTopic, context)).field).toBe('x-wc-webhook-topic');
     expect(thrown(() => woocommerceAdapter.handle(forged, context))).toBeInstanceOf(UnauthorizedError);
   });
@@ -171,7 +157,7 @@ describe('woocommerce order.updated', () => {
     // Prepare
     const raw = JSON.stringify(refundedOrder());
     // Act
-    const events = eventsOf(woocommerceAdapter.handle(delivery(raw, 'order.updated'), context));
+    const events = eventsOf(handle(raw, 'order.updated'));
     // Assess. By hand: net = line totals 9.00 + 20.00 = 29.00 of gross total 39.00 (10.00
     // shipping). Refund 726: 10.00 × 29/39 = 7.4358… → 7.44; refund 724: 9.00 × 29/39 = 6.6923… → 6.69.
     expect(events).toEqual([
@@ -201,15 +187,9 @@ describe('woocommerce order.updated', () => {
     const order = refundedOrder();
     const later = { ...order, date_modified_gmt: '2017-03-25T08:00:00' };
     // Act
-    const first = eventsOf(
-      woocommerceAdapter.handle(delivery(JSON.stringify(order), 'order.updated'), context),
-    );
-    const resent = eventsOf(
-      woocommerceAdapter.handle(delivery(JSON.stringify(order), 'order.updated'), context),
-    );
-    const newer = eventsOf(
-      woocommerceAdapter.handle(delivery(JSON.stringify(later), 'order.updated'), context),
-    );
+    const first = eventsOf(handle(JSON.stringify(order), 'order.updated'));
+    const resent = eventsOf(handle(JSON.stringify(order), 'order.updated'));
+    const newer = eventsOf(handle(JSON.stringify(later), 'order.updated'));
     // Assess
     expect(resent.map((e) => e.eventId)).toEqual(first.map((e) => e.eventId));
     expect(newer.map((e) => e.eventId)).not.toEqual(first.map((e) => e.eventId));
@@ -221,12 +201,8 @@ describe('woocommerce order.updated', () => {
     const refunded = { ...refundedOrder(), status: 'refunded' };
     const cancelled = { ...sharedJson(ORDER), status: 'cancelled' };
     // Act
-    const full = onlyEvent(
-      woocommerceAdapter.handle(delivery(JSON.stringify(refunded), 'order.updated'), context),
-    );
-    const cancel = onlyEvent(
-      woocommerceAdapter.handle(delivery(JSON.stringify(cancelled), 'order.updated'), context),
-    );
+    const full = onlyEvent(handle(JSON.stringify(refunded), 'order.updated'));
+    const cancel = onlyEvent(handle(JSON.stringify(cancelled), 'order.updated'));
     // Assess
     expect(full).toMatchObject({
       type: 'OrderRefunded',
@@ -244,7 +220,7 @@ describe('woocommerce order.updated', () => {
 
   it('ignores an update without refunds or a terminal status', () => {
     // Act
-    const result = woocommerceAdapter.handle(delivery(sharedRaw(ORDER), 'order.updated'), context);
+    const result = handle(sharedRaw(ORDER), 'order.updated');
     // Assess
     expect(result).toEqual({
       kind: 'ignored',
@@ -256,9 +232,9 @@ describe('woocommerce order.updated', () => {
 describe('woocommerce refund resource', () => {
   it('ignores the documentation refund, which carries no currency', () => {
     // Act
-    const result = woocommerceAdapter.handle(
-      delivery(sharedRaw('woocommerce/refund_v3_docs_example.json'), 'action.woocommerce_refund_created'),
-      context,
+    const result = handle(
+      sharedRaw('woocommerce/refund_v3_docs_example.json'),
+      'action.woocommerce_refund_created',
     );
     // Assess
     expect(result).toEqual({ kind: 'ignored', reason: expect.stringContaining('no currency') });
@@ -270,18 +246,8 @@ describe('woocommerce refund resource', () => {
       sharedRaw('woocommerce/refunds_list_v3_docs_example.json').toString(),
     ) as Array<Record<string, unknown>>;
     // Act
-    const gross = onlyEvent(
-      woocommerceAdapter.handle(
-        delivery(JSON.stringify({ ...withoutLines, currency: 'usd' }), 'order.updated'),
-        context,
-      ),
-    );
-    const net = onlyEvent(
-      woocommerceAdapter.handle(
-        delivery(JSON.stringify({ ...withLines, currency: 'USD' }), 'refund.created'),
-        context,
-      ),
-    );
+    const gross = onlyEvent(handle(JSON.stringify({ ...withoutLines, currency: 'usd' }), 'order.updated'));
+    const net = onlyEvent(handle(JSON.stringify({ ...withLines, currency: 'USD' }), 'refund.created'));
     // Assess: the order id comes from _links.up (…/orders/723)
     expect(gross).toMatchObject({ externalId: '723', refundId: '726', amount: 1000, currency: 'USD' });
     expect(net).toMatchObject({ externalId: '723', refundId: '724', amount: 900, eventId: 'refund:723:724' });
