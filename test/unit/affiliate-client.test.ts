@@ -410,6 +410,20 @@ describe('AffiliateClient failures', () => {
     await expect(result).rejects.toMatchObject({ platformMessage: 'x'.repeat(500) });
   });
 
+  it('redacts an echoed token before truncating, so no part of it survives the cut', async () => {
+    // Prepare: the token straddles the 500th character.
+    const echoed = `${'x'.repeat(495)}${TOKEN} is not valid for this program`;
+    const { client, clock } = setup([new Response(echoed, { status: 409 })]);
+
+    // Act
+    const error = await clock.run(client.addConversion(trackingAdd)).catch((e: unknown) => e);
+
+    // Assess
+    const { platformMessage, message } = error as PermanentError;
+    expect(platformMessage).toBe(`${'x'.repeat(495)}[reda`);
+    expect(`${message} ${platformMessage}`).not.toContain(TOKEN.slice(0, 5));
+  });
+
   it.each([401, 403])(
     'treats %i as a configuration error, unretried, and never shows the token',
     async (status) => {
