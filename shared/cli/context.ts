@@ -1,13 +1,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
 import { DynamoLedger } from '../adapters/dynamo-ledger.ts';
 import { AffiliateClient } from '../affiliate/client.ts';
-import { parseSources, SourceConfig } from '../config/sources.ts';
-import { CliError, type CliIo } from './io.ts';
+import { parseSources, SourceConfig, splitSecrets } from '../config/sources.ts';
+import { CliError, type CliIo, explain } from './io.ts';
 
 /**
  * How the CLI reaches the connector, the queues, the ledger and the platform: each setting from its
@@ -72,6 +72,17 @@ export const SETTINGS = {
 } as const satisfies Record<string, SettingSpec>;
 
 export type SettingName = keyof typeof SETTINGS;
+
+/**
+ * Settings that are secrets. Against AWS they need not be copied into a shell: when the setting is
+ * not given, the variable here names the stack's secret (as in connector.config.json), read with
+ * GetSecretValue, the way the functions read it.
+ */
+export const SECRET_REFS = {
+  affiliateToken: 'AFFILIATE_TOKEN_SECRET',
+  financeApiKey: 'FINANCE_API_KEY_SECRET',
+} as const satisfies Partial<Record<SettingName, string>>;
+export type SecretSettingName = keyof typeof SECRET_REFS;
 export type SettingOrigin = 'flag' | 'env' | 'file';
 
 const FLAG_HELP: Partial<Record<SettingName, string>> = {
@@ -277,9 +288,40 @@ export class CliContext {
     return new DynamoLedger(this.dynamo(), this.require('ledgerTable'));
   }
 
-  affiliate(): AffiliateClient {
+  /** Whether a secret setting can be had: given directly, or by a reference to Secrets Manager. */
+  hasSecretSetting(name: SecretSettingName): boolean {
+    return this.get(name) !== undefined || nonEmpty(this.io.env[SECRET_REFS[name]]);
+  }
+
+  /**
+   * A secret setting's value: the flag, variable or local state file, else the Secrets Manager secret
+   * its `…_SECRET` variable names (the first key, for a list of keys kept for rotation).
+   *
+   * @throws CliError naming both ways to set it, or why the secret could not be read (never its value)
+   */
+  async requireSecret(name: SecretSettingName): Promise<string> {
+    const value = this.get(name);
+    if (value !== undefined) return value;
+    const refVariable = SECRET_REFS[name];
+    const ref = this.io.env[refVariable]?.trim();
+    if (!ref) throw new CliError(`${missingMessage(name)}, or ${refVariable} to its Secrets Manager secret`);
+    let text: string | undefined;
+    try {
+      const out = await this.secretsManager().send(new GetSecretValueCommand({ SecretId: ref }), awsCall());
+      text = out.SecretString?.trim();
+    } catch (error) {
+      throw new CliError(
+        `${refVariable}: secret ${ref} could not be read (${explain(error)}); this identity needs secretsmanager:GetSecretValue on it`,
+      );
+    }
+    const first = text ? (name === 'financeApiKey' ? splitSecrets(text)[0] : text) : undefined;
+    if (!first) throw new CliError(`${refVariable}: secret ${ref} is empty or binary`);
+    return first;
+  }
+
+  async affiliate(): Promise<AffiliateClient> {
     const baseUrl = this.require('affiliateBaseUrl');
-    const token = this.require('affiliateToken');
+    const token = await this.requireSecret('affiliateToken');
     try {
       return new AffiliateClient({ baseUrl, token, maxAttempts: 3 });
     } catch (error) {

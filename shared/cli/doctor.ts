@@ -2,9 +2,17 @@ import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { DescribeSecretCommand } from '@aws-sdk/client-secrets-manager';
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
+import type { AffiliateClient } from '../affiliate/client.ts';
 import type { AdvertiserInfo } from '../affiliate/schemas.ts';
 import { ConfigurationError } from '../errors.ts';
-import { awsCall, type CliContext, missingMessage, settingOptions, withContext } from './context.ts';
+import {
+  awsCall,
+  type CliContext,
+  missingMessage,
+  SECRET_REFS,
+  settingOptions,
+  withContext,
+} from './context.ts';
 import { CliError, type CliIo, explain, writeLine } from './io.ts';
 
 export interface CheckResult {
@@ -35,11 +43,32 @@ function needs(
 
 async function tokenCheck(ctx: CliContext): Promise<{ result: CheckResult; info?: AdvertiserInfo }> {
   const name = 'affiliate token';
-  const missing = needs(ctx, name, 'affiliateBaseUrl') ?? needs(ctx, name, 'affiliateToken');
+  const missing = needs(ctx, name, 'affiliateBaseUrl');
   if (missing) return { result: missing };
+  if (!ctx.hasSecretSetting('affiliateToken')) {
+    return {
+      result: fail(
+        name,
+        'not configured',
+        `${missingMessage('affiliateToken')}, or ${SECRET_REFS.affiliateToken} to its Secrets Manager secret`,
+      ),
+    };
+  }
   const url = ctx.get('affiliateBaseUrl');
+  let client: AffiliateClient;
   try {
-    const info = await ctx.affiliate().advertiserInfo({ deadline: Date.now() + 15_000 });
+    client = await ctx.affiliate();
+  } catch (error) {
+    return {
+      result: fail(
+        name,
+        (error as Error).message,
+        `check ${SECRET_REFS.affiliateToken}, AWS_REGION and AWS credentials`,
+      ),
+    };
+  }
+  try {
+    const info = await client.advertiserInfo({ deadline: Date.now() + 15_000 });
     return {
       result: pass(
         name,
@@ -237,7 +266,8 @@ export function registerDoctor(program: Command, io: CliIo): void {
       `
 Examples:
   $ npx connector doctor                 # against the local stack (.local-stack.json)
-  $ AWS_PROFILE=prod QUEUE_URL=… DLQ_URL=… LEDGER_TABLE=… AFFILIATE_BASE_URL=… AFFILIATE_TOKEN=… \\
+  $ AWS_PROFILE=prod QUEUE_URL=… DLQ_URL=… LEDGER_TABLE=… AFFILIATE_BASE_URL=… \\
+    AFFILIATE_TOKEN_SECRET=connector/affiliate-token FINANCE_API_KEY_SECRET=connector/finance-api-keys \\
     SOURCES="$(jq -c .sources connector.config.json)" npx connector doctor`,
     )
     .action(async (options: object) => {

@@ -10,8 +10,9 @@ import { registerStatus } from './status.ts';
 const OVERVIEW = `
 Settings come from flags, else environment variables, else the .local-stack.json that \`npm start\`
 writes (so against the local stack no setting is needed). Against AWS the SDK's default credentials
-and region are used: CONNECTOR_URL, FINANCE_API_KEY, QUEUE_URL, DLQ_URL, LEDGER_TABLE,
-AFFILIATE_BASE_URL, AFFILIATE_TOKEN, SOURCES (JSON), AWS_REGION.
+and region are used: CONNECTOR_URL, QUEUE_URL, DLQ_URL, LEDGER_TABLE, AFFILIATE_BASE_URL,
+SOURCES (JSON), AWS_REGION; the secrets by their Secrets Manager names, AFFILIATE_TOKEN_SECRET and
+FINANCE_API_KEY_SECRET (read when needed), or as values, AFFILIATE_TOKEN and FINANCE_API_KEY.
 
 Examples:
   $ npx connector send shopify --click-id 0123456789abcdef01234567 --ip 203.0.113.7

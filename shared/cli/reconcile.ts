@@ -220,7 +220,7 @@ Examples:
         const to = options.to === undefined ? now : periodBound(options.to, '--to', now, true);
         if (from.getTime() > to.getTime()) throw new CliError('--from: must not be after --to');
         const programs = ctx.programs(options.program, options.source);
-        const report = await reconcile(ctx.ledger(), ctx.affiliate(), programs, from, to);
+        const report = await reconcile(ctx.ledger(), await ctx.affiliate(), programs, from, to);
         if (options.json) writeLine(io.stdout, JSON.stringify(report, null, 2));
         else if (options.csv) writeLine(io.stdout, reportCsv(report));
         else writeLine(io.stdout, reportText(report));

@@ -206,6 +206,8 @@ CSV header: ${CSV_COLUMNS.join(',')}
   amount is a decimal in the order's currency ("12.50"); leave it empty with full=true for a full
   refund. The whole file is validated first: with any bad row, every problem is listed (line and
   field) and nothing is sent. A refund id counts once, so sending a file twice is harmless.
+The key: --api-key, FINANCE_API_KEY, .local-stack.json, else the first key of the Secrets Manager
+secret FINANCE_API_KEY_SECRET names (the stack's financeApiKeySecret).
 Exit codes: 0 all queued, 1 some row failed, 2 invalid input or missing setting.`;
 
 /** `connector refund`: finance refunds from flags or a CSV, through `POST /refunds`. */
@@ -265,7 +267,7 @@ async function refund(ctx: CliContext, options: RefundOptions): Promise<void> {
   }
 
   const url = `${ctx.require('connectorUrl').replace(/\/+$/, '')}/refunds`;
-  const key = ctx.require('financeApiKey');
+  const key = await ctx.requireSecret('financeApiKey');
   const progress = options.csv !== undefined ? rowProgress(io, rows.length, 'refunds') : undefined;
   let queued = 0;
   let failed = 0;

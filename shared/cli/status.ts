@@ -41,13 +41,14 @@ Examples:
   $ npx connector status 1001
   $ npx connector status 1001 --source shopify --json
 
-The platform token comes from AFFILIATE_TOKEN (or .local-stack.json).`,
+The platform token comes from AFFILIATE_TOKEN (or .local-stack.json), else from the Secrets Manager
+secret AFFILIATE_TOKEN_SECRET names.`,
     )
     .action(async (externalId: string, options: StatusOptions) => {
       await withContext(io, options, async (ctx) => {
         const programs = ctx.programs(options.program, options.source);
         const ledger = ctx.ledger();
-        const client = ctx.affiliate();
+        const client = await ctx.affiliate();
         let found: OrderStatus | undefined;
         for (const program of programs) {
           const [record, conversion] = await Promise.all([

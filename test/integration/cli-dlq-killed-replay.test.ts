@@ -1,9 +1,7 @@
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { ChangeMessageVisibilityCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
-import { localStateDir, runCli } from '../support/cli.ts';
+import { localStateDir, runCli, spawnCli } from '../support/cli.ts';
 import { type SqsProxy, startSqsProxy } from '../support/sqs-proxy.ts';
 
 /**
@@ -21,7 +19,6 @@ import { type SqsProxy, startSqsProxy } from '../support/sqs-proxy.ts';
  * would be answered 422 and parked again, so a duplicate that got through would show.
  */
 
-const BIN = fileURLToPath(new URL('../../bin/connector.ts', import.meta.url));
 const CLICK = '0123456789abcdef01234567';
 const IP = '203.0.113.7';
 const ORDERS = Array.from({ length: 8 }, (_, i) => String(9101 + i));
@@ -85,45 +82,9 @@ afterAll(async () => {
   await stack?.close();
 });
 
-interface ChildRun {
-  readonly done: Promise<{
-    code: number | null;
-    signal: NodeJS.Signals | null;
-    stdout: string;
-    stderr: string;
-  }>;
-  kill(): Promise<void>;
-}
-
 /** `npx connector dlq replay --yes` as its own process, its SQS calls going through the proxy. */
-function replayInChild(): ChildRun {
-  const child = spawn(process.execPath, [BIN, 'dlq', 'replay', '--yes', '--sqs-endpoint', proxy.endpoint], {
-    cwd: state.dir,
-    env: {},
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const done = new Promise<{
-    code: number | null;
-    signal: NodeJS.Signals | null;
-    stdout: string;
-    stderr: string;
-  }>((resolve) => child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
-  return {
-    done,
-    kill: async () => {
-      child.kill('SIGKILL');
-      await done;
-    },
-  };
-}
+const replayInChild = () =>
+  spawnCli(['dlq', 'replay', '--yes', '--sqs-endpoint', proxy.endpoint], { cwd: state.dir });
 
 /**
  * Runs a replay and kills it while its `nth` call of `action` is held: `before` the emulator carries

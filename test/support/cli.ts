@@ -1,7 +1,9 @@
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
 import { type LocalStack, localState } from '../../infra/local/stack.ts';
 import { run } from '../../shared/cli/program.ts';
 
@@ -47,4 +49,51 @@ export function localStateDir(stack: LocalStack): { dir: string; remove(): void 
 export function emptyDir(): { dir: string; remove(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'connector-cli-empty-'));
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+const BIN = fileURLToPath(new URL('../../bin/connector.ts', import.meta.url));
+
+export interface CliProcessResult extends CliResult {
+  /** The signal that ended the process, if one did. */
+  readonly signal: NodeJS.Signals | null;
+}
+
+export interface CliProcess {
+  readonly done: Promise<CliProcessResult>;
+  /** SIGKILL: no handler runs, as when a laptop is closed or a container is stopped hard. */
+  kill(): Promise<void>;
+}
+
+/**
+ * Runs `npx connector <argv>` as its own process (the `bin/connector.ts` a user runs, on this Node),
+ * with exactly `env` as its environment: AWS settings such as AWS_ENDPOINT_URL_SQS reach the SDK as
+ * they would from a shell.
+ */
+export function spawnCli(
+  argv: readonly string[],
+  options: { cwd: string; env?: Record<string, string> },
+): CliProcess {
+  const child = spawn(process.execPath, [BIN, ...argv], {
+    cwd: options.cwd,
+    env: options.env ?? {},
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const done = new Promise<CliProcessResult>((resolve) =>
+    child.once('close', (code, signal) => resolve({ code: code ?? -1, signal, stdout, stderr })),
+  );
+  return {
+    done,
+    kill: async () => {
+      child.kill('SIGKILL');
+      await done;
+    },
+  };
 }

@@ -1,0 +1,68 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * Secrets Manager has no emulator among ours, so this stands in for it on the wire (AWS JSON 1.1,
+ * `x-amz-target: secretsmanager.<Action>`), for DescribeSecret and GetSecretValue only: enough for
+ * the real SDK client, pointed here with AWS_ENDPOINT_URL_SECRETS_MANAGER, to be tested end to end.
+ */
+export interface FakeSecretsManager {
+  readonly endpoint: string;
+  /** Actions received, in order, with the SecretId asked for. */
+  readonly calls: { action: string; secretId: string }[];
+  close(): Promise<void>;
+}
+
+const CHANGED = Date.parse('2026-11-01T00:00:00Z') / 1000;
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/x-amz-json-1.1' });
+  res.end(JSON.stringify(body));
+}
+
+async function bodyOf(req: IncomingMessage): Promise<Record<string, unknown>> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+  } catch {
+    return {};
+  }
+}
+
+export async function startFakeSecretsManager(secrets: Record<string, string>): Promise<FakeSecretsManager> {
+  const calls: { action: string; secretId: string }[] = [];
+  const server = createServer((req, res) => {
+    void bodyOf(req).then((body) => {
+      const action = String(req.headers['x-amz-target'] ?? '').replace(/^secretsmanager\./, '');
+      const secretId = String(body['SecretId'] ?? '');
+      calls.push({ action, secretId });
+      const value = secrets[secretId];
+      if (value === undefined) {
+        send(res, 400, {
+          __type: 'ResourceNotFoundException',
+          Message: "Secrets Manager can't find the specified secret.",
+        });
+        return;
+      }
+      const arn = `arn:aws:secretsmanager:us-east-1:000000000000:secret:${secretId}-AbCdEf`;
+      if (action === 'DescribeSecret') {
+        send(res, 200, { ARN: arn, Name: secretId, LastChangedDate: CHANGED });
+      } else if (action === 'GetSecretValue') {
+        send(res, 200, { ARN: arn, Name: secretId, SecretString: value, CreatedDate: CHANGED });
+      } else {
+        send(res, 400, { __type: 'InvalidRequestException', Message: `${action} is not served here` });
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const { port } = server.address() as AddressInfo;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    calls,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
