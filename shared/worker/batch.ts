@@ -56,20 +56,24 @@ export async function processBatch(
   await Promise.all(
     [...groups.values()].map(async (group) => {
       for (const [index, record] of group.entries()) {
-        const ok = await processRecord(deps, record, deadline);
-        if (!ok) {
-          for (const rest of group.slice(index)) {
-            failed.push(rest.messageId);
-            if (rest !== record) {
-              deps.observe?.({
-                messageId: rest.messageId,
-                receiveCount: receiveCount(rest),
-                status: 'skipped_after_group_failure',
-              });
-            }
+        const result = await processRecord(deps, record, deadline);
+        if (result === true) continue;
+        for (const rest of group.slice(index)) {
+          failed.push(rest.messageId);
+          if (rest === record) continue;
+          // A FIFO group stays blocked while any of its messages is in flight: the ones behind the
+          // failed message are hidden for the same backoff, so the group comes back when it does
+          // (not after the queue's whole visibility timeout).
+          if (result.hiddenForSeconds !== undefined) {
+            await deps.failures.delay(rest.receiptHandle, result.hiddenForSeconds).catch(() => undefined);
           }
-          return;
+          deps.observe?.({
+            messageId: rest.messageId,
+            receiveCount: receiveCount(rest),
+            status: 'skipped_after_group_failure',
+          });
         }
+        return;
       }
     }),
   );
@@ -80,8 +84,17 @@ function receiveCount(record: SQSRecord): number {
   return Number(record.attributes.ApproximateReceiveCount ?? '1') || 1;
 }
 
+/** Not done with: left in the queue, hidden for this backoff when one was set. */
+interface GivenBack {
+  readonly hiddenForSeconds?: number;
+}
+
 /** True when the message is done with (applied, duplicate, or parked in the DLQ). */
-async function processRecord(deps: BatchDeps, record: SQSRecord, deadline: number): Promise<boolean> {
+async function processRecord(
+  deps: BatchDeps,
+  record: SQSRecord,
+  deadline: number,
+): Promise<true | GivenBack> {
   const count = receiveCount(record);
   let event: ConnectorEvent;
   try {
@@ -128,7 +141,10 @@ async function processRecord(deps: BatchDeps, record: SQSRecord, deadline: numbe
         Math.ceil((hinted ?? 0) / 1000),
         Math.round(ceiling / 2 + (random() * ceiling) / 2),
       );
-      await deps.failures.delay(record.receiptHandle, seconds).catch(() => undefined);
+      const delayed = await deps.failures.delay(record.receiptHandle, seconds).then(
+        () => true,
+        () => false,
+      );
       deps.observe?.({
         messageId: record.messageId,
         receiveCount: count,
@@ -138,7 +154,7 @@ async function processRecord(deps: BatchDeps, record: SQSRecord, deadline: numbe
         reason: reasonOf(error),
         platformStatus: isConnectorError(error) ? error.status : undefined,
       });
-      return false;
+      return delayed ? { hiddenForSeconds: seconds } : {};
     }
   }
 }
@@ -149,7 +165,7 @@ async function park(
   summary: RecordReport['event'],
   error: unknown,
   count: number,
-): Promise<boolean> {
+): Promise<true | GivenBack> {
   const now = new Date(deps.now()).toISOString();
   const attrs = record.messageAttributes ?? {};
   const priorAttempts = Number(attrs['attempts']?.stringValue ?? '0') || 0;
@@ -186,7 +202,7 @@ async function park(
       failureClass: 'transient',
       reason: `could not park in the DLQ (${(parkError as Error).name}); left in the queue`,
     });
-    return false;
+    return {};
   }
   deps.observe?.({
     messageId: record.messageId,

@@ -1,0 +1,511 @@
+import { createHash } from 'node:crypto';
+import type { SQSRecord } from 'aws-lambda';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { FailureQueue } from '../../shared/adapters/sqs.ts';
+import { SourceConfig } from '../../shared/config/sources.ts';
+import type { ConnectorEventInput } from '../../shared/domain/events.ts';
+import { PermanentError, TransientError } from '../../shared/errors.ts';
+import { ledgerKey } from '../../shared/ledger.ts';
+import type { FailureAttributes } from '../../shared/ports.ts';
+import { messageGroupId } from '../../shared/queueing.ts';
+import type {
+  AddConversionInput,
+  ConversionBackend,
+  PlatformConversion,
+} from '../../shared/worker/backend.ts';
+import { type BatchDeps, processBatch, type RecordReport } from '../../shared/worker/batch.ts';
+import { FakeClock } from '../support/clock.ts';
+import { MemoryLedger } from '../support/memory-ledger.ts';
+
+/**
+ * Issue 5, section 1: a transient failure is retried inside the invocation while its time allows,
+ * then given back to the queue hidden for a backoff that grows with its receive count (exponential
+ * with jitter, capped); a permanent one is parked in the DLQ with its reason at once; a failed
+ * message holds back the rest of its order (message group) in the batch, and only that.
+ */
+
+const START = Date.parse('2026-03-02T09:00:00.000Z');
+const PROGRAM = '5ad000000000000000000101';
+const SOURCE = SourceConfig.parse({
+  id: 'shop',
+  platform: 'shopify',
+  program: PROGRAM,
+  rule: '5ad000000000000000000201',
+  secretRef: 'SHOP_SECRET',
+});
+const CLICK = '0123456789abcdef01234567';
+
+const unavailable = () =>
+  new TransientError('conversions.add answered 503: Service Unavailable', {
+    status: 503,
+    platformMessage: 'Service Unavailable',
+  });
+const rateLimited = (retryAfterMs: number) =>
+  new TransientError(`conversions.add answered 429: rate limited, retry after ${retryAfterMs} ms`, {
+    status: 429,
+    retryAfterMs,
+  });
+
+/** The platform as the worker sees it: `add` fails as `failAdd` says, and otherwise stores. */
+class FakeBackend implements ConversionBackend {
+  readonly adds: AddConversionInput[] = [];
+  readonly amountUpdates: { id: string; amount: number }[] = [];
+  readonly refusals: string[] = [];
+  readonly #stored = new Map<string, PlatformConversion>();
+  readonly #failAdd: (input: AddConversionInput) => Error | undefined;
+
+  constructor(failAdd: (input: AddConversionInput) => Error | undefined = () => undefined) {
+    this.#failAdd = failAdd;
+  }
+
+  async add(input: AddConversionInput): Promise<{ id: string | undefined }> {
+    this.adds.push(input);
+    const failure = this.#failAdd(input);
+    if (failure) throw failure;
+    const id = `conv-${this.#stored.size + 1}`;
+    this.#stored.set(input.externalId, {
+      id,
+      externalId: input.externalId,
+      amount: input.amount,
+      status: 'pending',
+    });
+    return { id };
+  }
+
+  async find(_program: string, externalId: string): Promise<PlatformConversion | undefined> {
+    return this.#stored.get(externalId);
+  }
+
+  async updateAmount(_program: string, id: string, amount: number): Promise<void> {
+    this.amountUpdates.push({ id, amount });
+  }
+
+  async refuse(_program: string, id: string): Promise<void> {
+    this.refusals.push(id);
+  }
+}
+
+/** Records what the worker asks of SQS besides the event source mapping. */
+class FakeFailureQueue implements FailureQueue {
+  readonly delays: { receiptHandle: string; seconds: number }[] = [];
+  readonly parked: {
+    message: { body: string; groupId: string; deduplicationId: string };
+    failure: FailureAttributes;
+  }[] = [];
+  parkError: Error | undefined;
+
+  async park(
+    message: { body: string; groupId: string; deduplicationId: string },
+    failure: FailureAttributes,
+  ): Promise<void> {
+    if (this.parkError) throw this.parkError;
+    this.parked.push({ message, failure });
+  }
+
+  async delay(receiptHandle: string, seconds: number): Promise<void> {
+    this.delays.push({ receiptHandle, seconds });
+  }
+}
+
+interface Harness {
+  readonly deps: BatchDeps;
+  readonly clock: FakeClock;
+  readonly ledger: MemoryLedger;
+  readonly backend: FakeBackend;
+  readonly failures: FakeFailureQueue;
+  readonly reports: RecordReport[];
+}
+
+function harness(
+  options: { random?: number; failAdd?: (input: AddConversionInput) => Error | undefined } = {},
+): Harness {
+  const clock = new FakeClock({ start: START });
+  const ledger = new MemoryLedger(clock.now);
+  const backend = new FakeBackend(options.failAdd);
+  const failures = new FakeFailureQueue();
+  const reports: RecordReport[] = [];
+  const deps: BatchDeps = {
+    ledger,
+    sources: new Map([[SOURCE.id, SOURCE]]),
+    backendFor: () => backend,
+    now: clock.now,
+    workerId: 'worker-1',
+    leaseMs: 60_000,
+    failures,
+    random: () => options.random ?? 0,
+    visibilityBaseSeconds: 5,
+    visibilityCapSeconds: 900,
+    inlineRetries: 2,
+    sleep: clock.sleep,
+    observe: (report) => reports.push(report),
+  };
+  return { deps, clock, ledger, backend, failures, reports };
+}
+
+function orderPlaced(externalId: string): ConnectorEventInput {
+  return {
+    type: 'OrderPlaced',
+    eventId: `evt-${externalId}`,
+    source: SOURCE.id,
+    platform: 'shopify',
+    externalId,
+    receivedAt: new Date(START - 60_000).toISOString(),
+    amount: 2000,
+    currency: 'EUR',
+    clickIds: [CLICK],
+    buyerIp: '203.0.113.7',
+  };
+}
+
+function orderRefunded(externalId: string, refundId: string, amount: number): ConnectorEventInput {
+  return {
+    type: 'OrderRefunded',
+    eventId: `evt-${refundId}`,
+    source: SOURCE.id,
+    platform: 'shopify',
+    externalId,
+    receivedAt: new Date(START - 30_000).toISOString(),
+    refundId,
+    amount,
+    currency: 'EUR',
+  };
+}
+
+/** A record as Lambda's SQS FIFO event source hands it over, with the attributes producers set. */
+function sqsRecord(
+  messageId: string,
+  event: ConnectorEventInput,
+  options: { receiveCount?: number; attributes?: Record<string, string> } = {},
+): SQSRecord {
+  const receiveCount = options.receiveCount ?? 1;
+  const body = JSON.stringify(event);
+  const attributes: Record<string, string> = {
+    eventType: event.type,
+    externalId: event.externalId,
+    source: event.source,
+    ...options.attributes,
+  };
+  return {
+    messageId,
+    receiptHandle: `rh-${messageId}-${receiveCount}`,
+    body,
+    attributes: {
+      ApproximateReceiveCount: String(receiveCount),
+      SentTimestamp: String(START - 60_000),
+      SenderId: 'AROAEXAMPLE:connector-webhook',
+      ApproximateFirstReceiveTimestamp: String(START - 59_000),
+      MessageGroupId: messageGroupId(PROGRAM, event.externalId),
+      MessageDeduplicationId: event.eventId,
+      SequenceNumber: '18850000000000000000',
+    },
+    messageAttributes: Object.fromEntries(
+      Object.entries(attributes).map(([name, value]) => [
+        name,
+        { stringValue: value, stringListValues: [], binaryListValues: [], dataType: 'String' },
+      ]),
+    ),
+    md5OfBody: createHash('md5').update(body).digest('hex'),
+    eventSource: 'aws:sqs',
+    eventSourceARN: 'arn:aws:sqs:eu-west-1:123456789012:connector-events.fifo',
+    awsRegion: 'eu-west-1',
+  };
+}
+
+/** Seconds the message is hidden for when the platform keeps failing at this receive count. */
+async function givenBackFor(receiveCount: number, random: number): Promise<number> {
+  const h = harness({ random, failAdd: unavailable });
+  await h.clock.run(
+    processBatch(h.deps, [sqsRecord('m1', orderPlaced('1001'), { receiveCount })], START + 30_000),
+  );
+  if (h.failures.delays.length !== 1) throw new Error(`delay called ${h.failures.delays.length} times`);
+  return h.failures.delays[0]?.seconds ?? Number.NaN;
+}
+
+describe('processBatch: a transient failure', () => {
+  // Base 5 s, cap 900 s: the ceiling is min(900, 5·2^(receives−1)); the jitter draws from its upper half.
+  const BACKOFF: readonly (readonly [receiveCount: number, lowest: number, highest: number])[] = [
+    [1, 3, 5],
+    [2, 5, 10],
+    [3, 10, 20],
+    [4, 20, 40],
+    [5, 40, 80],
+    [6, 80, 160],
+    [7, 160, 320],
+    [8, 320, 640],
+    [9, 450, 900],
+    [10, 450, 900],
+  ];
+
+  it.each(BACKOFF)(
+    'at receive %i is retried inline twice, then hidden for %i to %i s',
+    async (receiveCount, lowest, highest) => {
+      // Prepare
+      const low = harness({ random: 0, failAdd: unavailable });
+      const high = harness({ random: 0.999, failAdd: unavailable });
+      const record = sqsRecord('m1', orderPlaced('1001'), { receiveCount });
+
+      // Act
+      const lowResponse = await low.clock.run(processBatch(low.deps, [record], START + 30_000));
+      const highResponse = await high.clock.run(processBatch(high.deps, [record], START + 30_000));
+
+      // Assess
+      for (const [h, response, seconds] of [
+        [low, lowResponse, lowest],
+        [high, highResponse, highest],
+      ] as const) {
+        expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+        expect(h.backend.adds).toHaveLength(3);
+        expect(h.failures.delays).toEqual([{ receiptHandle: `rh-m1-${receiveCount}`, seconds }]);
+        expect(h.failures.parked).toEqual([]);
+        expect(h.reports).toEqual([
+          expect.objectContaining({
+            messageId: 'm1',
+            receiveCount,
+            status: 'retry',
+            failureClass: 'transient',
+            platformStatus: 503,
+          }),
+        ]);
+        expect((await h.ledger.get(ledgerKey(PROGRAM, '1001')))?.state).toBe('adding');
+      }
+      // The inline waits are jittered exponential too: up to 200 ms, then up to 400 ms.
+      expect(low.clock.sleeps).toEqual([0, 0]);
+      expect(high.clock.sleeps).toEqual([200, 400]);
+    },
+  );
+
+  it('is hidden within [ceiling/2, ceiling], never less than at an earlier receive and never over the cap', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 40 }),
+        fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+        async (receiveCount, random) => {
+          // Act
+          const now = await givenBackFor(receiveCount, random);
+          const next = await givenBackFor(receiveCount + 1, random);
+
+          // Assess
+          const ceiling = Math.min(900, 5 * 2 ** (receiveCount - 1));
+          expect(now).toBeGreaterThanOrEqual(ceiling / 2);
+          expect(now).toBeLessThanOrEqual(ceiling);
+          expect(next).toBeGreaterThanOrEqual(now);
+          expect(next).toBeLessThanOrEqual(900);
+        },
+      ),
+      { numRuns: 200, seed: 5_001 },
+    );
+  });
+
+  it('waits as long as a retry-after hint asks, inline and as the floor of its visibility', async () => {
+    // Prepare
+    const h = harness({ random: 0, failAdd: () => rateLimited(7_300) });
+    const record = sqsRecord('m1', orderPlaced('1001'));
+
+    // Act
+    const response = await h.clock.run(processBatch(h.deps, [record], START + 60_000));
+
+    // Assess: the backoff alone would hide it 3 s; the platform asked for 7.3 s.
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }]);
+    expect(h.clock.sleeps).toEqual([7_300, 7_300]);
+    expect(h.backend.adds).toHaveLength(3);
+    expect(h.failures.delays).toEqual([{ receiptHandle: 'rh-m1-1', seconds: 8 }]);
+    expect(h.reports).toEqual([expect.objectContaining({ status: 'retry', platformStatus: 429 })]);
+  });
+
+  it('keeps the longer backoff when a retry-after hint is shorter', async () => {
+    // Prepare
+    const h = harness({ random: 0, failAdd: () => rateLimited(1_500) });
+    const record = sqsRecord('m1', orderPlaced('1001'), { receiveCount: 4 });
+
+    // Act
+    await h.clock.run(processBatch(h.deps, [record], START + 60_000));
+
+    // Assess
+    expect(h.clock.sleeps).toEqual([1_500, 1_500]);
+    expect(h.failures.delays).toEqual([{ receiptHandle: 'rh-m1-4', seconds: 20 }]);
+  });
+
+  it('is given back at once when the invocation has no time left for an inline retry', async () => {
+    // Prepare: a wait plus a second of margin must end before the deadline.
+    const h = harness({ random: 0, failAdd: unavailable });
+    const record = sqsRecord('m1', orderPlaced('1001'));
+
+    // Act
+    const response = await h.clock.run(processBatch(h.deps, [record], START + 1_000));
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }]);
+    expect(h.backend.adds).toHaveLength(1);
+    expect(h.clock.sleeps).toEqual([]);
+    expect(h.clock.time).toBe(START);
+    expect(h.failures.delays).toEqual([{ receiptHandle: 'rh-m1-1', seconds: 3 }]);
+  });
+
+  it('stops retrying inline as soon as the next wait would overrun the deadline', async () => {
+    // Prepare: waits of 200 then 400 ms; only the first fits in 1.3 s with its margin.
+    const h = harness({ random: 0.999, failAdd: unavailable });
+    const record = sqsRecord('m1', orderPlaced('1001'));
+
+    // Act
+    await h.clock.run(processBatch(h.deps, [record], START + 1_300));
+
+    // Assess
+    expect(h.backend.adds).toHaveLength(2);
+    expect(h.clock.sleeps).toEqual([200]);
+    expect(h.failures.delays).toEqual([{ receiptHandle: 'rh-m1-1', seconds: 5 }]);
+  });
+
+  it('does not sleep through the deadline for a retry-after longer than the time left', async () => {
+    // Prepare
+    const h = harness({ random: 0, failAdd: () => rateLimited(7_300) });
+    const record = sqsRecord('m1', orderPlaced('1001'));
+
+    // Act
+    await h.clock.run(processBatch(h.deps, [record], START + 5_000));
+
+    // Assess
+    expect(h.backend.adds).toHaveLength(1);
+    expect(h.clock.sleeps).toEqual([]);
+    expect(h.failures.delays).toEqual([{ receiptHandle: 'rh-m1-1', seconds: 8 }]);
+  });
+
+  it('that clears on an inline retry settles the message in the same invocation', async () => {
+    // Prepare
+    let failuresLeft = 2;
+    const h = harness({
+      random: 0,
+      failAdd: () => (failuresLeft-- > 0 ? unavailable() : undefined),
+    });
+    const record = sqsRecord('m1', orderPlaced('1001'));
+
+    // Act
+    const response = await h.clock.run(processBatch(h.deps, [record], START + 30_000));
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([]);
+    expect(h.backend.adds).toHaveLength(3);
+    expect(h.failures.delays).toEqual([]);
+    expect(h.reports).toEqual([
+      expect.objectContaining({ status: 'done', outcome: expect.objectContaining({ result: 'added' }) }),
+    ]);
+    expect((await h.ledger.get(ledgerKey(PROGRAM, '1001')))?.state).toBe('added');
+  });
+});
+
+describe('processBatch: a permanent failure', () => {
+  const refused = () =>
+    new PermanentError('conversions.add answered 422: no click matches the cids', {
+      status: 422,
+      platformMessage: 'no click matches the cids',
+    });
+
+  it('is parked in the DLQ at once with its reason and history, and counts as handled', async () => {
+    // Prepare
+    const h = harness({ failAdd: refused });
+    const record = sqsRecord('m1', orderPlaced('1001'), { receiveCount: 2 });
+
+    // Act
+    const response = await h.clock.run(processBatch(h.deps, [record], START + 30_000));
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([]);
+    expect(h.backend.adds).toHaveLength(1);
+    expect(h.failures.delays).toEqual([]);
+    expect(h.failures.parked).toHaveLength(1);
+    const [parked] = h.failures.parked;
+    expect(parked?.message).toMatchObject({
+      body: record.body,
+      groupId: record.attributes.MessageGroupId,
+    });
+    expect(parked?.message.deduplicationId).toMatch(/^m1-/);
+    expect(parked?.failure).toEqual({
+      failureClass: 'permanent',
+      reason: 'conversions.add answered 422: no click matches the cids',
+      platformStatus: '422',
+      platformMessage: 'no click matches the cids',
+      attempts: '2',
+      firstFailureAt: '2026-03-02T09:00:00.000Z',
+      lastFailureAt: '2026-03-02T09:00:00.000Z',
+      eventType: 'OrderPlaced',
+      externalId: '1001',
+      source: 'shop',
+    });
+    expect(h.reports).toEqual([expect.objectContaining({ status: 'parked', failureClass: 'permanent' })]);
+    expect((await h.ledger.get(ledgerKey(PROGRAM, '1001')))?.state).toBe('failed');
+  });
+
+  it('of a replayed message adds to the attempts and keeps its first failure time', async () => {
+    // Prepare
+    const h = harness({ failAdd: refused });
+    const record = sqsRecord('m1', orderPlaced('1001'), {
+      attributes: { attempts: '3', firstFailureAt: '2026-03-01T18:30:00.000Z' },
+    });
+
+    // Act
+    await h.clock.run(processBatch(h.deps, [record], START + 30_000));
+
+    // Assess
+    expect(h.failures.parked[0]?.failure).toMatchObject({
+      attempts: '4',
+      firstFailureAt: '2026-03-01T18:30:00.000Z',
+      lastFailureAt: '2026-03-02T09:00:00.000Z',
+    });
+  });
+
+  it('stays in the queue when it cannot be parked', async () => {
+    // Prepare
+    const h = harness({ failAdd: refused });
+    h.failures.parkError = Object.assign(new Error('queue does not exist'), { name: 'QueueDoesNotExist' });
+    const record = sqsRecord('m1', orderPlaced('1001'));
+
+    // Act
+    const response = await h.clock.run(processBatch(h.deps, [record], START + 30_000));
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }]);
+    expect(h.failures.delays).toEqual([]);
+    expect(h.reports).toEqual([
+      expect.objectContaining({
+        status: 'retry',
+        reason: 'could not park in the DLQ (QueueDoesNotExist); left in the queue',
+      }),
+    ]);
+  });
+});
+
+describe('processBatch: message groups', () => {
+  it('holds back the rest of a failing order, and only that order', async () => {
+    // Prepare: order A's add keeps failing; order B is placed, then partly refunded.
+    const h = harness({ failAdd: (input) => (input.externalId === 'A-100' ? unavailable() : undefined) });
+    const records = [
+      sqsRecord('a1', orderPlaced('A-100')),
+      sqsRecord('b1', orderPlaced('B-200')),
+      sqsRecord('a2', orderRefunded('A-100', 'RF-A', 500)),
+      sqsRecord('b2', orderRefunded('B-200', 'RF-B', 500)),
+    ];
+
+    // Act
+    const response = await h.clock.run(processBatch(h.deps, records, START + 30_000));
+
+    // Assess
+    expect(response.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(['a1', 'a2']);
+    // A FIFO group stays blocked while any of its messages is in flight, so the held-back a2 is
+    // hidden for a1's backoff too: the order comes back after the backoff, not the queue's timeout.
+    expect(h.failures.delays).toEqual([
+      { receiptHandle: 'rh-a1-1', seconds: 3 },
+      { receiptHandle: 'rh-a2-1', seconds: 3 },
+    ]);
+    const reportsOf = (messageId: string) =>
+      h.reports.filter((r) => r.messageId === messageId).map((r) => r.status);
+    expect(reportsOf('a1')).toEqual(['retry']);
+    expect(reportsOf('a2')).toEqual(['skipped_after_group_failure']);
+    expect((await h.ledger.get(ledgerKey(PROGRAM, 'A-100')))?.refunds).toEqual({});
+    // Order B went through in its order: added, then its amount lowered by the refund.
+    expect(reportsOf('b1')).toEqual(['done']);
+    expect(reportsOf('b2')).toEqual(['done']);
+    const b = await h.ledger.get(ledgerKey(PROGRAM, 'B-200'));
+    expect(b).toMatchObject({ state: 'added', currentAmount: 1500 });
+    expect(h.backend.amountUpdates).toEqual([{ id: b?.conversionId, amount: 1500 }]);
+  });
+});
