@@ -21,6 +21,7 @@ export function makeHandler(
     const answer = await submitFinanceRefund(deps, request.headers, request.rawBody);
     log?.({
       status: answer.status,
+      source: answer.body['source'],
       externalId: answer.body['externalId'],
       refundId: answer.body['refundId'],
       messageId: answer.body['messageId'],

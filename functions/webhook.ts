@@ -4,7 +4,7 @@ import { SqsEventQueue } from '../shared/adapters/sqs.ts';
 import { optionalNumber, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
 import { requestFromEvent, resultFromAnswer } from '../shared/http/apigw.ts';
 import { type IngestDeps, ingestWebhook } from '../shared/ingest.ts';
-import { makeLogger, makeMetrics, observeIngest } from '../shared/observability.ts';
+import { makeLogger, makeMetrics, observeIngest, publishMetrics } from '../shared/observability.ts';
 import { adapterFor } from '../shared/platforms/registry.ts';
 import { AwsSecretStore } from '../shared/secrets.ts';
 
@@ -39,6 +39,6 @@ export const handler: WebhookHandler = async (event) => {
   try {
     return await wired(event);
   } finally {
-    metrics.publishStoredMetrics();
+    publishMetrics(metrics);
   }
 };

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
@@ -9,7 +8,13 @@ import { CurrentApiBackend } from '../shared/affiliate/backend.ts';
 import { AffiliateClient } from '../shared/affiliate/client.ts';
 import { parseRouteOverrides } from '../shared/affiliate/routes.ts';
 import { optionalNumber, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
-import { METRIC, makeLogger, makeMetrics, observeWorker } from '../shared/observability.ts';
+import {
+  countPlatform429s,
+  makeLogger,
+  makeMetrics,
+  observeWorker,
+  publishMetrics,
+} from '../shared/observability.ts';
 import { AwsSecretStore } from '../shared/secrets.ts';
 import { backendFor, legacyClientFromEnv } from '../shared/worker/backends.ts';
 import { type BatchDeps, processBatch } from '../shared/worker/batch.ts';
@@ -41,15 +46,11 @@ async function fromEnv(env: NodeJS.ProcessEnv): Promise<WorkerHandler> {
     token: await secrets.get(requireEnv(env, 'AFFILIATE_TOKEN_SECRET')),
     routes: parseRouteOverrides(env['AFFILIATE_ROUTES']),
     ratePerSecond: optionalNumber(env, 'AFFILIATE_RATE_PER_SECOND', 100),
-    onEvent: (e) => {
-      if (e.type === 'rate_limited') metrics.addMetric(METRIC.rateLimited, MetricUnit.Count, 1);
-    },
+    onEvent: countPlatform429s(metrics),
   });
   const current = new CurrentApiBackend(client);
   const legacy = await legacyClientFromEnv(env, secrets, {
-    onEvent: (e) => {
-      if (e.type === 'rate_limited') metrics.addMetric(METRIC.rateLimited, MetricUnit.Count, 1);
-    },
+    onEvent: countPlatform429s(metrics),
   });
   const leaseMs = Math.max(60_000, optionalNumber(env, 'LEASE_MS', 120_000));
   return makeHandler({
@@ -74,6 +75,6 @@ export const handler: WorkerHandler = async (event, context) => {
   try {
     return await (await wired)(event, context);
   } finally {
-    metrics.publishStoredMetrics();
+    publishMetrics(metrics);
   }
 };

@@ -162,6 +162,7 @@ export async function submitFinanceRefund(
       body: {
         status: 'queued',
         messageId,
+        source: source.id,
         externalId: event.externalId,
         refundId: event.refundId,
         amount: amount ?? null,

@@ -32,6 +32,24 @@ export function makeMetrics(env: NodeJS.ProcessEnv = process.env): Metrics {
   });
 }
 
+/**
+ * Counts the platform's 429s (RateLimited, which an alarm watches) from a client's events. The
+ * client's own pacing also reports `rate_limited`, without a status: that is the limiter working,
+ * not the platform refusing, and is not counted.
+ */
+export function countPlatform429s(metrics: Metrics): (event: { type: string; status?: number }) => void {
+  return (event) => {
+    if (event.type === 'rate_limited' && event.status === 429) {
+      metrics.addMetric(METRIC.rateLimited, MetricUnit.Count, 1);
+    }
+  };
+}
+
+/** Flushes the invocation's metrics as one EMF line; nothing (not even a warning line) when there are none. */
+export function publishMetrics(metrics: Metrics): void {
+  if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
+}
+
 export function observeIngest(logger: Logger, metrics: Metrics): (outcome: IngestOutcome) => void {
   return (outcome) => {
     const line = {

@@ -22,8 +22,9 @@ import { firstIssue } from './schemas.ts';
 export interface HttpEvent<R extends string> {
   /**
    * `request`: an attempt ended (`status` absent on a network error or timeout).
-   * `rate_limited`: the client-side limiter made the call wait (`waitMs`), or the platform answered
-   * 429 (`status` 429, `waitMs` the wait it asked for).
+   * `rate_limited`: the client-side limiter made the call wait (`waitMs`, no `status`: the client
+   * pacing itself, not a refusal), or the platform answered 429 (`status` 429, `waitMs` the wait it
+   * asked for, if it said).
    * `retry`: a failed attempt is retried after `waitMs`.
    */
   readonly type: 'rate_limited' | 'retry' | 'request';
@@ -294,9 +295,10 @@ export class PlatformHttp<R extends string> {
     if (answer.status === 404 && request.notFound && !isUnknownRoute(answer)) return request.notFound();
     const ambiguousAdd = this.guardsDuplicates(request.idempotent) && isAmbiguousStatus(answer.status);
     const failure = this.failure(request, answer, ambiguousAdd ? NOT_RETRIED : '');
-    if (answer.status === 429 && failure.retryAfterMs !== undefined) {
+    if (answer.status === 429) {
       // Every caller on this route is over the limit, not only this one.
-      this.limiter.holdUntil(path, this.now() + failure.retryAfterMs + RETRY_AFTER_MARGIN_MS);
+      if (failure.retryAfterMs !== undefined)
+        this.limiter.holdUntil(path, this.now() + failure.retryAfterMs + RETRY_AFTER_MARGIN_MS);
       this.emit({ type: 'rate_limited', route, path, attempt, status: 429, waitMs: failure.retryAfterMs });
     }
     if (ambiguousAdd) this.final.add(failure);

@@ -497,7 +497,7 @@ describe('AffiliateClient retries', () => {
 
   it('falls back to Retry-After seconds, then to backoff, on a 429', async () => {
     // Prepare
-    const { client, clock, sent } = setup([
+    const { client, clock, sent, events } = setup([
       json(429, {}, { 'retry-after': '2' }),
       json(429, {}),
       json(200, { advertiser: { id: 'dddddddddddddddddddddddd' } }),
@@ -509,6 +509,9 @@ describe('AffiliateClient retries', () => {
     // Assess: 2 s asked, then full jitter at 0.5 of a 200 ms ceiling (second attempt).
     expect(sent).toHaveLength(3);
     expect(clock.sleeps).toEqual([2010, 100]);
+    // Both 429s are reported (the RateLimited metric counts them), with or without a wait asked for.
+    const refusals = events.filter((e) => e.type === 'rate_limited' && e.status === 429);
+    expect(refusals.map((e) => e.waitMs)).toEqual([2000, undefined]);
   });
 
   it('retries 5xx with full-jitter backoff and surfaces a TransientError after maxAttempts', async () => {
