@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DeleteMessageBatchCommand, type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
-import type { APIGatewayProxyEventV2, SQSRecord } from 'aws-lambda';
+import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { makeHandler as makeRefundsHandler } from '../../functions/refunds.ts';
 import { makeHandler as makeWebhookHandler } from '../../functions/webhook.ts';
 import { makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
@@ -21,6 +21,7 @@ import type { ConversionBackend } from '../../shared/worker/backend.ts';
 import { backendFor, legacyClientFromEnv } from '../../shared/worker/backends.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
+import { toRecord } from './sqs-record.ts';
 
 /** Written by `npm start` (git-ignored): how the operator CLI reaches the local stack. */
 export const LOCAL_STATE_FILE = '.local-stack.json';
@@ -365,38 +366,6 @@ class Pollers {
       }
     }
   }
-}
-
-function toRecord(message: Message, queueName: string): SQSRecord {
-  const attributes = message.Attributes ?? {};
-  const messageAttributes: SQSRecord['messageAttributes'] = {};
-  for (const [name, value] of Object.entries(message.MessageAttributes ?? {})) {
-    messageAttributes[name] = {
-      stringValue: value.StringValue,
-      dataType: value.DataType ?? 'String',
-      stringListValues: [],
-      binaryListValues: [],
-    };
-  }
-  return {
-    messageId: message.MessageId ?? '',
-    receiptHandle: message.ReceiptHandle ?? '',
-    body: message.Body ?? '',
-    attributes: {
-      ApproximateReceiveCount: attributes.ApproximateReceiveCount ?? '1',
-      SentTimestamp: attributes.SentTimestamp ?? '',
-      SenderId: attributes.SenderId ?? '',
-      ApproximateFirstReceiveTimestamp: attributes.ApproximateFirstReceiveTimestamp ?? '',
-      MessageGroupId: attributes.MessageGroupId,
-      MessageDeduplicationId: attributes.MessageDeduplicationId,
-      SequenceNumber: attributes.SequenceNumber,
-    },
-    messageAttributes,
-    md5OfBody: message.MD5OfBody ?? '',
-    eventSource: 'aws:sqs',
-    eventSourceARN: `arn:aws:sqs:us-east-1:000000000000:${queueName}`,
-    awsRegion: 'us-east-1',
-  };
 }
 
 async function waitForIdle(emulators: Emulators, timeoutMs: number): Promise<void> {

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { format } from 'node:util';
-import { DeleteMessageBatchCommand, type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import { DeleteMessageBatchCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type {
   APIGatewayProxyEventV2,
   APIGatewayProxyStructuredResultV2,
@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { RefundsHandler } from '../../functions/refunds.ts';
 import type { WebhookHandler } from '../../functions/webhook.ts';
 import type { WorkerHandler } from '../../functions/worker.ts';
+import { toRecord } from '../../infra/local/sqs-record.ts';
 import type { LocalStack } from '../../infra/local/stack.ts';
 import type { StoredConversion } from '../../shared/sandbox/types.ts';
 import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
@@ -253,39 +254,6 @@ async function postRefund(body: Record<string, unknown>, key = financeKey) {
   );
 }
 
-/** The record Lambda's SQS event source mapping builds from a received message. */
-function toRecord(message: Message): SQSRecord {
-  const attributes = message.Attributes ?? {};
-  const messageAttributes: SQSRecord['messageAttributes'] = {};
-  for (const [name, value] of Object.entries(message.MessageAttributes ?? {})) {
-    messageAttributes[name] = {
-      stringValue: value.StringValue,
-      dataType: value.DataType ?? 'String',
-      stringListValues: [],
-      binaryListValues: [],
-    };
-  }
-  return {
-    messageId: message.MessageId ?? '',
-    receiptHandle: message.ReceiptHandle ?? '',
-    body: message.Body ?? '',
-    attributes: {
-      ApproximateReceiveCount: attributes.ApproximateReceiveCount ?? '1',
-      SentTimestamp: attributes.SentTimestamp ?? '',
-      SenderId: attributes.SenderId ?? '',
-      ApproximateFirstReceiveTimestamp: attributes.ApproximateFirstReceiveTimestamp ?? '',
-      MessageGroupId: attributes.MessageGroupId,
-      MessageDeduplicationId: attributes.MessageDeduplicationId,
-      SequenceNumber: attributes.SequenceNumber,
-    },
-    messageAttributes,
-    md5OfBody: message.MD5OfBody ?? '',
-    eventSource: 'aws:sqs',
-    eventSourceARN: `arn:aws:sqs:us-east-1:000000000000:${stack.emulators.queueName}`,
-    awsRegion: 'us-east-1',
-  };
-}
-
 /**
  * One poll of the event source mapping: receives up to 10 messages, invokes the worker with them and
  * deletes those the partial batch response does not report as failed.
@@ -306,7 +274,7 @@ async function deliverBatch(
   const messages = out.Messages ?? [];
   if (expected === undefined) expect(messages.length).toBeGreaterThan(0);
   else expect(messages).toHaveLength(expected);
-  const event: SQSEvent = { Records: messages.map(toRecord) };
+  const event: SQSEvent = { Records: messages.map((m) => toRecord(m, stack.emulators.queueName)) };
   const response = await invoke('worker', () => handlers.worker(event, LAMBDA_CONTEXT));
   const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
   const done = messages.filter((m) => !failed.has(m.MessageId ?? ''));
