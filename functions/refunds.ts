@@ -1,6 +1,5 @@
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SQSClient } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import { dynamoClient, sqsClient } from '../shared/adapters/aws-clients.ts';
 import { DynamoLedger } from '../shared/adapters/dynamo-ledger.ts';
 import { SqsEventQueue } from '../shared/adapters/sqs.ts';
 import { optionalNumber, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
@@ -37,8 +36,8 @@ function fromEnv(env: NodeJS.ProcessEnv): RefundsHandler {
   return makeHandler(
     {
       sources: sourcesFromEnv(env),
-      ledger: new DynamoLedger(new DynamoDBClient({}), requireEnv(env, 'LEDGER_TABLE')),
-      queue: new SqsEventQueue(new SQSClient({}), requireEnv(env, 'QUEUE_URL')),
+      ledger: new DynamoLedger(dynamoClient(), requireEnv(env, 'LEDGER_TABLE')),
+      queue: new SqsEventQueue(sqsClient(), requireEnv(env, 'QUEUE_URL')),
       secrets: new AwsSecretStore(optionalNumber(env, 'SECRETS_MAX_AGE_SECONDS', 300)),
       keyRef: requireEnv(env, 'FINANCE_API_KEY_SECRET'),
       now: () => new Date(),

@@ -1,5 +1,5 @@
-import { SQSClient } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import { sqsClient } from '../shared/adapters/aws-clients.ts';
 import { SqsEventQueue } from '../shared/adapters/sqs.ts';
 import { optionalNumber, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
 import { requestFromEvent, resultFromAnswer } from '../shared/http/apigw.ts';
@@ -21,13 +21,16 @@ export function makeHandler(deps: IngestDeps): WebhookHandler {
 const logger = makeLogger();
 const metrics = makeMetrics();
 
-/** Built at cold start from the environment CDK sets; fails fast naming a missing setting. */
+/**
+ * Built at cold start from the environment CDK sets; fails fast naming a missing setting. The AWS
+ * clients' time budget (LAMBDA_AWS_BUDGET) makes a hung SQS a 503 within Shopify's 5 s.
+ */
 function fromEnv(env: NodeJS.ProcessEnv): WebhookHandler {
   return makeHandler({
     sources: sourcesFromEnv(env),
     adapterFor,
     secrets: new AwsSecretStore(optionalNumber(env, 'SECRETS_MAX_AGE_SECONDS', 300)),
-    queue: new SqsEventQueue(new SQSClient({}), requireEnv(env, 'QUEUE_URL')),
+    queue: new SqsEventQueue(sqsClient(), requireEnv(env, 'QUEUE_URL')),
     now: () => new Date(),
     observe: observeIngest(logger, metrics),
   });

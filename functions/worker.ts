@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SQSClient } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import { dynamoClient, sqsClient } from '../shared/adapters/aws-clients.ts';
 import { DynamoLedger } from '../shared/adapters/dynamo-ledger.ts';
 import { SqsFailureQueue } from '../shared/adapters/sqs.ts';
 import { CurrentApiBackend } from '../shared/affiliate/backend.ts';
@@ -18,6 +17,7 @@ import {
 import { AwsSecretStore } from '../shared/secrets.ts';
 import { backendFor, legacyClientFromEnv } from '../shared/worker/backends.ts';
 import { type BatchDeps, processBatch } from '../shared/worker/batch.ts';
+import { settleMsFor } from '../shared/worker/process-event.ts';
 
 export type WorkerHandler = (
   event: SQSEvent,
@@ -26,6 +26,8 @@ export type WorkerHandler = (
 
 /** Time kept back from the Lambda's remaining time for recording results and answering. */
 const SAFETY_MS = 3_000;
+/** The affiliate clients' request timeout; an add without a clear answer settles for twice that. */
+const AFFILIATE_TIMEOUT_MS = 5_000;
 
 /** SQS FIFO event source: applies events to the platform, answers a partial batch response. */
 export function makeHandler(deps: BatchDeps): WorkerHandler {
@@ -40,27 +42,30 @@ const metrics = makeMetrics();
 
 async function fromEnv(env: NodeJS.ProcessEnv): Promise<WorkerHandler> {
   const secrets = new AwsSecretStore(optionalNumber(env, 'SECRETS_MAX_AGE_SECONDS', 300));
-  const sqs = new SQSClient({});
+  const sqs = sqsClient();
   const client = new AffiliateClient({
     baseUrl: requireEnv(env, 'AFFILIATE_BASE_URL'),
     token: await secrets.get(requireEnv(env, 'AFFILIATE_TOKEN_SECRET')),
     routes: parseRouteOverrides(env['AFFILIATE_ROUTES']),
     ratePerSecond: optionalNumber(env, 'AFFILIATE_RATE_PER_SECOND', 100),
+    timeoutMs: AFFILIATE_TIMEOUT_MS,
     onEvent: countPlatform429s(metrics),
   });
   const current = new CurrentApiBackend(client);
   const legacy = await legacyClientFromEnv(env, secrets, {
+    timeoutMs: AFFILIATE_TIMEOUT_MS,
     onEvent: countPlatform429s(metrics),
   });
   const leaseMs = Math.max(60_000, optionalNumber(env, 'LEASE_MS', 120_000));
   return makeHandler({
-    ledger: new DynamoLedger(new DynamoDBClient({}), requireEnv(env, 'LEDGER_TABLE')),
+    ledger: new DynamoLedger(dynamoClient(), requireEnv(env, 'LEDGER_TABLE')),
     sources: sourcesFromEnv(env),
     backendFor: backendFor({ current, legacy }),
     failures: new SqsFailureQueue(sqs, requireEnv(env, 'QUEUE_URL'), requireEnv(env, 'DLQ_URL')),
     now: Date.now,
     workerId: randomUUID(),
     leaseMs,
+    settleMs: settleMsFor(AFFILIATE_TIMEOUT_MS),
     observe: observeWorker(logger, metrics),
   });
 }

@@ -186,7 +186,8 @@ export class ConnectorStack extends Stack {
       workerEnvironment['LEGACY_CREDENTIALS_SECRET'] = config.legacy.credentialsSecret;
     }
     const worker = make('worker', workerEnvironment);
-    this.ledger.grant(worker, 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem');
+    // DynamoLedger reads with GetItem and writes whole records with conditional PutItem, nothing else.
+    this.ledger.grant(worker, 'dynamodb:GetItem', 'dynamodb:PutItem');
     deadLetterQueue.grant(worker, 'sqs:SendMessage');
     this.#grantSecret(worker, config.affiliate.tokenSecret);
     if (config.legacy.credentialsSecret !== undefined)

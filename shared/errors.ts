@@ -14,6 +14,11 @@ export interface ConnectorErrorDetails {
   readonly field?: string;
   /** Milliseconds the platform asked us to wait before retrying. */
   readonly retryAfterMs?: number;
+  /**
+   * The request failed after it may have reached the platform (no answer in time, the connection lost
+   * after sending, a 500/502/504): the platform may have carried it out.
+   */
+  readonly ambiguous?: boolean;
   readonly cause?: unknown;
 }
 
@@ -23,6 +28,8 @@ export abstract class ConnectorError extends Error {
   readonly platformMessage?: string;
   readonly field?: string;
   readonly retryAfterMs?: number;
+  /** See `ConnectorErrorDetails.ambiguous`. */
+  readonly ambiguous: boolean;
 
   constructor(message: string, details: ConnectorErrorDetails = {}) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
@@ -30,6 +37,7 @@ export abstract class ConnectorError extends Error {
     this.platformMessage = details.platformMessage;
     this.field = details.field;
     this.retryAfterMs = details.retryAfterMs;
+    this.ambiguous = details.ambiguous ?? false;
   }
 }
 

@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import * as z from 'zod';
 import type { SourceConfig } from './config/sources.ts';
 import { splitSecrets } from './config/sources.ts';
-import { OrderRefunded } from './domain/events.ts';
+import { ExternalRefundId, OrderRefunded } from './domain/events.ts';
 import { BadInputError } from './errors.ts';
 import type { HttpAnswer } from './ingest.ts';
 import { type Ledger, ledgerKey, type OrderRecord } from './ledger.ts';
@@ -20,7 +20,7 @@ import type { SecretStore } from './secrets.ts';
 export const FinanceRefundRequest = z
   .strictObject({
     externalId: z.string().min(1).max(256),
-    refundId: z.string().min(1).max(256),
+    refundId: ExternalRefundId,
     amount: z.string().min(1).optional(),
     amountCents: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
     full: z.literal(true).optional(),
@@ -79,6 +79,13 @@ const bad = (field: string, message: string): HttpAnswer => ({
   body: { error: 'bad_request', field, message },
 });
 
+/** A dependency failed (secret store, ledger, queue): nothing was queued, the caller may retry. */
+const unavailable = (message: string): HttpAnswer => ({
+  status: 503,
+  body: { error: 'unavailable', message },
+  headers: { 'retry-after': '5' },
+});
+
 /** Authenticates, validates and queues one finance refund. */
 export async function submitFinanceRefund(
   deps: FinanceDeps,
@@ -89,7 +96,7 @@ export async function submitFinanceRefund(
   try {
     keys = splitSecrets(await deps.secrets.get(deps.keyRef));
   } catch {
-    return { status: 503, body: { error: 'unavailable', message: 'finance key not available, retry later' } };
+    return unavailable('finance key not available, retry later');
   }
   if (!keyMatches(presentedKey(headers), keys)) {
     return {
@@ -116,7 +123,13 @@ export async function submitFinanceRefund(
   }
   const request = parsed.data;
 
-  const located = await locateOrder(deps, request);
+  let located: Awaited<ReturnType<typeof locateOrder>>;
+  try {
+    located = await locateOrder(deps, request);
+  } catch {
+    // A throttled, timed-out or unreachable ledger: the refund is fine, only this attempt is not.
+    return unavailable('ledger unavailable, retry later');
+  }
   if ('error' in located) return located.error;
   const { source, record } = located;
 
@@ -170,13 +183,13 @@ export async function submitFinanceRefund(
       },
     };
   } catch {
-    return { status: 503, body: { error: 'unavailable', message: 'queue unavailable, retry later' } };
+    return unavailable('queue unavailable, retry later');
   }
 }
 
 /**
  * Finds the order's source: the one named, or the one whose program's ledger knows the order, or the
- * only configured program.
+ * only configured program. Rejects when the ledger cannot be read.
  */
 async function locateOrder(
   deps: FinanceDeps,

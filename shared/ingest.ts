@@ -116,6 +116,17 @@ export async function ingestWebhook(
         },
       );
     }
+    // A RangeError is arithmetic on the payload's numbers gone past what an amount can be (the money
+    // helpers name the field; this is the net for any that does not): the body is at fault, not us.
+    if (error instanceof RangeError) {
+      return answer(
+        { status: 400, result: 'rejected', detail: `out of range: ${error.message}` },
+        {
+          status: 400,
+          body: { error: 'bad_request', field: null, message: 'a value in the payload is out of range' },
+        },
+      );
+    }
     if (error instanceof Error && error.name === 'ZodError') {
       return answer(
         { status: 400, result: 'rejected', detail: 'mapped event invalid' },

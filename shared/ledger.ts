@@ -45,6 +45,7 @@ export interface OrderRecord {
   originalAmount: number;
   currentAmount: number;
   currency?: string;
+  /** By refund id. Ids are free-form: read it with `refundOf` and write it with `recordRefund`. */
   refunds: Record<string, RefundRecord>;
   leaseOwner?: string;
   /** Epoch ms; a lease past this time is expired and its add must be reconciled before retrying. */
@@ -53,6 +54,11 @@ export interface OrderRecord {
   lastError?: string;
   /** The record was created from the platform's data (order placed before the connector). */
   imported?: boolean;
+  /**
+   * Imported from a conversion the platform gave without an amount: `originalAmount` is unknown (0),
+   * so no partial refund can be turned into an absolute amount.
+   */
+  amountUnknown?: boolean;
   createdAt: string;
   updatedAt: string;
 }
@@ -77,4 +83,25 @@ export function ledgerKey(program: string, externalId: string): string {
 /** Refunds that count towards the conversion amount: recorded and not rejected or skipped. */
 export function countedRefunds(record: OrderRecord): RefundRecord[] {
   return Object.values(record.refunds).filter((r) => r.status === 'pending' || r.status === 'applied');
+}
+
+/**
+ * The refund recorded under `refundId`, if any. Own properties only: an id such as `constructor` or
+ * `toString` must not find what every object inherits.
+ */
+export function refundOf(record: OrderRecord, refundId: string): RefundRecord | undefined {
+  return Object.hasOwn(record.refunds, refundId) ? record.refunds[refundId] : undefined;
+}
+
+/**
+ * Records `refund` under its id. Defined, not assigned: assigning the id `__proto__` would replace the
+ * map's prototype instead of adding an entry. (JSON and structured clones keep such an own key.)
+ */
+export function recordRefund(record: OrderRecord, refund: RefundRecord): void {
+  Object.defineProperty(record.refunds, refund.refundId, {
+    value: refund,
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
 }

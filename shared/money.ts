@@ -81,9 +81,10 @@ export function parseMoney(decimal: string, currency: string, options: ParseMone
   if (minor > MAX_SAFE) {
     throw new BadInputError(`${field}: amount too large`, { field });
   }
-  if (sign && minor !== 0n) {
+  if (sign) {
+    // "-0.00" is a sign too: only an allowed minus passes, and it reads as 0, never -0.
     if (!options.allowNegative) throw new BadInputError(`${field}: must not be negative`, { field });
-    return -Number(minor);
+    return minor === 0n ? 0 : -Number(minor);
   }
   return Number(minor);
 }
@@ -95,7 +96,7 @@ export function parseMoney(decimal: string, currency: string, options: ParseMone
  * @throws RangeError when `minor` is not a safe integer
  */
 export function formatMoney(minor: number, currency: string): string {
-  assertMinor(minor, 'minor');
+  if (!Number.isSafeInteger(minor)) throw new RangeError('minor must be a safe integer of minor units');
   const exponent = currencyExponent(currency);
   const digits = (minor < 0 ? -minor : minor).toString().padStart(exponent + 1, '0');
   const sign = minor < 0 ? '-' : '';
@@ -104,28 +105,29 @@ export function formatMoney(minor: number, currency: string): string {
 }
 
 /**
- * Adds amounts of minor units exactly.
+ * Adds amounts of minor units exactly. `field` is the dotted payload path the amounts come from,
+ * reported when the payload's values add up past what an amount can be.
  *
- * @throws RangeError when an input or the sum is past `Number.MAX_SAFE_INTEGER`
+ * @throws BadInputError naming `field` when an input or the sum is past `Number.MAX_SAFE_INTEGER`
  */
-export function sumMinor(amounts: Iterable<number>): number {
+export function sumMinor(amounts: Iterable<number>, field = 'amount'): number {
   let total = 0n;
   for (const amount of amounts) {
-    assertMinor(amount, 'amount');
+    assertMinor(amount, field);
     total += BigInt(amount);
   }
-  return toSafeNumber(total);
+  return toSafeNumber(total, field);
 }
 
 /**
  * `amount × factor` for a unit price times a quantity, exactly.
  *
- * @throws RangeError when the product is past `Number.MAX_SAFE_INTEGER`
+ * @throws BadInputError naming `field` when the product is past `Number.MAX_SAFE_INTEGER`
  */
-export function multiplyMinor(amount: number, factor: number): number {
-  assertMinor(amount, 'amount');
-  assertMinor(factor, 'factor');
-  return toSafeNumber(BigInt(amount) * BigInt(factor));
+export function multiplyMinor(amount: number, factor: number, field = 'amount'): number {
+  assertMinor(amount, field);
+  assertMinor(factor, field);
+  return toSafeNumber(BigInt(amount) * BigInt(factor), field);
 }
 
 /**
@@ -133,12 +135,18 @@ export function multiplyMinor(amount: number, factor: number): number {
  * of `amount` that `numerator` is of `denominator` (a gross refund turned net with the order's
  * net/gross ratio). A zero denominator gives 0: nothing to share.
  *
- * @throws RangeError on a negative denominator or a result past `Number.MAX_SAFE_INTEGER`
+ * @throws BadInputError naming `field` when an input or the result is past `Number.MAX_SAFE_INTEGER`
+ * @throws RangeError on a negative denominator (a caller's bug)
  */
-export function prorateMinor(amount: number, numerator: number, denominator: number): number {
-  assertMinor(amount, 'amount');
-  assertMinor(numerator, 'numerator');
-  assertMinor(denominator, 'denominator');
+export function prorateMinor(
+  amount: number,
+  numerator: number,
+  denominator: number,
+  field = 'amount',
+): number {
+  assertMinor(amount, field);
+  assertMinor(numerator, field);
+  assertMinor(denominator, field);
   if (denominator < 0) throw new RangeError('denominator must not be negative');
   if (denominator === 0) return 0;
   const product = BigInt(amount) * BigInt(numerator);
@@ -147,15 +155,23 @@ export function prorateMinor(amount: number, numerator: number, denominator: num
   const den = BigInt(denominator);
   const quotient = magnitude / den;
   const rounded = (magnitude % den) * 2n >= den ? quotient + 1n : quotient;
-  return toSafeNumber(negative ? -rounded : rounded);
+  return toSafeNumber(negative ? -rounded : rounded, field);
 }
 
-function assertMinor(value: number, name: string): void {
-  if (!Number.isSafeInteger(value)) throw new RangeError(`${name} must be a safe integer of minor units`);
+/**
+ * Amounts reach these helpers from payloads, so one past 2^53 is the caller's bad input (a 400
+ * naming the field); a fraction can only come from a bug here and stays a RangeError.
+ */
+function assertMinor(value: number, field: string): void {
+  if (!Number.isInteger(value)) throw new RangeError(`${field}: not an integer of minor units`);
+  if (!Number.isSafeInteger(value)) throw tooLarge(field);
 }
 
-function toSafeNumber(value: bigint): number {
-  if (value > MAX_SAFE || value < -MAX_SAFE)
-    throw new RangeError('amount past Number.MAX_SAFE_INTEGER minor units');
+function toSafeNumber(value: bigint, field: string): number {
+  if (value > MAX_SAFE || value < -MAX_SAFE) throw tooLarge(field);
   return Number(value);
+}
+
+function tooLarge(field: string): BadInputError {
+  return new BadInputError(`${field}: amount past Number.MAX_SAFE_INTEGER minor units`, { field });
 }

@@ -1,4 +1,6 @@
-import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
+import { SecretsProvider } from '@aws-lambda-powertools/parameters/secrets';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { secretsManagerClient } from './adapters/aws-clients.ts';
 import type { Env } from './config/env.ts';
 import { ConfigurationError } from './errors.ts';
 
@@ -24,16 +26,20 @@ export class EnvSecretStore implements SecretStore {
 /**
  * AWS: Secrets Manager through Powertools Parameters, cached for `maxAgeSeconds` so a warm Lambda
  * does not call Secrets Manager per request, yet a rotated secret is picked up within that bound.
+ * `client` defaults to one with the Lambda functions' time budget (Powertools' own default client has
+ * no request timeout).
  */
 export class AwsSecretStore implements SecretStore {
   readonly #maxAge: number;
-  constructor(maxAgeSeconds: number) {
+  readonly #provider: SecretsProvider;
+  constructor(maxAgeSeconds: number, client: SecretsManagerClient = secretsManagerClient()) {
     this.#maxAge = maxAgeSeconds;
+    this.#provider = new SecretsProvider({ awsSdkV3Client: client });
   }
   async get(ref: string): Promise<string> {
     let value: unknown;
     try {
-      value = await getSecret(ref, { maxAge: this.#maxAge });
+      value = await this.#provider.get(ref, { maxAge: this.#maxAge });
     } catch (error) {
       // The SDK's message may name the ARN but never holds the value; keep only the error name.
       throw new ConfigurationError(`secret ${ref} could not be read (${(error as Error).name})`, {

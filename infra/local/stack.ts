@@ -20,6 +20,7 @@ import { EnvSecretStore } from '../../shared/secrets.ts';
 import type { ConversionBackend } from '../../shared/worker/backend.ts';
 import { backendFor, legacyClientFromEnv } from '../../shared/worker/backends.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
+import { settleMsFor } from '../../shared/worker/process-event.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
 import { toRecord } from './sqs-record.ts';
 
@@ -56,6 +57,8 @@ export interface LocalStackOptions {
   readonly pollers?: number;
   readonly client?: Partial<AffiliateClientOptions>;
   readonly leaseMs?: number;
+  /** After an add without a clear answer; default `settleMsFor(client.timeoutMs)`. */
+  readonly settleMs?: number;
   readonly visibilityBaseSeconds?: number;
   /** Lets tests wrap the ledger or the backend (to kill a worker mid-flight). */
   readonly wrapLedger?: (ledger: Ledger) => Ledger;
@@ -155,6 +158,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     now: Date.now,
     workerId: randomUUID(),
     leaseMs: options.leaseMs ?? 60_000,
+    settleMs: options.settleMs ?? settleMsFor(options.client?.timeoutMs ?? 5_000),
     visibilityBaseSeconds: options.visibilityBaseSeconds ?? 2,
     observe: (report) => {
       options.observe?.(report);

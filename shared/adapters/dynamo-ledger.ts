@@ -4,9 +4,19 @@ import {
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
-  paginateScan,
+  ScanCommand,
 } from '@aws-sdk/client-dynamodb';
 import type { Ledger, OrderRecord } from '../ledger.ts';
+
+/** Options of `DynamoLedger`. */
+export interface DynamoLedgerOptions {
+  /**
+   * Options for each call (`client.send(command, options)`), asked afresh per call (and per page of a
+   * scan): the CLI bounds each call with its own `AbortSignal.timeout`. Default none, the client's
+   * own timeouts only.
+   */
+  readonly callOptions?: () => { abortSignal?: AbortSignal };
+}
 
 /**
  * The ledger on DynamoDB. The record is stored as JSON in `doc`, with the fields an operator filters
@@ -16,15 +26,18 @@ import type { Ledger, OrderRecord } from '../ledger.ts';
 export class DynamoLedger implements Ledger {
   readonly #client: DynamoDBClient;
   readonly #table: string;
+  readonly #callOptions: () => { abortSignal?: AbortSignal };
 
-  constructor(client: DynamoDBClient, tableName: string) {
+  constructor(client: DynamoDBClient, tableName: string, options: DynamoLedgerOptions = {}) {
     this.#client = client;
     this.#table = tableName;
+    this.#callOptions = options.callOptions ?? (() => ({}));
   }
 
   async get(key: string): Promise<OrderRecord | undefined> {
     const out = await this.#client.send(
       new GetItemCommand({ TableName: this.#table, Key: { pk: { S: key } }, ConsistentRead: true }),
+      this.#callOptions(),
     );
     return out.Item ? fromItem(out.Item) : undefined;
   }
@@ -44,19 +57,23 @@ export class DynamoLedger implements Ledger {
   }
 
   async *list(program?: string): AsyncIterable<OrderRecord> {
-    const pages = paginateScan(
-      { client: this.#client },
-      {
-        TableName: this.#table,
-        ConsistentRead: true,
-        ...(program
-          ? { FilterExpression: 'program = :p', ExpressionAttributeValues: { ':p': { S: program } } }
-          : {}),
-      },
-    );
-    for await (const page of pages) {
+    // Paged by hand rather than with paginateScan, whose send options are fixed for all pages.
+    let start: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await this.#client.send(
+        new ScanCommand({
+          TableName: this.#table,
+          ConsistentRead: true,
+          ...(program
+            ? { FilterExpression: 'program = :p', ExpressionAttributeValues: { ':p': { S: program } } }
+            : {}),
+          ...(start ? { ExclusiveStartKey: start } : {}),
+        }),
+        this.#callOptions(),
+      );
       for (const item of page.Items ?? []) yield fromItem(item);
-    }
+      start = page.LastEvaluatedKey;
+    } while (start);
   }
 
   async #put(
@@ -73,6 +90,7 @@ export class DynamoLedger implements Ledger {
           ConditionExpression: condition,
           ...(Object.keys(values).length > 0 ? { ExpressionAttributeValues: values } : {}),
         }),
+        this.#callOptions(),
       );
       onSuccess();
       return true;
@@ -104,6 +122,7 @@ function toItem(record: OrderRecord): Record<string, AttributeValue> {
 function fromItem(item: Record<string, AttributeValue>): OrderRecord {
   const doc = item['doc']?.S;
   if (!doc) throw new Error(`ledger item ${item['pk']?.S ?? '?'} has no doc`);
+  // JSON.parse defines keys: a refund id such as `__proto__` stays an entry of `refunds`.
   const record = JSON.parse(doc) as OrderRecord;
   record.version = Number(item['version']?.N ?? record.version);
   return record;

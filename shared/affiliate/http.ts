@@ -211,12 +211,14 @@ export class PlatformHttp<R extends string> {
   }
 
   /**
-   * A `TransientError` for a failure after which the platform may have done the work. For a request
-   * that is not idempotent (unless `retryAmbiguousAdds`) the message says so and it is not retried.
+   * A `TransientError` for a failure after which the platform may have done the work (`ambiguous`).
+   * For a request that is not idempotent (unless `retryAmbiguousAdds`) the message says so and it is
+   * not retried.
    */
   ambiguousFailure(message: string, idempotent: boolean, details: ConnectorErrorDetails): TransientError {
-    if (!this.guardsDuplicates(idempotent)) return new TransientError(message, details);
-    const failure = new TransientError(`${message}${NOT_RETRIED}`, details);
+    if (!this.guardsDuplicates(idempotent))
+      return new TransientError(message, { ...details, ambiguous: true });
+    const failure = new TransientError(`${message}${NOT_RETRIED}`, { ...details, ambiguous: true });
     this.final.add(failure);
     return failure;
   }
@@ -364,7 +366,12 @@ export class PlatformHttp<R extends string> {
         { ...details, retryAfterMs },
       );
     }
-    if (status >= 500) return new TransientError(`${head}: ${platformMessage}${suffix}`, details);
+    if (status >= 500) {
+      return new TransientError(`${head}: ${platformMessage}${suffix}`, {
+        ...details,
+        ambiguous: isAmbiguousStatus(status),
+      });
+    }
     if (status === 405 && wrongMethod)
       return new ConfigurationError(`${head}: ${wrongMethod(path)}`, details);
     if (status === 404 && isUnknownRoute(answer)) {

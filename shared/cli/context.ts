@@ -285,7 +285,7 @@ export class CliContext {
   }
 
   ledger(): DynamoLedger {
-    return new DynamoLedger(this.dynamo(), this.require('ledgerTable'));
+    return new DynamoLedger(this.dynamo(), this.require('ledgerTable'), { callOptions: awsCall });
   }
 
   /** Whether a secret setting can be had: given directly, or by a reference to Secrets Manager. */

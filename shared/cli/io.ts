@@ -134,6 +134,7 @@ export function explain(error: unknown): string {
   if (error.message === 'fetch failed' && cause instanceof Error) {
     return typeof code === 'string' ? `${code} (${cause.message})` : cause.message;
   }
-  if (error.name === 'TimeoutError') return 'timed out';
+  // The CLI aborts an AWS call only when its time is up (awsCall), so an abort is a timeout.
+  if (error.name === 'TimeoutError' || error.name === 'AbortError') return 'timed out';
   return error.name && error.name !== 'Error' ? `${error.name}: ${error.message}` : error.message;
 }

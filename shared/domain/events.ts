@@ -46,6 +46,26 @@ export const OrderPlaced = z.object({
 });
 export type OrderPlaced = z.infer<typeof OrderPlaced>;
 
+/**
+ * Refund ids the connector makes itself (a cancellation, a Woo status change, a Stripe full refund)
+ * start with this; ids from finance and the generic webhook may not, so none can be taken for them.
+ */
+export const CONNECTOR_REFUND_ID_PREFIX = 'connector:';
+
+/** A refund id of the connector's own: `connector:<name>`. */
+export function connectorRefundId(name: string): string {
+  return `${CONNECTOR_REFUND_ID_PREFIX}${name}`;
+}
+
+/** For ids that come from outside (finance, generic shops): the reserved prefix is refused. */
+export const ExternalRefundId = z
+  .string()
+  .min(1)
+  .max(256)
+  .refine((id) => !id.startsWith(CONNECTOR_REFUND_ID_PREFIX), {
+    message: `must not start with "${CONNECTOR_REFUND_ID_PREFIX}" (reserved for the connector's own refund ids)`,
+  });
+
 export const OrderRefunded = z.object({
   type: z.literal('OrderRefunded'),
   ...eventBase,

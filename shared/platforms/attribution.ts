@@ -14,6 +14,11 @@ export interface AttributeEntry {
   readonly name: string;
   readonly value: unknown;
   readonly field: string;
+  /**
+   * Written by the buyer, not the shop (a landing URL's query): a value that is not valid is
+   * skipped rather than answered 400, since the platform would resend the same body and drop it.
+   */
+  readonly buyerWritten?: true;
 }
 
 export type AttributeNames = Pick<
@@ -67,7 +72,8 @@ export function recordEntries(record: Readonly<Record<string, unknown>> | null |
 
 /**
  * The query parameters of a URL the buyer landed on (Shopify `landing_site`, often a bare path such
- * as `/products/x?aecid=…`). An unreadable URL yields nothing: it is a hint, not a contract.
+ * as `/products/x?aecid=…`). An unreadable URL yields nothing, and an invalid value in it is
+ * skipped: it is a hint, not a contract.
  */
 export function urlQueryEntries(url: string | null | undefined, path: string): AttributeEntry[] {
   if (!url) return [];
@@ -77,7 +83,7 @@ export function urlQueryEntries(url: string | null | undefined, path: string): A
   } catch {
     return [];
   }
-  return [...parsed.searchParams].map(([name, value]) => ({ name, value, field: path }));
+  return [...parsed.searchParams].map(([name, value]) => ({ name, value, field: path, buyerWritten: true }));
 }
 
 /**
@@ -101,9 +107,11 @@ function text(value: unknown): string | undefined {
 /**
  * Click ids, affiliate tracking id and subId from attribute entries. Click ids are collected from
  * every matching entry (a value may hold several, separated by commas or spaces) without
- * duplicates; the tracking id and subId come from the first matching non-blank entry.
+ * duplicates; the tracking id and subId come from the first matching non-blank entry (for the
+ * tracking id, skipping buyer-written entries whose value is not one).
  *
- * @throws BadInputError naming the attribute's field when the tracking id is not a positive integer
+ * @throws BadInputError naming the attribute's field when a tracking id the shop wrote is not a
+ * positive integer
  */
 export function extractAttribution(entries: readonly AttributeEntry[], names: AttributeNames): Attribution {
   const clickIds = unique(
@@ -111,7 +119,12 @@ export function extractAttribution(entries: readonly AttributeEntry[], names: At
       .filter((e) => matches(e.name, names.clickIdAttributes))
       .flatMap((e) => (text(e.value) ?? '').split(/[\s,]+/)),
   );
-  const trackingEntry = entries.find((e) => matches(e.name, names.trackingIdAttributes) && text(e.value));
+  const trackingEntry = entries.find(
+    (e) =>
+      matches(e.name, names.trackingIdAttributes) &&
+      text(e.value) &&
+      (!e.buyerWritten || trackingIdOf(e) !== undefined),
+  );
   const subId = entries
     .filter((e) => matches(e.name, names.subIdAttributes))
     .map((e) => text(e.value))
@@ -124,10 +137,15 @@ export function extractAttribution(entries: readonly AttributeEntry[], names: At
 }
 
 /** The platform's tracking id is the integer after the tracking code's prefix: digits only here. */
-function trackingId(entry: AttributeEntry): number {
+function trackingIdOf(entry: AttributeEntry): number | undefined {
   const value = text(entry.value) ?? '';
   const id = /^[0-9]{1,16}$/.test(value) ? Number.parseInt(value, 10) : Number.NaN;
-  if (!Number.isSafeInteger(id) || id <= 0) {
+  return Number.isSafeInteger(id) && id > 0 ? id : undefined;
+}
+
+function trackingId(entry: AttributeEntry): number {
+  const id = trackingIdOf(entry);
+  if (id === undefined) {
     throw new BadInputError(
       `${entry.field}: attribute "${entry.name}" must be a positive integer affiliate tracking id`,
       {

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import type { ConnectorEventInput } from '../domain/events.ts';
+import { type ConnectorEventInput, ExternalRefundId } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import { parseJsonBody } from '../json.ts';
 import { extractAttribution, nameValueEntries } from './attribution.ts';
@@ -43,7 +43,7 @@ type OrderBody = z.infer<typeof OrderBody>;
 const RefundBody = z.looseObject({
   type: z.literal('refund'),
   ...common,
-  refundId: IdString,
+  refundId: IdString.pipe(ExternalRefundId),
   amount: Amount.optional(),
   currency: CurrencyCode.optional(),
   full: z.boolean().optional(),

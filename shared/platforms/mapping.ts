@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { isIP } from 'node:net';
 import * as z from 'zod';
 import { ConnectorEvent, type ConnectorEventInput } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
@@ -102,10 +101,18 @@ export function requiredHeader(headers: Readonly<Record<string, string | undefin
   return value;
 }
 
+/**
+ * The event schema's `buyerIp` rule. Not node's `isIP`, which also takes what the schema refuses
+ * (an IPv6 zone id such as `fe80::1%eth0`), so a candidate it passed would fail the whole event.
+ */
+const IpAddress = z.union([z.ipv4(), z.ipv6()]);
+
 /** The first candidate that is an IPv4 or IPv6 address; blanks and junk are skipped, not fatal. */
 export function firstIp(...candidates: unknown[]): string | undefined {
   for (const candidate of candidates) {
-    if (typeof candidate === 'string' && isIP(candidate.trim()) !== 0) return candidate.trim();
+    if (typeof candidate !== 'string') continue;
+    const ip = candidate.trim();
+    if (IpAddress.safeParse(ip).success) return ip;
   }
   return undefined;
 }

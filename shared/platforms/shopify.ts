@@ -33,8 +33,9 @@ import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } f
  * `discount_allocations` fall back to `subtotal_price` (after discounts, before shipping).
  */
 
-const SHOP_MONEY = z.looseObject({ amount: MoneyText, currency_code: z.string().nullish() });
-const MoneySet = z.looseObject({ shop_money: SHOP_MONEY }).nullish();
+const Money = z.looseObject({ amount: MoneyText, currency_code: z.string().nullish() });
+/** `*_set`: the shop currency (the commission's) and the presentment currency the buyer paid in. */
+const MoneySet = z.looseObject({ shop_money: Money, presentment_money: Money.nullish() }).nullish();
 
 const TaxLine = z.looseObject({ price: MoneyText, price_set: MoneySet });
 const DiscountAllocation = z.looseObject({ amount: MoneyText, amount_set: MoneySet });
@@ -118,18 +119,23 @@ function lineTaxes(line: Partial<LineItem>, currency: string, path: string): num
     (line.tax_lines ?? []).map((t, j) =>
       read(shopMoney(t.price, t.price_set, `${path}.tax_lines.${j}.price`)!, currency),
     ),
+    `${path}.tax_lines`,
   );
 }
 
 function lineNet(line: LineItem, currency: string, path: string, taxesIncluded: boolean): number {
-  const unit = read(shopMoney(line.price, line.price_set, `${path}.price`)!, currency);
+  const price = shopMoney(line.price, line.price_set, `${path}.price`)!;
   const discounts = sumMinor(
     (line.discount_allocations ?? []).map((d, j) =>
       read(shopMoney(d.amount, d.amount_set, `${path}.discount_allocations.${j}.amount`)!, currency),
     ),
+    `${path}.discount_allocations`,
   );
   const taxes = taxesIncluded ? lineTaxes(line, currency, path) : 0;
-  return multiplyMinor(unit, line.quantity) - discounts - taxes;
+  return sumMinor(
+    [multiplyMinor(read(price, currency), line.quantity, price.field), -discounts, -taxes],
+    path,
+  );
 }
 
 /** The order amount rule described at the top of this file. */
@@ -141,11 +147,17 @@ export function shopifyOrderAmount(order: Order): number {
   let amount: number;
   if (!hasAllocations && subtotal) {
     const taxes = taxesIncluded
-      ? sumMinor(order.line_items.map((l, i) => lineTaxes(l, currency, `line_items.${i}`)))
+      ? sumMinor(
+          order.line_items.map((l, i) => lineTaxes(l, currency, `line_items.${i}`)),
+          'line_items',
+        )
       : 0;
     amount = read(subtotal, currency) - taxes;
   } else {
-    amount = sumMinor(order.line_items.map((l, i) => lineNet(l, currency, `line_items.${i}`, taxesIncluded)));
+    amount = sumMinor(
+      order.line_items.map((l, i) => lineNet(l, currency, `line_items.${i}`, taxesIncluded)),
+      'line_items',
+    );
   }
   if (amount < 0)
     throw new BadInputError('line_items: discounts and taxes exceed the line prices', {
@@ -213,12 +225,35 @@ function refundLine(line: RefundLineItem, currency: string, path: string): { sub
         currency,
       ),
     ),
+    `${path}.line_item.discount_allocations`,
   );
-  const share = (whole: number) => prorateMinor(whole, line.quantity, ordered);
+  const share = (whole: number) => prorateMinor(whole, line.quantity, ordered, `${path}.quantity`);
   return {
-    subtotal: multiplyMinor(read(unitText, currency), line.quantity) - share(discounts),
+    subtotal: multiplyMinor(read(unitText, currency), line.quantity, unitText.field) - share(discounts),
     tax: share(lineTaxes(item, currency, `${path}.line_item`)),
   };
+}
+
+/**
+ * Σ presentment subtotal and tax of the refund lines, when every line states them in `currency`:
+ * the figures a refund transaction (always in the presentment currency) can be compared with.
+ */
+function presentmentTotals(
+  lines: readonly RefundLineItem[],
+  currency: string,
+): { subtotal: number; tax: number } | undefined {
+  const subtotals: number[] = [];
+  const taxes: number[] = [];
+  for (const [i, line] of lines.entries()) {
+    const subtotal = line.subtotal_set?.presentment_money;
+    const tax = line.total_tax_set?.presentment_money;
+    if (subtotal?.currency_code?.toUpperCase() !== currency) return undefined;
+    if (tax && tax.currency_code?.toUpperCase() !== currency) return undefined;
+    const path = `refund_line_items.${i}`;
+    subtotals.push(money(subtotal.amount, currency, `${path}.subtotal_set.presentment_money.amount`));
+    taxes.push(tax ? money(tax.amount, currency, `${path}.total_tax_set.presentment_money.amount`) : 0);
+  }
+  return { subtotal: sumMinor(subtotals, 'refund_line_items'), tax: sumMinor(taxes, 'refund_line_items') };
 }
 
 /**
@@ -226,25 +261,49 @@ function refundLine(line: RefundLineItem, currency: string, path: string): { sub
  * the order's pricing, so it holds the tax when the order's prices included it, and Shopify's
  * refund payload does not say whether they did. We decide from the refund's own money: when its
  * successful refund transactions add up to exactly Σ subtotal (not Σ subtotal + Σ total_tax), the
- * tax was inside the subtotals and is subtracted. In every other case (tax on top, shipping or an
- * arbitrary amount refunded alongside, no transaction) the subtotals are taken as net, which is
- * exact for tax-exclusive shops and, for tax-inclusive ones, errs by the refunded lines' tax.
+ * tax was inside the subtotals and the shop-money Σ total_tax is subtracted. Transactions are in the
+ * presentment currency, so on a multi-currency order they are compared with the lines'
+ * `presentment_money`, on a single-currency one (or without a currency) with the shop money. In
+ * every other case (tax on top, shipping or an arbitrary amount refunded alongside, no transaction,
+ * transactions in several currencies) the subtotals are taken as net, which is exact for
+ * tax-exclusive shops and, for tax-inclusive ones, errs by the refunded lines' tax.
  */
 export function shopifyRefundAmount(refund: Refund): { amount: number; currency: string } | undefined {
   const lines = refund.refund_line_items ?? [];
   if (lines.length === 0) return undefined;
   const currency = refundCurrency(refund, lines);
   const parts = lines.map((l, i) => refundLine(l, currency, `refund_line_items.${i}`));
-  const subtotal = sumMinor(parts.map((p) => p.subtotal));
-  const tax = sumMinor(parts.map((p) => p.tax));
-  const paid = (refund.transactions ?? []).filter(
-    (t) => (t.kind ?? 'refund') === 'refund' && (t.status ?? 'success') === 'success',
+  const subtotal = sumMinor(
+    parts.map((p) => p.subtotal),
+    'refund_line_items',
   );
-  const sameCurrency = paid.every((t) => !t.currency || t.currency.toUpperCase() === currency);
+  const tax = sumMinor(
+    parts.map((p) => p.tax),
+    'refund_line_items',
+  );
+  const paid = (refund.transactions ?? []).flatMap((t, i) =>
+    (t.kind ?? 'refund') === 'refund' && (t.status ?? 'success') === 'success'
+      ? [
+          {
+            amount: t.amount,
+            currency: t.currency?.toUpperCase() ?? currency,
+            field: `transactions.${i}.amount`,
+          },
+        ]
+      : [],
+  );
+  const paidIn = new Set(paid.map((t) => t.currency));
   let taxesIncluded = false;
-  if (tax > 0 && paid.length > 0 && sameCurrency) {
-    const refunded = sumMinor(paid.map((t, i) => money(t.amount, currency, `transactions.${i}.amount`)));
-    taxesIncluded = refunded === subtotal && refunded !== subtotal + tax;
+  if (tax > 0 && paid.length > 0 && paidIn.size === 1) {
+    const [paidCurrency = currency] = paidIn;
+    const gross = paidCurrency === currency ? { subtotal, tax } : presentmentTotals(lines, paidCurrency);
+    if (gross) {
+      const refunded = sumMinor(
+        paid.map((t) => money(t.amount, paidCurrency, t.field)),
+        'transactions',
+      );
+      taxesIncluded = refunded === gross.subtotal && refunded !== gross.subtotal + gross.tax;
+    }
   }
   const amount = taxesIncluded ? subtotal - tax : subtotal;
   if (amount < 0) {

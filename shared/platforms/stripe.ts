@@ -1,7 +1,8 @@
 import * as z from 'zod';
-import type { ConnectorEventInput } from '../domain/events.ts';
+import { type ConnectorEventInput, connectorRefundId } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import { parseJsonBody } from '../json.ts';
+import { currencyExponent, multiplyMinor, prorateMinor } from '../money.ts';
 import { attributeIp, extractAttribution, recordEntries } from './attribution.ts';
 import { CurrencyCode, checkEvents, parsePayload, unique, unixToIso } from './mapping.ts';
 import { verifyStripeSignature } from './signature.ts';
@@ -9,14 +10,13 @@ import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } f
 
 /**
  * Stripe webhooks: the event envelope (`id`, `type`, `data.object`), signed with
- * `Stripe-Signature`. Amounts are already integers of Stripe's smallest unit and are passed
- * through: Stripe's unit is the ISO 4217 minor unit for every currency but a few (ISK, MGA, UGX…),
- * which this connector does not special-case.
+ * `Stripe-Signature`. Amounts are integers of Stripe's smallest unit, which is the ISO 4217 minor
+ * unit for every currency but the few in `STRIPE_EXPONENT`; those are converted.
  *
  * The order key (externalId) must be the same on the checkout and on its refunds, and a refund
  * only carries the PaymentIntent: so it is `metadata.order_id` when set (on the session, and then
- * also on the refund), else the PaymentIntent id, else (sessions with no PaymentIntent) the
- * session id.
+ * on the refund or its charge), else the PaymentIntent id, else (sessions with no PaymentIntent)
+ * the session id.
  */
 
 const Metadata = z.record(z.string(), z.unknown()).nullish();
@@ -70,6 +70,26 @@ const Charge = z.looseObject({
   refunds: z.looseObject({ data: z.array(Refund.partial({ currency: true })) }).nullish(),
 });
 
+/**
+ * Decimals of Stripe's unit where they differ from ISO 4217 (`currencyExponent`), per Stripe's
+ * currency guide. ISK has none in ISO 4217, but Stripe keeps it two-decimal for backwards
+ * compatibility and requires multiples of 100 (5 ISK is 500). MGA is zero-decimal at Stripe but has
+ * 2 decimals in ISO 4217. UGX is zero-decimal in both (Stripe's zero-decimal list), so it is not
+ * here. (HUF and TWD are special at Stripe for payouts only.)
+ */
+const STRIPE_EXPONENT: Readonly<Record<string, number>> = { ISK: 2, MGA: 0 };
+
+/**
+ * A Stripe amount in ISO 4217 minor units of `currency`. A division rounds half away from zero,
+ * which only matters for fractional ISK charged before Stripe required whole krónur.
+ */
+function fromStripeUnits(amount: number, currency: string, field: string): number {
+  const shift = (STRIPE_EXPONENT[currency] ?? currencyExponent(currency)) - currencyExponent(currency);
+  if (shift > 0) return prorateMinor(amount, 1, 10 ** shift, field);
+  if (shift < 0) return multiplyMinor(amount, 10 ** -shift, field);
+  return amount;
+}
+
 /** Metadata keys read as voucher codes (Checkout's own discounts are ids, not codes). */
 const VOUCHER_KEYS = ['voucher', 'coupon', 'promotion_code'];
 
@@ -99,7 +119,7 @@ function sessionPlaced(object: unknown, eventId: string, context: AdapterContext
     platform: 'stripe',
     externalId: orderIdOf(session.metadata) ?? session.payment_intent ?? session.id,
     receivedAt: context.now.toISOString(),
-    amount,
+    amount: fromStripeUnits(amount, session.currency, 'data.object.amount_total'),
     currency: session.currency,
     customerId: session.customer,
     vouchers: unique(vouchers),
@@ -121,14 +141,29 @@ interface RefundFields {
   readonly payment_intent?: string | undefined;
 }
 
+/** What the refunded charge adds when the refund comes listed in charge.refunded. */
+interface ChargeFields {
+  readonly currency: string;
+  readonly orderId?: string | undefined;
+  readonly paymentIntent?: string | undefined;
+}
+
+/**
+ * The refund's own `metadata.order_id`, then its charge's, then the PaymentIntent: the order id
+ * comes first wherever it is set, or a listed refund would be keyed apart from the full refund of
+ * the same charge (every real refund carries its PaymentIntent).
+ */
 function refunded(
   refund: RefundFields,
-  fallback: { currency: string; externalId: string | undefined },
+  charge: ChargeFields,
   eventId: string,
+  amountField: string,
   context: AdapterContext,
 ): ConnectorEventInput | undefined {
-  const externalId = orderIdOf(refund.metadata) ?? refund.payment_intent ?? fallback.externalId;
+  const externalId =
+    orderIdOf(refund.metadata) ?? charge.orderId ?? refund.payment_intent ?? charge.paymentIntent;
   if (!externalId) return undefined;
+  const currency = refund.currency ?? charge.currency;
   return {
     type: 'OrderRefunded',
     eventId,
@@ -138,8 +173,8 @@ function refunded(
     receivedAt: context.now.toISOString(),
     refundId: refund.id,
     // Stripe refunds include tax; a partial one is taken as given (no tax split).
-    amount: refund.amount,
-    currency: refund.currency ?? fallback.currency,
+    amount: fromStripeUnits(refund.amount, currency, amountField),
+    currency,
     reason: refund.reason ?? undefined,
     origin: 'shop',
   };
@@ -152,7 +187,7 @@ function refundCreated(object: unknown, eventId: string, context: AdapterContext
   if (refund.status && FAILED_REFUND.has(refund.status)) {
     return { kind: 'ignored', reason: `refund ${refund.id} is ${refund.status}` };
   }
-  const event = refunded(refund, { currency: refund.currency, externalId: undefined }, eventId, context);
+  const event = refunded(refund, { currency: refund.currency }, eventId, 'data.object.amount', context);
   if (!event) {
     return {
       kind: 'ignored',
@@ -164,7 +199,8 @@ function refundCreated(object: unknown, eventId: string, context: AdapterContext
 
 function chargeRefunded(object: unknown, eventId: string, context: AdapterContext): AdapterResult {
   const charge = parsePayload(Charge, object, 'data.object');
-  const externalId = orderIdOf(charge.metadata) ?? charge.payment_intent;
+  const orderId = orderIdOf(charge.metadata);
+  const externalId = orderId ?? charge.payment_intent;
   if (!externalId) {
     return {
       kind: 'ignored',
@@ -182,25 +218,28 @@ function chargeRefunded(object: unknown, eventId: string, context: AdapterContex
       type: 'OrderRefunded',
       ...base,
       eventId,
-      refundId: `full:${charge.id}`,
+      refundId: connectorRefundId(`full:${charge.id}`),
       full: true,
       currency: charge.currency,
       origin: 'shop',
     };
     return { kind: 'events', events: checkEvents([event]) };
   }
-  const list = (charge.refunds?.data ?? []).filter((r) => !(r.status && FAILED_REFUND.has(r.status)));
+  const list = (charge.refunds?.data ?? []).flatMap((refund, i) =>
+    refund.status && FAILED_REFUND.has(refund.status) ? [] : [{ refund, i }],
+  );
   if (list.length === 0) {
     return {
       kind: 'ignored',
       reason: `charge ${charge.id} is partly refunded but lists no refunds: each is counted from its refund.created`,
     };
   }
-  const events = list.flatMap((refund) => {
+  const events = list.flatMap(({ refund, i }) => {
     const event = refunded(
       refund,
-      { currency: charge.currency, externalId },
+      { currency: charge.currency, orderId, paymentIntent: charge.payment_intent },
       `${eventId}:${refund.id}`,
+      `data.object.refunds.data.${i}.amount`,
       context,
     );
     return event ? [event] : [];

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import type { ConnectorEventInput } from '../domain/events.ts';
+import { type ConnectorEventInput, connectorRefundId } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import { parseJsonBody } from '../json.ts';
 import { prorateMinor, sumMinor } from '../money.ts';
@@ -144,7 +144,7 @@ function updated(order: Order, eventId: string, context: AdapterContext): Adapte
       type: 'OrderRefunded',
       ...base,
       eventId: `${eventId}:status-refunded`,
-      refundId: 'status-refunded',
+      refundId: connectorRefundId('status-refunded'),
       full: true,
       origin: 'shop',
     };

@@ -1,7 +1,21 @@
 import type { SourceConfig } from '../config/sources.ts';
-import type { ConnectorEvent, OrderCancelled, OrderPlaced, OrderRefunded } from '../domain/events.ts';
+import {
+  type ConnectorEvent,
+  connectorRefundId,
+  type OrderCancelled,
+  type OrderPlaced,
+  type OrderRefunded,
+} from '../domain/events.ts';
 import { isConnectorError, PermanentError, TransientError } from '../errors.ts';
-import { countedRefunds, type Ledger, ledgerKey, type OrderRecord, type RefundRecord } from '../ledger.ts';
+import {
+  countedRefunds,
+  type Ledger,
+  ledgerKey,
+  type OrderRecord,
+  type RefundRecord,
+  recordRefund,
+  refundOf,
+} from '../ledger.ts';
 import { decideAttribution, toApiDate } from './attribution.ts';
 import type { CallOptions, ConversionBackend } from './backend.ts';
 
@@ -18,7 +32,37 @@ export interface WorkerDeps {
    * invocation's deadline): a worker that died is detected when its lease expires.
    */
   readonly leaseMs: number;
+  /**
+   * How long the lease is kept after an add that failed without a clear answer (no answer in time,
+   * the connection lost after sending, a 500/502/504): the platform may still be recording it, and
+   * Conversion info would not show it yet. After this the order is looked up before any new add.
+   * Use `settleMsFor(the client's timeoutMs)`. @default `settleMsFor(5000)` (10 s)
+   */
+  readonly settleMs?: number;
 }
+
+/** Shortest settle period: a platform's write may land a little after its answer was due. */
+const MIN_SETTLE_MS = 5_000;
+
+/**
+ * The settle period for a client whose requests time out after `clientTimeoutMs`: twice that, and at
+ * least 5 s. It narrows the window for a duplicate add, and cannot close it: only a uniqueness check
+ * on the platform does, should it take longer than this to record an add.
+ */
+export function settleMsFor(clientTimeoutMs: number): number {
+  return Math.max(2 * clientTimeoutMs, MIN_SETTLE_MS);
+}
+
+/**
+ * Leeway for this worker's own lease: the wait it asked for comes back as a timer that may fire a
+ * hair early. Far below any add's duration, so it never cuts into an add still in flight.
+ */
+const OWN_LEASE_LEEWAY_MS = 100;
+
+/** Reason a partial refund of a conversion imported without an amount is parked. */
+export const NO_PLATFORM_AMOUNT =
+  "the platform's conversion has no amount: cannot compute the amount after a partial refund; apply it by hand " +
+  '(a full refund or a cancellation can still refuse the conversion), then discard this message';
 
 export type OutcomeResult =
   | 'added'
@@ -39,6 +83,9 @@ export interface Outcome {
 }
 
 /** Applies one event to the platform, exactly once, using the ledger. Throws classified errors. */
+/** The refund a cancellation counts as: an id no shop or finance refund can carry. */
+const CANCELLATION_REFUND_ID = connectorRefundId('cancellation');
+
 export async function processEvent(
   deps: WorkerDeps,
   event: ConnectorEvent,
@@ -60,7 +107,7 @@ function asCancellationRefund(event: OrderCancelled): OrderRefunded {
   return {
     ...event,
     type: 'OrderRefunded',
-    refundId: 'cancellation',
+    refundId: CANCELLATION_REFUND_ID,
     full: true,
     origin: 'shop',
     reason: event.reason ? `order cancelled: ${event.reason}` : 'order cancelled',
@@ -90,13 +137,16 @@ async function placeOrder(
           conversionId: existing.conversionId,
         };
       }
-      if (existing.state === 'adding' && (existing.leaseUntil ?? 0) > deps.now()) {
-        throw new TransientError('a Conversion Add for this order is in flight in another worker', {
-          retryAfterMs: (existing.leaseUntil ?? 0) - deps.now(),
-        });
+      if (existing.state === 'adding' && !leaseOver(deps, existing)) {
+        throw new TransientError(
+          existing.leaseOwner === deps.workerId
+            ? 'the last Conversion Add for this order got no clear answer: waiting for the platform to settle'
+            : 'a Conversion Add for this order is in flight in another worker',
+          { retryAfterMs: (existing.leaseUntil ?? 0) - deps.now() },
+        );
       }
-      // An expired lease (a worker died mid-call) or an earlier failure: take the lease, then ask the
-      // platform whether the add went through before adding again.
+      // An expired lease (a worker died mid-call, or an unclear add settled) or an earlier failure:
+      // take the lease, then ask the platform whether the add went through before adding again.
       record = {
         ...existing,
         state: 'adding',
@@ -205,14 +255,42 @@ async function addConversion(
       record.state = 'failed';
       record.lastError = error.message;
     }
-    // Transient: the request may or may not have reached the platform. Expire the lease so that the
-    // next attempt reconciles through Conversion info before adding again.
+    if (isConnectorError(error) && error.ambiguous) {
+      // The platform may still be recording this add: Conversion info would not show it yet, and an
+      // add now would record it twice. Keep the lease until it settles; the message comes back then
+      // and looks the order up first.
+      const settleMs = deps.settleMs ?? settleMsFor(5_000);
+      record.leaseOwner = deps.workerId;
+      record.leaseUntil = deps.now() + settleMs;
+      await deps.ledger.update(record).catch(() => undefined);
+      throw new TransientError(
+        `${error.message}; the order is looked up on the platform in ${settleMs} ms before any new add`,
+        {
+          status: error.status,
+          platformMessage: error.platformMessage,
+          retryAfterMs: settleMs,
+          ambiguous: true,
+          cause: error,
+        },
+      );
+    }
+    // Nothing reached the platform (429, 503, connection refused), or the add failed for good: expire
+    // the lease so that the next attempt goes ahead at once, through Conversion info.
     await releaseLease(deps, record);
     throw error;
   }
   // The add is done: a failed id lookup must not undo that. Without an id, refunds look it up later.
   id ??= (await backend.find(source.program, event.externalId, call).catch(() => undefined))?.id;
   return settleAdded(deps, record, id, 'added');
+}
+
+/**
+ * Over: past its time, or this worker's own lease about to end (it waited for it, see
+ * `OWN_LEASE_LEEWAY_MS`). An expired lease may be taken over, its add looked up first.
+ */
+function leaseOver(deps: WorkerDeps, record: OrderRecord): boolean {
+  const left = (record.leaseUntil ?? 0) - deps.now();
+  return left <= 0 || (record.leaseOwner === deps.workerId && left <= OWN_LEASE_LEEWAY_MS);
 }
 
 /** Expires our lease so the next attempt reconciles through Conversion info instead of waiting. */
@@ -264,7 +342,7 @@ async function refundOrder(
       );
     }
 
-    const known = record.refunds[event.refundId];
+    const known = refundOf(record, event.refundId);
     if (known && known.status !== 'pending') {
       return { result: 'refund_duplicate', detail: `refund ${event.refundId} already ${known.status}` };
     }
@@ -290,8 +368,11 @@ async function refundOrder(
       } else if (!event.full && event.amount === undefined) {
         entry.status = 'rejected';
         entry.outcome = 'refund has neither an amount nor full';
+      } else if (!event.full && record.amountUnknown) {
+        entry.status = 'rejected';
+        entry.outcome = NO_PLATFORM_AMOUNT;
       }
-      record.refunds[event.refundId] = entry;
+      recordRefund(record, entry);
       if (!(await deps.ledger.update(record))) continue;
       if (entry.status === 'skipped') return { result: 'refund_skipped', detail: entry.outcome };
       if (entry.status === 'rejected') throw new PermanentError(entry.outcome ?? 'refund rejected');
@@ -325,6 +406,7 @@ async function importFromPlatform(
     currency: found.currency,
     refunds: {},
     imported: true,
+    ...(found.amount === undefined ? { amountUnknown: true } : {}),
     createdAt: iso,
     updatedAt: iso,
   };
@@ -401,7 +483,7 @@ async function refuseOnce(
 
 function refundReason(event: OrderRefunded, refuse: boolean, target: number): string {
   const why = event.reason ? `: ${event.reason}` : '';
-  if (event.refundId === 'cancellation') return (event.reason ?? 'order cancelled').slice(0, 250);
+  if (event.refundId === CANCELLATION_REFUND_ID) return (event.reason ?? 'order cancelled').slice(0, 250);
   if (refuse) {
     return (
       event.full

@@ -284,12 +284,11 @@ describe('ConnectorStack (example config)', () => {
       expect(JSON.stringify(statements)).not.toContain('webhooks/');
     });
 
-    it('worker: ledger get/put/update, DLQ send, main queue consume, the token secret', () => {
+    it('worker: ledger get/put (no UpdateItem, which no code path uses), DLQ send, main queue consume, the token secret', () => {
       const statements = statementsOf(s, 'worker');
       expect(actionsOf(statements)).toEqual([
         'dynamodb:GetItem',
         'dynamodb:PutItem',
-        'dynamodb:UpdateItem',
         'logs:CreateLogStream',
         'logs:PutLogEvents',
         'secretsmanager:GetSecretValue',

@@ -256,3 +256,42 @@ describe('orders become exactly one conversion', () => {
     expect(res.status).toBe(200);
   });
 });
+
+describe('an add the platform is still recording when the client gives up', () => {
+  let slow: LocalStack;
+
+  beforeAll(async () => {
+    slow = await startLocalStack({
+      port: 0,
+      // The platform takes 1.5 s to record an add; the client gives up after 1 s. The platform
+      // still records the add it was sent (as any server does with a request already in progress).
+      sandbox: { port: 0, faults: { latencyMs: 1_500, routes: ['/advertiser/conversions.add'] } },
+      client: { timeoutMs: 1_000 },
+      leaseMs: 60_000,
+    });
+  });
+  afterAll(async () => {
+    await slow?.close();
+  });
+
+  it('gives one conversion for one order, not one per timed-out add', async () => {
+    // Prepare
+    const signed = shopifyWebhook(
+      shopifyOrder({ id: '7001' }),
+      slow.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '',
+      'orders/create',
+    );
+
+    // Act: the worker keeps its lease for the settle period (5 s here), then looks the order up.
+    expect((await post(`${slow.url}/webhooks/shopify`, signed)).status).toBe(202);
+    await slow.waitForIdle(60_000);
+    // Let any add already sent to the platform finish.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+
+    // Assess
+    const found = (slow.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === '7001');
+    expect(found).toHaveLength(1);
+    const record = await slow.ledger.get(ledgerKey(found[0]?.program ?? '', '7001'));
+    expect(record).toMatchObject({ state: 'added', conversionId: found[0]?.id });
+  }, 90_000);
+});

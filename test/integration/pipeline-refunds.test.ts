@@ -168,6 +168,31 @@ describe('refunds reach the platform exactly once', () => {
     expect(conversion('8004').status).toBe('accepted');
   });
 
+  it('keeps refund ids that are names of object properties, through the DynamoDB ledger', async () => {
+    await placeOrder('8008');
+
+    for (const step of [
+      { refundId: '__proto__', amount: '100.00', currency: 'USD' },
+      { refundId: 'constructor', amount: '87.00', currency: 'USD' },
+      { refundId: '__proto__', amount: '100.00', currency: 'USD' },
+    ]) {
+      expect(await genericRefund('8008', step)).toBe(202);
+      await stack.waitForIdle();
+    }
+
+    const final = conversion('8008');
+    expect(final.amountHistory.map((h) => h.amount)).toEqual([48_700, 40_000]);
+    const record = await stack.ledger.get(ledgerKey(final.program, '8008'));
+    expect(Object.getPrototypeOf(record?.refunds)).toBe(Object.prototype);
+    expect(Object.keys(record?.refunds ?? {})).toEqual(['__proto__', 'constructor']);
+    expect(
+      Object.values(record?.refunds ?? {}).map((r) => [r.refundId, r.status, r.resultingAmount]),
+    ).toEqual([
+      ['__proto__', 'applied', 48_700],
+      ['constructor', 'applied', 40_000],
+    ]);
+  });
+
   it('refuses the conversion of a cancelled order', async () => {
     await placeOrder('8005');
     const cancelled = sharedFixture('shopify/order_cancelled_2026-07_docs_example.json').replace(

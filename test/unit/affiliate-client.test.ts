@@ -638,7 +638,24 @@ describe('AffiliateClient retries', () => {
     // Assess
     await expect(result).rejects.toBeInstanceOf(TransientError);
     await expect(result).rejects.toThrow('not retried');
+    // Marked so that the worker keeps its lease until the platform settles, instead of re-adding.
+    await expect(result).rejects.toMatchObject({ ambiguous: true });
     expect(sent).toHaveLength(1);
+  });
+
+  it.each([
+    ['a 503', () => json(503, {})],
+    ['a 429', () => json(429, {}, { 'retry-after': '0' })],
+    ['a refused connection', () => networkError('ECONNREFUSED')],
+  ])('does not mark an add failed by %s as possibly recorded', async (_, reply) => {
+    // Prepare
+    const { client, clock } = setup([reply()], { maxAttempts: 1 });
+
+    // Act
+    const result = clock.run(client.addConversion(trackingAdd));
+
+    // Assess
+    await expect(result).rejects.toMatchObject({ name: 'TransientError', ambiguous: false });
   });
 
   it('retries an add after a 500 when retryAmbiguousAdds is on', async () => {

@@ -245,3 +245,45 @@ describe('a valid signature over a body that breaks the schema', () => {
     expect(answers.map((a) => a.answer.status)).toEqual([202, 202]);
   });
 });
+
+describe('amounts that only overflow once combined', () => {
+  it('answers 400 naming the price, not a 500, when price × quantity passes MAX_SAFE_INTEGER minor units', async () => {
+    // Prepare: each value alone is a valid amount (5e15 minor units < 2^53); their product is not
+    const order = shopifyOrder();
+    const line = (order['line_items'] as Array<Record<string, unknown>>)[0]!;
+    line['price'] = '50000000000000.00';
+    line['price_set'] = { shop_money: { amount: '50000000000000.00', currency_code: 'USD' } };
+    line['quantity'] = 2;
+    const body = Buffer.from(JSON.stringify(order));
+    // Act
+    const { answer, queue } = await ingest('shopify', signed('shopify', body), body);
+    // Assess
+    expect(answer).toMatchObject({
+      status: 400,
+      body: { error: 'bad_request', field: 'line_items.0.price_set.shop_money.amount' },
+    });
+    expect(queue.sent).toEqual([]);
+  });
+
+  it('answers 400, not a 500, when the arithmetic of an adapter throws a RangeError (the safety net)', async () => {
+    // Prepare: an adapter that fails the way unchecked arithmetic on payload numbers does
+    const queue = new MemoryQueue();
+    const deps = {
+      sources,
+      adapterFor: () => ({
+        platform: 'generic' as const,
+        handle: () => {
+          throw new RangeError('Invalid time value');
+        },
+      }),
+      secrets: secretStore,
+      queue,
+      now: () => new Date(),
+    };
+    // Act
+    const answer = await ingestWebhook(deps, 'generic', { headers: {}, rawBody: Buffer.from('{}') });
+    // Assess
+    expect(answer).toMatchObject({ status: 400, body: { error: 'bad_request', field: null } });
+    expect(queue.sent).toEqual([]);
+  });
+});

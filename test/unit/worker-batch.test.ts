@@ -6,7 +6,7 @@ import type { FailureQueue } from '../../shared/adapters/sqs.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEventInput } from '../../shared/domain/events.ts';
 import { PermanentError, TransientError } from '../../shared/errors.ts';
-import { ledgerKey } from '../../shared/ledger.ts';
+import { ledgerKey, type OrderRecord } from '../../shared/ledger.ts';
 import type { FailureAttributes } from '../../shared/ports.ts';
 import { messageGroupId } from '../../shared/queueing.ts';
 import type {
@@ -15,6 +15,7 @@ import type {
   PlatformConversion,
 } from '../../shared/worker/backend.ts';
 import { type BatchDeps, processBatch, type RecordReport } from '../../shared/worker/batch.ts';
+import { NO_PLATFORM_AMOUNT } from '../../shared/worker/process-event.ts';
 import { FakeClock } from '../support/clock.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 
@@ -75,6 +76,11 @@ class FakeBackend implements ConversionBackend {
 
   async find(_program: string, externalId: string): Promise<PlatformConversion | undefined> {
     return this.#stored.get(externalId);
+  }
+
+  /** A conversion the platform has from before the connector. */
+  seed(conversion: PlatformConversion): void {
+    this.#stored.set(conversion.externalId, conversion);
   }
 
   async updateAmount(_program: string, id: string, amount: number): Promise<void> {
@@ -169,6 +175,18 @@ function orderRefunded(externalId: string, refundId: string, amount: number): Co
     refundId,
     amount,
     currency: 'EUR',
+  };
+}
+
+function orderCancelled(externalId: string): ConnectorEventInput {
+  return {
+    type: 'OrderCancelled',
+    eventId: `evt-cancel-${externalId}`,
+    source: SOURCE.id,
+    platform: 'shopify',
+    externalId,
+    receivedAt: new Date(START - 20_000).toISOString(),
+    reason: 'customer',
   };
 }
 
@@ -508,4 +526,248 @@ describe('processBatch: message groups', () => {
     expect(b).toMatchObject({ state: 'added', currentAmount: 1500 });
     expect(h.backend.amountUpdates).toEqual([{ id: b?.conversionId, amount: 1500 }]);
   });
+});
+
+/** Client timeout 1 s, so the platform's 1.5 s write lands after the client gave up on its answer. */
+const timedOut = () =>
+  new TransientError(
+    'conversions.add got no answer within 1000 ms: not retried, the platform may have recorded it (look it up before sending it again)',
+    { ambiguous: true },
+  );
+
+/**
+ * A platform that records each add 1.5 s after it arrives, while the client stops waiting for the
+ * answer after 1 s: Conversion info shows nothing until the write lands.
+ */
+class SlowPlatform implements ConversionBackend {
+  readonly adds: AddConversionInput[] = [];
+  readonly #writes: { at: number; conversion: PlatformConversion }[] = [];
+  readonly #clock: FakeClock;
+
+  constructor(clock: FakeClock) {
+    this.#clock = clock;
+  }
+
+  async add(input: AddConversionInput): Promise<{ id: string | undefined }> {
+    this.adds.push(input);
+    this.#writes.push({
+      at: this.#clock.now() + 1_500,
+      conversion: {
+        id: `conv-${this.adds.length}`,
+        externalId: input.externalId,
+        amount: input.amount,
+        status: 'pending',
+      },
+    });
+    throw timedOut();
+  }
+
+  async find(_program: string, externalId: string): Promise<PlatformConversion | undefined> {
+    return this.#writes.find((w) => w.conversion.externalId === externalId && w.at <= this.#clock.now())
+      ?.conversion;
+  }
+
+  async updateAmount(): Promise<void> {}
+
+  async refuse(): Promise<void> {}
+}
+
+describe('processBatch: an add that got no clear answer', () => {
+  const SETTLE_MS = 10_000;
+
+  function slowHarness(): Harness & { platform: SlowPlatform } {
+    const h = harness({ random: 0 });
+    const platform = new SlowPlatform(h.clock);
+    return { ...h, platform, deps: { ...h.deps, backendFor: () => platform, settleMs: SETTLE_MS } };
+  }
+
+  it('is looked up after the settle period, not sent again: one conversion', async () => {
+    // Prepare
+    const h = slowHarness();
+    const record = sqsRecord('m1', orderPlaced('1001'));
+
+    // Act
+    const response = await h.clock.run(processBatch(h.deps, [record], START + 60_000));
+
+    // Assess: no inline retry before the platform settled; then Conversion info has the first add.
+    expect(response.batchItemFailures).toEqual([]);
+    expect(h.platform.adds).toHaveLength(1);
+    expect(h.clock.sleeps).toEqual([SETTLE_MS]);
+    expect(h.reports).toEqual([
+      expect.objectContaining({
+        status: 'done',
+        outcome: expect.objectContaining({ result: 'reconciled', conversionId: 'conv-1' }),
+      }),
+    ]);
+    expect(await h.ledger.get(ledgerKey(PROGRAM, '1001'))).toMatchObject({
+      state: 'added',
+      conversionId: 'conv-1',
+    });
+  });
+
+  it('keeps its lease and is hidden for the settle period when the invocation cannot wait; a redelivery before it adds nothing', async () => {
+    // Prepare
+    const h = slowHarness();
+
+    // Act: the invocation ends before the settle period; then the message is delivered again early
+    // (as after a Lambda timeout), then once more when the period is over.
+    await h.clock.run(processBatch(h.deps, [sqsRecord('m1', orderPlaced('1001'))], START + 5_000));
+    const held = await h.ledger.get(ledgerKey(PROGRAM, '1001'));
+    h.clock.time = START + 4_000;
+    await h.clock.run(
+      processBatch(h.deps, [sqsRecord('m1', orderPlaced('1001'), { receiveCount: 2 })], START + 5_000),
+    );
+    h.clock.time = START + SETTLE_MS;
+    const response = await h.clock.run(
+      processBatch(h.deps, [sqsRecord('m1', orderPlaced('1001'), { receiveCount: 3 })], START + 60_000),
+    );
+
+    // Assess
+    expect(held).toMatchObject({ state: 'adding', leaseOwner: 'worker-1', leaseUntil: START + SETTLE_MS });
+    expect(h.failures.delays).toEqual([
+      { receiptHandle: 'rh-m1-1', seconds: 10 },
+      // Hidden until the lease ends (6 s left), not for its receive count's 5 s backoff.
+      { receiptHandle: 'rh-m1-2', seconds: 6 },
+    ]);
+    expect(h.clock.sleeps).toEqual([]);
+    expect(response.batchItemFailures).toEqual([]);
+    expect(h.platform.adds).toHaveLength(1);
+    expect((await h.ledger.get(ledgerKey(PROGRAM, '1001')))?.conversionId).toBe('conv-1');
+  });
+
+  it('a 503 (nothing done yet) still expires the lease at once, for the fast inline retries', async () => {
+    // Prepare
+    const h = harness({ random: 0, failAdd: unavailable });
+
+    // Act
+    await h.clock.run(processBatch(h.deps, [sqsRecord('m1', orderPlaced('1001'))], START + 30_000));
+
+    // Assess
+    expect(h.backend.adds).toHaveLength(3);
+    expect(h.clock.sleeps).toEqual([0, 0]);
+    expect((await h.ledger.get(ledgerKey(PROGRAM, '1001')))?.leaseUntil).toBe(0);
+  });
+
+  it.each([
+    ['its own lease a hair before it ends', 'worker-1', 50, 'added'],
+    ['its own lease once it ended', 'worker-1', 0, 'added'],
+    ["another worker's lease that has not ended", 'worker-2', 50, 'retry'],
+  ] as const)('takes over %s', async (_what, owner, leftMs, expected) => {
+    // Prepare: a record left by an earlier unclear add that the platform never recorded.
+    const h = harness({ random: 0 });
+    const leased: OrderRecord = {
+      key: ledgerKey(PROGRAM, '1001'),
+      program: PROGRAM,
+      externalId: '1001',
+      source: SOURCE.id,
+      state: 'adding',
+      version: 0,
+      kind: 'tracking',
+      originalAmount: 2000,
+      currentAmount: 2000,
+      currency: 'EUR',
+      refunds: {},
+      leaseOwner: owner,
+      leaseUntil: START + leftMs,
+      createdAt: new Date(START).toISOString(),
+      updatedAt: new Date(START).toISOString(),
+    };
+    await h.ledger.create(leased);
+
+    // Act
+    await h.clock.run(
+      processBatch({ ...h.deps, inlineRetries: 0 }, [sqsRecord('m1', orderPlaced('1001'))], START + 30_000),
+    );
+
+    // Assess
+    const [report] = h.reports;
+    expect(report?.outcome?.result ?? report?.status).toBe(expected);
+    expect(h.backend.adds).toHaveLength(expected === 'added' ? 1 : 0);
+  });
+});
+
+describe('processBatch: refunds of a conversion imported without an amount', () => {
+  function imported(): Harness {
+    const h = harness();
+    // Placed before the connector; Conversion info answers without `amount` (optional in 4.93).
+    h.backend.seed({ id: 'conv-old', externalId: 'old-1', status: 'pending', currency: 'EUR' });
+    return h;
+  }
+
+  it('parks a partial refund with a reason an operator can act on, and leaves the conversion alone', async () => {
+    // Prepare
+    const h = imported();
+
+    // Act
+    const response = await h.clock.run(
+      processBatch(h.deps, [sqsRecord('m1', orderRefunded('old-1', 'RF-1', 100))], START + 30_000),
+    );
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([]);
+    expect(h.failures.parked.map((p) => p.failure)).toEqual([
+      expect.objectContaining({ failureClass: 'permanent', reason: NO_PLATFORM_AMOUNT }),
+    ]);
+    expect(NO_PLATFORM_AMOUNT).toMatch(/^the platform's conversion has no amount: .*apply it by hand/);
+    expect(h.backend.refusals).toEqual([]);
+    expect(h.backend.amountUpdates).toEqual([]);
+    const record = await h.ledger.get(ledgerKey(PROGRAM, 'old-1'));
+    expect(record).toMatchObject({ state: 'added', imported: true, amountUnknown: true });
+    expect(record?.refunds['RF-1']).toMatchObject({ status: 'rejected', outcome: NO_PLATFORM_AMOUNT });
+  });
+
+  it('still refuses the conversion for a cancellation', async () => {
+    // Prepare
+    const h = imported();
+
+    // Act
+    await h.clock.run(
+      processBatch(
+        h.deps,
+        [sqsRecord('m1', orderRefunded('old-1', 'RF-1', 100)), sqsRecord('m2', orderCancelled('old-1'))],
+        START + 30_000,
+      ),
+    );
+
+    // Assess
+    expect(h.failures.parked).toHaveLength(1);
+    expect(h.backend.refusals).toEqual(['conv-old']);
+    expect((await h.ledger.get(ledgerKey(PROGRAM, 'old-1')))?.state).toBe('refused');
+  });
+});
+
+describe('processBatch: free-form refund ids that could be taken for something else', () => {
+  // Object property names, and the words the connector once used for its own refunds (a cancellation
+  // now counts as `connector:cancellation`, a prefix finance and generic shops may not use).
+  it.each(['constructor', 'toString', 'hasOwnProperty', '__proto__', 'cancellation', 'status-refunded'])(
+    'applies a partial refund with id "%s" once, then refuses the conversion when the order is cancelled',
+    async (refundId) => {
+      // Prepare: a finance or generic refund id is free-form text.
+      const h = harness();
+      const records = [
+        sqsRecord('m1', orderPlaced('1001')),
+        sqsRecord('m2', orderRefunded('1001', refundId, 500)),
+        sqsRecord('m3', { ...orderRefunded('1001', refundId, 500), eventId: 'evt-repeat' }),
+        sqsRecord('m4', orderCancelled('1001')),
+      ];
+
+      // Act
+      const response = await h.clock.run(processBatch(h.deps, records, START + 30_000));
+
+      // Assess
+      expect(response.batchItemFailures).toEqual([]);
+      expect(h.reports.map((r) => r.outcome?.result)).toEqual([
+        'added',
+        'refund_applied',
+        'refund_duplicate',
+        'refused',
+      ]);
+      expect(h.backend.amountUpdates.map((u) => u.amount)).toEqual([1500]);
+      expect(h.backend.refusals).toHaveLength(1);
+      const record = await h.ledger.get(ledgerKey(PROGRAM, '1001'));
+      expect(Object.getPrototypeOf(record?.refunds)).toBe(Object.prototype);
+      expect(Object.hasOwn(record?.refunds ?? {}, refundId)).toBe(true);
+      expect(record?.refunds[refundId]).toMatchObject({ refundId, status: 'applied', resultingAmount: 1500 });
+    },
+  );
 });

@@ -52,7 +52,7 @@ describe('attribution', () => {
     expect(urlQueryEntries('http://[bad', 'landing_site')).toEqual([]);
     expect(urlQueryEntries(null, 'landing_site')).toEqual([]);
     expect(urlQueryEntries('https://shop.example/?aecid=z', 'landing_site')).toEqual([
-      { name: 'aecid', value: 'z', field: 'landing_site' },
+      { name: 'aecid', value: 'z', field: 'landing_site', buyerWritten: true },
     ]);
   });
 
@@ -81,9 +81,29 @@ describe('attribution', () => {
     },
   );
 
+  it('skips a buyer-written tracking id that is not one, but not a shop-written one', () => {
+    // Prepare: a landing URL is the buyer's (or a bot's) to write, an attribute is the shop's
+    const fromUrl = urlQueryEntries('/?affiliate_tracking_id=AF1001&affiliate_tracking_id=7', 'landing_site');
+    const junkOnly = urlQueryEntries('/?affiliate_tracking_id=AF1001', 'landing_site');
+    const fromShop = [
+      ...nameValueEntries([{ name: 'affiliate_tracking_id', value: 'AF1001' }], 'note_attributes'),
+      ...fromUrl,
+    ];
+    // Act
+    const skipped = extractAttribution(fromUrl, names);
+    const none = extractAttribution(junkOnly, names);
+    const error = thrown(() => extractAttribution(fromShop, names));
+    // Assess
+    expect(skipped).toEqual({ clickIds: [], affiliateTrackingId: 7 });
+    expect(none).toEqual({ clickIds: [] });
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('note_attributes.0.value');
+  });
+
   it('takes the first valid IP from the IP attributes', () => {
     // Act / Assess
     expect(attributeIp(recordEntries({ ip: 'unknown', buyer_ip: '2001:db8::1' }, 'm'))).toBe('2001:db8::1');
+    expect(attributeIp(recordEntries({ ip: 'fe80::1%eth0', buyer_ip: '192.0.2.9' }, 'm'))).toBe('192.0.2.9');
     expect(attributeIp(recordEntries({ other: '192.0.2.1' }, 'm'))).toBeUndefined();
   });
 });

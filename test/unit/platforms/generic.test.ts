@@ -118,6 +118,22 @@ describe('generic adapter', () => {
     expect(error.field).toBe('amount');
   });
 
+  it("refuses a refund id in the connector's own namespace, naming refundId", () => {
+    // Prepare
+    const body = JSON.stringify({
+      type: 'refund',
+      orderId: '1',
+      refundId: 'connector:cancellation',
+      full: true,
+    });
+    // Act
+    const error = thrown(() => handle(body));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('refundId');
+    expect(error.message).toContain('reserved');
+  });
+
   it('checks the signature first, with the timestamp tolerance', () => {
     // Prepare
     const raw = localRaw('generic/order.json');

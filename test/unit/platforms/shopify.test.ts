@@ -145,6 +145,50 @@ describe('shopify orders', () => {
     expect(error.message).toContain('affiliate_tracking_id');
   });
 
+  it('ignores a tracking id in the buyer-written landing_site query that is not one', () => {
+    // Prepare: a visitor arrived on /?affiliate_tracking_id=AF1001 (a tracking code with its
+    // prefix, or junk a link or bot appends). A 400 would lose the order: Shopify resends the same
+    // body and then drops it.
+    const junk = { ...sharedJson(ORDER), landing_site: '/?affiliate_tracking_id=AF1001' };
+    const junkThenValid = {
+      ...sharedJson(ORDER),
+      landing_site: '/?affiliate_tracking_id=AF1001&affiliate_tracking_id=1002',
+    };
+    // Act
+    const ignored = onlyEvent(handle(JSON.stringify(junk), 'orders/create'));
+    const valid = onlyEvent(handle(JSON.stringify(junkThenValid), 'orders/create'));
+    // Assess
+    expect(ignored).toMatchObject({ type: 'OrderPlaced', externalId: '450789469' });
+    expect(ignored).not.toHaveProperty('affiliateTrackingId');
+    expect(valid).toMatchObject({ affiliateTrackingId: 1002 });
+  });
+
+  it('skips a buyer IP the event schema refuses (IPv6 zone id) and uses the next candidate', () => {
+    // Prepare: node's isIP accepts `fe80::1%eth0`, the event schema does not
+    const order = {
+      ...sharedJson(ORDER),
+      browser_ip: 'fe80::1%eth0',
+      client_details: { browser_ip: '203.0.113.7' },
+    };
+    // Act
+    const event = onlyEvent(handle(JSON.stringify(order), 'orders/create'));
+    // Assess
+    expect(event).toMatchObject({ buyerIp: '203.0.113.7', amount: 58700 });
+  });
+
+  it('rejects a price × quantity past Number.MAX_SAFE_INTEGER minor units, naming the price', () => {
+    // Prepare: 50 000 000 000 000.00 alone is a valid amount (5e15 minor units < 2^53); × 2 is not
+    const order = sharedJson(ORDER);
+    const line = (order['line_items'] as Array<Record<string, unknown>>)[0]!;
+    line['price_set'] = { shop_money: { amount: '50000000000000.00', currency_code: 'USD' } };
+    line['quantity'] = 2;
+    // Act
+    const error = thrown(() => handle(JSON.stringify(order), 'orders/create'));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('line_items.0.price_set.shop_money.amount');
+  });
+
   it('falls back to subtotal_price on payloads without discount_allocations (legacy shape)', () => {
     // Prepare: the legacy fixture is wrapped in {"order": …}; a webhook body is the order itself
     const order = sharedJson('shopify/order_legacy_fixture_wrapped.json')['order'];
@@ -291,13 +335,15 @@ describe('shopify refunds', () => {
     });
   });
 
-  it('subtracts the tax when the transactions show it was inside the subtotals', () => {
-    // Prepare
+  it('subtracts the tax when the transaction, in the presentment currency, shows it was inside the subtotals', () => {
+    // Prepare: shop EUR, buyer USD; the refund transaction is in USD, as Shopify writes it for a
+    // multi-currency order (it must be in the presentment currency)
     const raw = localRaw('shopify/refund_taxes_included_bigids.json');
     // Act
     const event = onlyEvent(handle(raw, 'refunds/create'));
-    // Assess. By hand: one mug at 119.00 − 11.90 (its share of the discount) = 107.10 including
-    // 17.10 VAT; the refund transaction is 107.10 = Σ subtotal, so the VAT was inside → 90.00 EUR.
+    // Assess. By hand: one mug at 119.00 − 11.90 (its share of the discount) = 107.10 EUR including
+    // 17.10 VAT; the transaction is 116.10 USD = Σ presentment subtotal (not + 18.54 tax), so the
+    // VAT was inside → 107.10 − 17.10 = 90.00 EUR, in shop money.
     expect(event).toMatchObject({
       externalId: '5787612545068000001',
       refundId: '1234567890123456789',
@@ -306,12 +352,43 @@ describe('shopify refunds', () => {
     });
   });
 
+  it('compares a transaction in the shop currency with the shop-money subtotals (single currency)', () => {
+    // Prepare: the same refund from a shop that sells in EUR only
+    const refund = JSON.parse(localRaw('shopify/refund_taxes_included_bigids.json').toString()) as {
+      refund_line_items: Array<Record<string, Record<string, unknown>>>;
+      transactions: Array<Record<string, unknown>>;
+    };
+    const line = refund.refund_line_items[0]!;
+    line['subtotal_set'] = {
+      ...line['subtotal_set'],
+      presentment_money: line['subtotal_set']!['shop_money'],
+    };
+    line['total_tax_set'] = {
+      ...line['total_tax_set'],
+      presentment_money: line['total_tax_set']!['shop_money'],
+    };
+    const taxInside = {
+      ...refund,
+      transactions: [{ ...refund.transactions[0], amount: '107.10', currency: 'EUR' }],
+    };
+    const taxOnTop = {
+      ...refund,
+      transactions: [{ ...refund.transactions[0], amount: '124.20', currency: 'EUR' }],
+    };
+    // Act
+    const inside = onlyEvent(handle(JSON.stringify(taxInside), 'refunds/create'));
+    const onTop = onlyEvent(handle(JSON.stringify(taxOnTop), 'refunds/create'));
+    // Assess: 107.10 = Σ subtotal → 90.00 net; 124.20 = Σ subtotal + Σ tax → the subtotal is net
+    expect(inside).toMatchObject({ amount: 9000, currency: 'EUR' });
+    expect(onTop).toMatchObject({ amount: 10710, currency: 'EUR' });
+  });
+
   it('takes the subtotals as net when the transaction also refunds shipping (documented limit)', () => {
-    // Prepare: the same refund with the 5.95 shipping paid back in the same transaction
+    // Prepare: the same refund with the shipping (6.45 USD, 5.95 EUR) paid back in the same transaction
     const [head, tail] = localRaw('shopify/refund_taxes_included_bigids.json')
       .toString()
       .split('"transactions"');
-    const raw = `${head}"transactions"${tail!.replace('"amount": "107.10"', '"amount": "113.05"')}`;
+    const raw = `${head}"transactions"${tail!.replace('"amount": "116.10"', '"amount": "122.55"')}`;
     // Act
     const event = onlyEvent(handle(raw, 'refunds/create'));
     // Assess

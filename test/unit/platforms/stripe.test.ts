@@ -160,6 +160,29 @@ describe('stripe checkout sessions', () => {
     expect(y).toMatchObject({ amount: 4545, currency: 'JPY' });
   });
 
+  it('converts the currencies whose Stripe unit is not the ISO 4217 minor unit (ISK, MGA), not UGX', () => {
+    // Prepare: Stripe keeps ISK two-decimal for backwards compatibility (5 000 kr is 500000) though
+    // ISO 4217 gives it no decimals; MGA is zero-decimal at Stripe, 2 in ISO; UGX is zero-decimal
+    // in both (on Stripe's zero-decimal list), so 37 000 USh is 37000.
+    const untaxed = { amount_discount: 0, amount_shipping: 0, amount_tax: 0 };
+    const session = (currency: string, amount: number) =>
+      paidSession({ currency, amount_total: amount, total_details: untaxed, metadata: {} });
+    // Act
+    const [isk, ugx, mga] = [session('isk', 500000), session('ugx', 37000), session('mga', 25000)].map((s) =>
+      onlyEvent(handle(envelope('checkout.session.completed', s))),
+    );
+    const refund = onlyEvent(
+      handle(
+        envelope('refund.created', refundObject({ payment_intent: PI, currency: 'isk', amount: 150000 })),
+      ),
+    );
+    // Assess: in minor units of ISO 4217, as currencyExponent and the platform read them
+    expect(isk).toMatchObject({ currency: 'ISK', amount: 5000 });
+    expect(ugx).toMatchObject({ currency: 'UGX', amount: 37000 });
+    expect(mga).toMatchObject({ currency: 'MGA', amount: 2500000 });
+    expect(refund).toMatchObject({ currency: 'ISK', amount: 1500 });
+  });
+
   it('rejects a paid session without amount_total, naming it', () => {
     // Prepare
     const body = envelope('checkout.session.completed', paidSession({ amount_total: null }));
@@ -234,11 +257,34 @@ describe('stripe refunds', () => {
     expect(event).toMatchObject({
       type: 'OrderRefunded',
       externalId: PI,
-      refundId: 'full:ch_1PgafuB7WZ01zgkWXYmPNZs8',
+      refundId: 'connector:full:ch_1PgafuB7WZ01zgkWXYmPNZs8',
       full: true,
       currency: 'USD',
     });
     expect(event).not.toHaveProperty('amount');
+  });
+
+  it('keys a listed refund by the charge metadata.order_id before the PaymentIntent, as the full refund is', () => {
+    // Prepare: the shop keys its orders by the order_id on the charge; the refund has none of its
+    // own but carries its PaymentIntent, as every real refund does.
+    const charge = {
+      ...sharedJson('stripe/charge_object_stripe_mock_fixture.json'),
+      payment_intent: PI,
+      metadata: { order_id: 'A-1001' },
+      refunded: false,
+      amount_refunded: 30,
+      refunds: {
+        object: 'list',
+        data: [refundObject({ id: 're_partial', amount: 30, payment_intent: PI, metadata: {} })],
+        has_more: false,
+      },
+    };
+    // Act
+    const partial = onlyEvent(handle(envelope('charge.refunded', charge)));
+    const full = onlyEvent(handle(envelope('charge.refunded', { ...charge, refunded: true }, 'evt_2')));
+    // Assess: README "metadata.order_id (of the refund, or the charge) else payment_intent"
+    expect(full).toMatchObject({ externalId: 'A-1001' });
+    expect(partial).toMatchObject({ refundId: 're_partial', externalId: 'A-1001' });
   });
 
   it('maps a partly refunded charge to one refund per listed refund, with refund.created ids', () => {

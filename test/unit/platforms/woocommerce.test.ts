@@ -206,7 +206,7 @@ describe('woocommerce order.updated', () => {
     // Assess
     expect(full).toMatchObject({
       type: 'OrderRefunded',
-      refundId: 'status-refunded',
+      refundId: 'connector:status-refunded',
       full: true,
       externalId: '723',
     });

@@ -1,0 +1,60 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { SQSClient } from '@aws-sdk/client-sqs';
+
+/**
+ * How long one AWS call may take. The SDK's defaults have no request timeout at all: a hung
+ * endpoint holds the call (3 attempts) until the Lambda itself times out.
+ */
+export interface AwsCallBudget {
+  /** Milliseconds to open the TCP connection. */
+  readonly connectionTimeoutMs: number;
+  /** Milliseconds for one attempt, from sending the request to the whole answer. */
+  readonly requestTimeoutMs: number;
+  /** Attempts per call, the first one included; a timed-out attempt is retried like a 5xx. */
+  readonly maxAttempts: number;
+}
+
+/**
+ * The Lambda functions' budget. SQS, DynamoDB and Secrets Manager answer in tens of milliseconds
+ * within a region, a cold TLS handshake included, so 1.5 s per attempt is ample headroom. A hung
+ * service costs at most 2 × 1.5 s plus the SDK's jittered backoff (≤ ~0.2 s), about 3.2 s: the
+ * webhook answers 503 with retry-after within Shopify's 5 s and a third of its 10 s Lambda timeout;
+ * even a cold start where Secrets Manager and SQS both hang ends near 6.5 s, before the 10 s.
+ */
+export const LAMBDA_AWS_BUDGET: AwsCallBudget = {
+  connectionTimeoutMs: 1_000,
+  requestTimeoutMs: 1_500,
+  maxAttempts: 2,
+};
+
+/**
+ * SDK client settings for `budget`, to spread into a client's configuration. `throwOnRequestTimeout`
+ * is needed: without it @smithy/node-http-handler 4 only logs a warning when `requestTimeout` passes
+ * and goes on waiting.
+ */
+export function awsClientConfig(budget: AwsCallBudget = LAMBDA_AWS_BUDGET) {
+  return {
+    maxAttempts: budget.maxAttempts,
+    requestHandler: {
+      connectionTimeout: budget.connectionTimeoutMs,
+      requestTimeout: budget.requestTimeoutMs,
+      throwOnRequestTimeout: true,
+    },
+  };
+}
+
+/** An SQS client whose calls are bounded by `budget`. Build once per cold start. */
+export function sqsClient(budget: AwsCallBudget = LAMBDA_AWS_BUDGET): SQSClient {
+  return new SQSClient(awsClientConfig(budget));
+}
+
+/** A DynamoDB client whose calls are bounded by `budget`. Build once per cold start. */
+export function dynamoClient(budget: AwsCallBudget = LAMBDA_AWS_BUDGET): DynamoDBClient {
+  return new DynamoDBClient(awsClientConfig(budget));
+}
+
+/** A Secrets Manager client whose calls are bounded by `budget`. Build once per cold start. */
+export function secretsManagerClient(budget: AwsCallBudget = LAMBDA_AWS_BUDGET): SecretsManagerClient {
+  return new SecretsManagerClient(awsClientConfig(budget));
+}

@@ -1,0 +1,145 @@
+import type { APIGatewayProxyEventV2 } from 'aws-lambda';
+import { describe, expect, it } from 'vitest';
+import { makeHandler } from '../../functions/refunds.ts';
+import { SourceConfig } from '../../shared/config/sources.ts';
+import type { ConnectorEvent } from '../../shared/domain/events.ts';
+import type { Ledger } from '../../shared/ledger.ts';
+import type { EventQueue } from '../../shared/ports.ts';
+import type { SecretStore } from '../../shared/secrets.ts';
+
+/**
+ * `POST /refunds` when a dependency fails: finance's tool gets 503 with retry-after, never a 500,
+ * and nothing is queued.
+ */
+
+const FINANCE_KEY = 'finance-key-for-tests';
+const sources = new Map(
+  [
+    SourceConfig.parse({
+      id: 'shopify',
+      platform: 'shopify',
+      program: '0123456789abcdef01234567',
+      rule: '76543210fedcba9876543210',
+      secretRef: 'SHOPIFY_SECRET',
+    }),
+  ].map((s) => [s.id, s]),
+);
+const secrets: SecretStore = { get: async () => FINANCE_KEY };
+
+class RecordingQueue implements EventQueue {
+  readonly sent: ConnectorEvent[] = [];
+  async send(event: ConnectorEvent): Promise<string> {
+    this.sent.push(event);
+    return `m-${this.sent.length}`;
+  }
+}
+
+/** DynamoDB throttling the read, as the SDK throws it once its retries are spent. */
+const throttledLedger: Pick<Ledger, 'get'> = {
+  get: async () => {
+    const error = new Error('Throughput exceeds the current capacity of your table');
+    error.name = 'ProvisionedThroughputExceededException';
+    throw error;
+  },
+};
+
+function refundEvent(body: Record<string, unknown>): APIGatewayProxyEventV2 {
+  return {
+    version: '2.0',
+    routeKey: 'POST /refunds',
+    rawPath: '/refunds',
+    rawQueryString: '',
+    headers: { 'content-type': 'application/json', 'x-api-key': FINANCE_KEY },
+    body: JSON.stringify(body),
+    isBase64Encoded: false,
+    requestContext: {} as APIGatewayProxyEventV2['requestContext'],
+  } as APIGatewayProxyEventV2;
+}
+
+describe('POST /refunds: a failing dependency is a 503 to retry, not a 500', () => {
+  it.each([
+    ['without a source (the ledger is searched)', {}],
+    ['with a source', { source: 'shopify' }],
+  ])('answers 503 with retry-after when the ledger read fails, %s', async (_case, extra) => {
+    // Prepare
+    const queue = new RecordingQueue();
+    const handler = makeHandler({
+      sources,
+      ledger: throttledLedger,
+      queue,
+      secrets,
+      keyRef: 'FINANCE_API_KEY',
+      now: () => new Date(),
+    });
+
+    // Act
+    const result = await handler(
+      refundEvent({ externalId: '1001', refundId: 'r-1', amountCents: 500, currency: 'EUR', ...extra }),
+    );
+
+    // Assess
+    expect(result.statusCode).toBe(503);
+    expect(result.headers?.['retry-after']).toBe('5');
+    expect(JSON.parse(result.body ?? '{}')).toEqual({
+      error: 'unavailable',
+      message: 'ledger unavailable, retry later',
+    });
+    expect(queue.sent).toHaveLength(0);
+  });
+
+  it('answers 503 with retry-after when the finance key cannot be read or the queue refuses', async () => {
+    // Prepare
+    const working = { get: async () => undefined };
+    const noKey = makeHandler({
+      sources,
+      ledger: working,
+      queue: new RecordingQueue(),
+      secrets: { get: async () => Promise.reject(new Error('AccessDeniedException')) },
+      keyRef: 'FINANCE_API_KEY',
+      now: () => new Date(),
+    });
+    const noQueue = makeHandler({
+      sources,
+      ledger: working,
+      queue: { send: async () => Promise.reject(new Error('TimeoutError')) },
+      secrets,
+      keyRef: 'FINANCE_API_KEY',
+      now: () => new Date(),
+    });
+    const request = refundEvent({ externalId: '1001', refundId: 'r-1', amountCents: 500, currency: 'EUR' });
+
+    // Act
+    const answers = [await noKey(request), await noQueue(request)];
+
+    // Assess
+    expect(answers.map((a) => [a.statusCode, a.headers?.['retry-after']])).toEqual([
+      [503, '5'],
+      [503, '5'],
+    ]);
+  });
+});
+
+describe('POST /refunds: refund ids', () => {
+  it("refuses an id in the connector's own namespace with a 400 naming refundId, and queues nothing", async () => {
+    // Prepare: a cancellation counts as the refund `connector:cancellation`; finance may not take it.
+    const queue = new RecordingQueue();
+    const handler = makeHandler({
+      sources,
+      ledger: { get: async () => undefined },
+      queue,
+      secrets,
+      keyRef: 'FINANCE_API_KEY',
+      now: () => new Date(),
+    });
+
+    // Act
+    const result = await handler(
+      refundEvent({ externalId: '1001', refundId: 'connector:cancellation', full: true, source: 'shopify' }),
+    );
+
+    // Assess
+    expect(result.statusCode).toBe(400);
+    expect(JSON.parse(result.body ?? '{}')).toMatchObject({ error: 'bad_request', field: 'refundId' });
+    expect(queue.sent).toHaveLength(0);
+  });
+});
