@@ -82,10 +82,10 @@ export interface Outcome {
   readonly amount?: number;
 }
 
-/** Applies one event to the platform, exactly once, using the ledger. Throws classified errors. */
 /** The refund a cancellation counts as: an id no shop or finance refund can carry. */
 const CANCELLATION_REFUND_ID = connectorRefundId('cancellation');
 
+/** Applies one event to the platform, exactly once, using the ledger. Throws classified errors. */
 export async function processEvent(
   deps: WorkerDeps,
   event: ConnectorEvent,
