@@ -1,16 +1,13 @@
-import { execFile } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
-import { emptyDir, localStateDir, runCli } from '../support/cli.ts';
+import { emptyDir, localStateDir, runCli, spawnCli } from '../support/cli.ts';
 
 const CLICK = '0123456789abcdef01234567';
 const IP = '203.0.113.7';
 const SAMPLE_CSV = join(import.meta.dirname, '..', 'fixtures', 'refunds.sample.csv');
-const BIN = join(import.meta.dirname, '..', '..', 'bin', 'connector.ts');
 
 let stack: LocalStack;
 let state: { dir: string; remove(): void };
@@ -131,12 +128,12 @@ describe('connector send', () => {
     const nowhere = emptyDir();
     try {
       // Act
-      const result = await promisify(execFile)(process.execPath, [BIN, 'dlq', 'list'], {
+      const result = await spawnCli(['dlq', 'list'], {
         cwd: nowhere.dir,
         env: { PATH: process.env['PATH'] ?? '' },
-      }).catch((error: { code: number; stdout: string; stderr: string }) => error);
+      }).done;
       // Assess
-      expect('code' in result ? result.code : 0).toBe(2);
+      expect(result.code).toBe(2);
       expect(result.stderr).toBe(
         'error: missing the dead-letter queue URL: pass --dlq-url or set DLQ_URL (locally, `npm start` writes it to .local-stack.json)\n',
       );
