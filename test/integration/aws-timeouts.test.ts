@@ -11,7 +11,7 @@ import { AwsSecretStore } from '../../shared/secrets.ts';
 import { emptyDir, runCli } from '../support/cli.ts';
 import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
 import { type HungServer, startHungServer } from '../support/hung-server.ts';
-import { sharedFixture, shopifyWebhook } from '../support/webhooks.ts';
+import { sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
 
 /**
  * Every AWS call is bounded in time: an endpoint that accepts connections and never answers (the
@@ -75,7 +75,7 @@ async function timed<T>(
 
 function shopifyOrderEvent(): APIGatewayProxyEventV2 {
   const signed = shopifyWebhook(
-    sharedFixture('shopify/order_2026-07_docs_example.json'),
+    sampleFixture('shopify/order_2026-07_docs_example.json'),
     WEBHOOK_SECRET,
     'orders/create',
   );

@@ -16,7 +16,7 @@ import { toRecord } from '../../infra/local/sqs-record.ts';
 import type { LocalStack } from '../../infra/local/stack.ts';
 import type { StoredConversion } from '../../shared/sandbox/types.ts';
 import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
-import { sharedFixture, shopifyWebhook } from '../support/webhooks.ts';
+import { sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
 
 /**
  * The three Lambda entry points exactly as deployed: `handler` of functions/*.ts, wired by its own
@@ -228,7 +228,7 @@ const json = (result: APIGatewayProxyStructuredResultV2) =>
 
 /** The Shopify documentation order under `id`, attributed to an affiliate click, with the buyer's IP. */
 function shopifyOrder(id: number): string {
-  const order = JSON.parse(sharedFixture('shopify/order_2026-07_docs_example.json')) as Record<
+  const order = JSON.parse(sampleFixture('shopify/order_2026-07_docs_example.json')) as Record<
     string,
     unknown
   >;

@@ -5,7 +5,7 @@ import { ledgerKey } from '../../shared/ledger.ts';
 import {
   genericWebhook,
   post,
-  sharedFixture,
+  sampleFixture,
   shopifyWebhook,
   stripeWebhook,
   wooWebhook,
@@ -16,7 +16,7 @@ const IP = '203.0.113.7';
 
 /** The Shopify docs sample as a shop that keeps click ids would send it. */
 function shopifyOrder(options: { click?: boolean; id?: string } = {}): string {
-  const order = JSON.parse(sharedFixture('shopify/order_2026-07_docs_example.json')) as Record<
+  const order = JSON.parse(sampleFixture('shopify/order_2026-07_docs_example.json')) as Record<
     string,
     unknown
   >;
@@ -200,14 +200,14 @@ describe('orders become exactly one conversion', () => {
   });
 
   it('maps the WooCommerce, Stripe and generic samples to conversions', async () => {
-    const woo = JSON.parse(sharedFixture('woocommerce/order_v3_docs_example.json')) as Record<
+    const woo = JSON.parse(sampleFixture('woocommerce/order_v3_docs_example.json')) as Record<
       string,
       unknown
     >;
     woo['meta_data'] = [{ id: 1, key: 'aecid', value: CLICK }];
     woo['customer_ip_address'] = IP;
     const session = JSON.parse(
-      sharedFixture('stripe/checkout_session_object_stripe_mock_fixture.json'),
+      sampleFixture('stripe/checkout_session_object_stripe_mock_fixture.json'),
     ) as Record<string, unknown>;
     session['payment_status'] = 'paid';
     // The stripe-mock fixture leaves the amounts null; a completed session has them.

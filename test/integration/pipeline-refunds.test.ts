@@ -3,7 +3,7 @@ import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
-import { genericWebhook, post, sharedFixture, shopifyWebhook } from '../support/webhooks.ts';
+import { genericWebhook, post, sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
 
 const CLICK = 'a1b2c3d4e5f60718293a4b5c';
 const IP = '203.0.113.7';
@@ -26,7 +26,7 @@ const conversion = (externalId: string) => {
 
 /** Places a 587.00 USD order (the Shopify sample with a click id) under a fresh id. */
 async function placeOrder(id: string): Promise<void> {
-  const order = JSON.parse(sharedFixture('shopify/order_2026-07_docs_example.json')) as Record<
+  const order = JSON.parse(sampleFixture('shopify/order_2026-07_docs_example.json')) as Record<
     string,
     unknown
   >;
@@ -108,7 +108,7 @@ describe('refunds reach the platform exactly once', () => {
 
   it('applies the Shopify refund sample once, even when finance sends the same refund id', async () => {
     await placeOrder('8002');
-    const refund = sharedFixture('shopify/refund_2026-07_docs_example_two_lines.json').replace(
+    const refund = sampleFixture('shopify/refund_2026-07_docs_example_two_lines.json').replace(
       '"order_id": 450789469',
       '"order_id": 8002',
     );
@@ -195,7 +195,7 @@ describe('refunds reach the platform exactly once', () => {
 
   it('refuses the conversion of a cancelled order', async () => {
     await placeOrder('8005');
-    const cancelled = sharedFixture('shopify/order_cancelled_2026-07_docs_example.json').replace(
+    const cancelled = sampleFixture('shopify/order_cancelled_2026-07_docs_example.json').replace(
       /"id":\s*450789469/,
       '"id": 8005',
     );
@@ -211,7 +211,7 @@ describe('refunds reach the platform exactly once', () => {
   });
 
   it('records a refund of a skipped order as skipped, and parks an unknown order and a currency mismatch', async () => {
-    const order = JSON.parse(sharedFixture('shopify/order_2026-07_docs_example.json')) as Record<
+    const order = JSON.parse(sampleFixture('shopify/order_2026-07_docs_example.json')) as Record<
       string,
       unknown
     >;

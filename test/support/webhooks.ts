@@ -5,11 +5,11 @@ import { fileURLToPath } from 'node:url';
 import { hmacSha256, signGeneric } from '../../shared/platforms/signature.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
-/** The shared webhook samples beside the checkout (CI has shared/ at the same place). */
-export const SHARED_FIXTURES = join(here, '..', '..', '..', 'shared', 'fixtures', 'platforms');
+/** The platforms' webhook samples (test/fixtures/platforms/SOURCES.md). */
+export const SAMPLE_FIXTURES = join(here, '..', 'fixtures', 'platforms');
 
-export function sharedFixture(path: string): string {
-  return readFileSync(join(SHARED_FIXTURES, path), 'utf8');
+export function sampleFixture(path: string): string {
+  return readFileSync(join(SAMPLE_FIXTURES, path), 'utf8');
 }
 
 export interface SignedPost {

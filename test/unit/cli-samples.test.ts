@@ -13,7 +13,7 @@ import {
 } from '../../shared/cli/samples.ts';
 import { UnauthorizedError } from '../../shared/errors.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
-import { NOW, onlyEvent, SECRET, sharedRaw, signatureVector, sourceOf } from './platforms/support.ts';
+import { NOW, onlyEvent, SECRET, sampleRaw, signatureVector, sourceOf } from './platforms/support.ts';
 
 const CLICK = 'abcdef0123456789abcdef01';
 const IP = '198.51.100.9';
@@ -87,14 +87,14 @@ describe('send: samples signed like the platform', () => {
     // Act
     const headers = signedHeaders(platform, raw, vector.secret, { now: NOW });
     // Assess
-    expect(raw).toBe(sharedRaw(vector.body_file).toString('utf8'));
+    expect(raw).toBe(sampleRaw(vector.body_file).toString('utf8'));
     expect(headers[header]).toBe(vector.value);
   });
 
   it('stripe: matches the shared signature test vector', () => {
     // Prepare
     const vector = signatureVector('stripe');
-    const raw = sharedRaw(vector.body_file).toString('utf8');
+    const raw = sampleRaw(vector.body_file).toString('utf8');
     // Act
     const headers = signedHeaders('stripe', raw, vector.secret, {
       now: new Date((vector.timestamp ?? 0) * 1000),

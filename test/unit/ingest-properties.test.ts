@@ -7,7 +7,7 @@ import { adapterFor } from '../../shared/platforms/registry.ts';
 import { hmacSha256, signGeneric } from '../../shared/platforms/signature.ts';
 import type { EventQueue } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
-import { sharedJson } from './platforms/support.ts';
+import { sampleJson } from './platforms/support.ts';
 
 const PLATFORMS = ['shopify', 'woocommerce', 'stripe', 'generic'] as const;
 type Platform = (typeof PLATFORMS)[number];
@@ -186,7 +186,7 @@ const genericBreaks: fc.Arbitrary<[string, unknown]> = fc.oneof(
 );
 
 function shopifyOrder(): Record<string, unknown> {
-  return sharedJson('shopify/order_2026-07_docs_example.json');
+  return sampleJson('shopify/order_2026-07_docs_example.json');
 }
 const shopifyBreaks: fc.Arbitrary<(order: Record<string, unknown>) => void> = fc.oneof(
   fc.constantFrom('twelve', '', '1e3', '0x10').map((price) => (order: Record<string, unknown>) => {

@@ -5,12 +5,12 @@ import { signGeneric } from '../../../shared/platforms/signature.ts';
 import {
   contextOf,
   hexHmac,
-  localRaw,
   NOW,
   NOW_S,
   onlyEvent,
   request,
   SECRET,
+  sampleRaw,
   signedDeliveries,
   sourceOf,
   thrown,
@@ -22,13 +22,13 @@ const { context, delivery, handle } = signedDeliveries(genericAdapter, (body, t:
 }));
 
 function localJson(path: string): Record<string, unknown> {
-  return JSON.parse(localRaw(path).toString());
+  return JSON.parse(sampleRaw(path).toString());
 }
 
 describe('generic adapter', () => {
   it('maps an order, merging click ids from clickIds and attributes', () => {
     // Act
-    const event = onlyEvent(handle(localRaw('generic/order.json')));
+    const event = onlyEvent(handle(sampleRaw('generic/order.json')));
     // Assess
     expect(event).toEqual({
       type: 'OrderPlaced',
@@ -54,9 +54,9 @@ describe('generic adapter', () => {
     // Prepare
     const full = { type: 'refund', orderId: 100045, refundId: 'all', full: true };
     // Act
-    const partial = onlyEvent(handle(localRaw('generic/refund.json')));
+    const partial = onlyEvent(handle(sampleRaw('generic/refund.json')));
     const whole = onlyEvent(handle(JSON.stringify(full)));
-    const cancel = onlyEvent(handle(localRaw('generic/cancel.json')));
+    const cancel = onlyEvent(handle(sampleRaw('generic/cancel.json')));
     // Assess
     expect(partial).toMatchObject({
       type: 'OrderRefunded',
@@ -136,7 +136,7 @@ describe('generic adapter', () => {
 
   it('checks the signature first, with the timestamp tolerance', () => {
     // Prepare
-    const raw = localRaw('generic/order.json');
+    const raw = sampleRaw('generic/order.json');
     const stale = delivery(raw, NOW_S - 301);
     const rotated = request(raw, {
       'x-connector-timestamp': String(NOW_S),

@@ -4,13 +4,12 @@ import { shopifyAdapter } from '../../../shared/platforms/shopify.ts';
 import {
   base64Hmac,
   contextOf,
-  localRaw,
   NOW,
   onlyEvent,
   request,
   SECRET,
-  sharedJson,
-  sharedRaw,
+  sampleJson,
+  sampleRaw,
   signatureVector,
   signedDeliveries,
   sourceOf,
@@ -35,7 +34,7 @@ describe('shopify orders', () => {
   it('maps the documentation order signed as in signature_test_vectors.json', () => {
     // Prepare: the vector's secret, after a retired one (rotation)
     const vector = signatureVector('shopify');
-    const raw = sharedRaw(vector.body_file);
+    const raw = sampleRaw(vector.body_file);
     const req = request(raw, {
       'x-shopify-topic': 'orders/create',
       'x-shopify-hmac-sha256': vector.value,
@@ -72,7 +71,7 @@ describe('shopify orders', () => {
 
   it('maps a tax-inclusive, multi-currency order with ids over 2^53 exactly, in shop currency', () => {
     // Prepare
-    const raw = localRaw('shopify/order_taxes_included_multicurrency_bigids.json');
+    const raw = sampleRaw('shopify/order_taxes_included_multicurrency_bigids.json');
     // Act
     const event = onlyEvent(handle(raw, 'orders/create'));
     // Assess. By hand, EUR shop money (presentment USD ignored), taxes_included:
@@ -97,7 +96,7 @@ describe('shopify orders', () => {
 
   it('maps a JPY order with a tracking id attribute (manual mode) and no click id', () => {
     // Prepare
-    const raw = localRaw('shopify/order_jpy.json');
+    const raw = sampleRaw('shopify/order_jpy.json');
     // Act
     const event = onlyEvent(handle(raw, 'orders/create'));
     // Assess. By hand: 2 × 1500 − 300 discount − 245 included tax = 2455 JPY (0 decimals;
@@ -108,7 +107,7 @@ describe('shopify orders', () => {
 
   it('reads click ids, tracking id and subId from the configured attribute names', () => {
     // Prepare
-    const order = sharedJson(ORDER);
+    const order = sampleJson(ORDER);
     order['note_attributes'] = [
       { name: 'Ref-Click', value: 'aaaaaaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbbbbbb' },
       { name: 'aecid', value: 'cccccccccccccccccccccccc' },
@@ -135,7 +134,7 @@ describe('shopify orders', () => {
 
   it('rejects a tracking id attribute that is not an integer, naming it', () => {
     // Prepare
-    const order = sharedJson(ORDER);
+    const order = sampleJson(ORDER);
     (order['note_attributes'] as unknown[]).push({ name: 'affiliate_tracking_id', value: 'AFF-12' });
     // Act
     const error = thrown(() => handle(JSON.stringify(order), 'orders/create'));
@@ -149,9 +148,9 @@ describe('shopify orders', () => {
     // Prepare: a visitor arrived on /?affiliate_tracking_id=AF1001 (a tracking code with its
     // prefix, or junk a link or bot appends). A 400 would lose the order: Shopify resends the same
     // body and then drops it.
-    const junk = { ...sharedJson(ORDER), landing_site: '/?affiliate_tracking_id=AF1001' };
+    const junk = { ...sampleJson(ORDER), landing_site: '/?affiliate_tracking_id=AF1001' };
     const junkThenValid = {
-      ...sharedJson(ORDER),
+      ...sampleJson(ORDER),
       landing_site: '/?affiliate_tracking_id=AF1001&affiliate_tracking_id=1002',
     };
     // Act
@@ -166,7 +165,7 @@ describe('shopify orders', () => {
   it('skips a buyer IP the event schema refuses (IPv6 zone id) and uses the next candidate', () => {
     // Prepare: node's isIP accepts `fe80::1%eth0`, the event schema does not
     const order = {
-      ...sharedJson(ORDER),
+      ...sampleJson(ORDER),
       browser_ip: 'fe80::1%eth0',
       client_details: { browser_ip: '203.0.113.7' },
     };
@@ -178,7 +177,7 @@ describe('shopify orders', () => {
 
   it('rejects a price × quantity past Number.MAX_SAFE_INTEGER minor units, naming the price', () => {
     // Prepare: 50 000 000 000 000.00 alone is a valid amount (5e15 minor units < 2^53); × 2 is not
-    const order = sharedJson(ORDER);
+    const order = sampleJson(ORDER);
     const line = (order['line_items'] as Array<Record<string, unknown>>)[0]!;
     line['price_set'] = { shop_money: { amount: '50000000000000.00', currency_code: 'USD' } };
     line['quantity'] = 2;
@@ -191,7 +190,7 @@ describe('shopify orders', () => {
 
   it('falls back to subtotal_price on payloads without discount_allocations (legacy shape)', () => {
     // Prepare: the legacy fixture is wrapped in {"order": …}; a webhook body is the order itself
-    const order = sharedJson('shopify/order_legacy_fixture_wrapped.json')['order'];
+    const order = sampleJson('shopify/order_legacy_fixture_wrapped.json')['order'];
     // Act
     const event = onlyEvent(handle(JSON.stringify(order), 'orders/create'));
     // Assess: subtotal_price 398.00, taxes excluded; `gateway` names the payment; browser_ip is
@@ -206,11 +205,11 @@ describe('shopify orders', () => {
 
   it('names the failing field of a bad body', () => {
     // Prepare
-    const order = sharedJson(ORDER);
+    const order = sampleJson(ORDER);
     const lines = order['line_items'] as Array<Record<string, unknown>>;
     delete lines[1]!['price_set'];
     lines[1]!['price'] = '199.001';
-    const noCurrency = sharedJson(ORDER);
+    const noCurrency = sampleJson(ORDER);
     delete noCurrency['currency'];
     // Act
     const price = thrown(() => handle(JSON.stringify(order), 'orders/create'));
@@ -225,7 +224,7 @@ describe('shopify orders', () => {
 
   it('uses x-shopify-webhook-id, then a hash of the body, when the event id header is absent', () => {
     // Prepare
-    const raw = sharedRaw(ORDER);
+    const raw = sampleRaw(ORDER);
     const withWebhookId = delivery(raw, 'orders/create', { 'x-shopify-webhook-id': 'wh-1' });
     const bare = delivery(raw, 'orders/create');
     delete (withWebhookId.headers as Record<string, string | undefined>)['x-shopify-event-id'];
@@ -242,7 +241,7 @@ describe('shopify orders', () => {
 
   it('acts on the configured order topic only', () => {
     // Prepare
-    const raw = sharedRaw(ORDER);
+    const raw = sampleRaw(ORDER);
     const paidSource = contextOf(sourceOf('shopify', { orderTopic: 'orders/paid' }));
     // Act
     const paidByDefault = handle(raw, 'orders/paid');
@@ -268,7 +267,7 @@ describe('shopify orders', () => {
 
   it('rejects a missing topic header', () => {
     // Prepare
-    const req = delivery(sharedRaw(ORDER), 'x');
+    const req = delivery(sampleRaw(ORDER), 'x');
     delete (req.headers as Record<string, string | undefined>)['x-shopify-topic'];
     // Act
     const error = thrown(() => shopifyAdapter.handle(req, context));
@@ -279,7 +278,7 @@ describe('shopify orders', () => {
 
   it('maps orders/cancelled to OrderCancelled', () => {
     // Prepare
-    const raw = sharedRaw('shopify/order_cancelled_2026-07_docs_example.json');
+    const raw = sampleRaw('shopify/order_cancelled_2026-07_docs_example.json');
     // Act
     const event = onlyEvent(handle(raw, 'orders/cancelled'));
     // Assess
@@ -298,7 +297,7 @@ describe('shopify orders', () => {
 describe('shopify refunds', () => {
   it('maps the documentation refund (one line)', () => {
     // Prepare
-    const raw = sharedRaw(REFUND);
+    const raw = sampleRaw(REFUND);
     // Act
     const event = onlyEvent(handle(raw, 'refunds/create'));
     // Assess: the sample's only refund line has subtotal 0.00 and total_tax 0.00 (its transaction
@@ -321,7 +320,7 @@ describe('shopify refunds', () => {
 
   it('sums a two-line refund from refund_line_items, not from transactions', () => {
     // Prepare
-    const raw = sharedRaw(REFUND_TWO_LINES);
+    const raw = sampleRaw(REFUND_TWO_LINES);
     // Act
     const event = onlyEvent(handle(raw, 'refunds/create'));
     // Assess. By hand: subtotals 195.66 + 195.67 = 391.33 USD; total_tax 3.98 + 3.98 = 7.96; the
@@ -338,7 +337,7 @@ describe('shopify refunds', () => {
   it('subtracts the tax when the transaction, in the presentment currency, shows it was inside the subtotals', () => {
     // Prepare: shop EUR, buyer USD; the refund transaction is in USD, as Shopify writes it for a
     // multi-currency order (it must be in the presentment currency)
-    const raw = localRaw('shopify/refund_taxes_included_bigids.json');
+    const raw = sampleRaw('shopify/refund_taxes_included_bigids.json');
     // Act
     const event = onlyEvent(handle(raw, 'refunds/create'));
     // Assess. By hand: one mug at 119.00 − 11.90 (its share of the discount) = 107.10 EUR including
@@ -354,7 +353,7 @@ describe('shopify refunds', () => {
 
   it('compares a transaction in the shop currency with the shop-money subtotals (single currency)', () => {
     // Prepare: the same refund from a shop that sells in EUR only
-    const refund = JSON.parse(localRaw('shopify/refund_taxes_included_bigids.json').toString()) as {
+    const refund = JSON.parse(sampleRaw('shopify/refund_taxes_included_bigids.json').toString()) as {
       refund_line_items: Array<Record<string, Record<string, unknown>>>;
       transactions: Array<Record<string, unknown>>;
     };
@@ -385,7 +384,7 @@ describe('shopify refunds', () => {
 
   it('takes the subtotals as net when the transaction also refunds shipping (documented limit)', () => {
     // Prepare: the same refund with the shipping (6.45 USD, 5.95 EUR) paid back in the same transaction
-    const [head, tail] = localRaw('shopify/refund_taxes_included_bigids.json')
+    const [head, tail] = sampleRaw('shopify/refund_taxes_included_bigids.json')
       .toString()
       .split('"transactions"');
     const raw = `${head}"transactions"${tail!.replace('"amount": "116.10"', '"amount": "122.55"')}`;
@@ -397,7 +396,7 @@ describe('shopify refunds', () => {
 
   it('derives subtotals from the line items on legacy refunds without subtotal fields', () => {
     // Prepare
-    const refund = sharedJson('shopify/refund_legacy_fixture_wrapped.json')['refund'];
+    const refund = sampleJson('shopify/refund_legacy_fixture_wrapped.json')['refund'];
     // Act
     const event = onlyEvent(handle(JSON.stringify(refund), 'refunds/create'));
     // Assess: 2 lines × 199.00, no discount; currency only on the transaction (USD)
@@ -411,7 +410,7 @@ describe('shopify refunds', () => {
 
   it('ignores a refund without refund line items (shipping or amount only)', () => {
     // Prepare
-    const refund = sharedJson(REFUND);
+    const refund = sampleJson(REFUND);
     refund['refund_line_items'] = [];
     // Act
     const result = handle(JSON.stringify(refund), 'refunds/create');

@@ -6,7 +6,7 @@ import {
   verifyGenericSignature,
   verifyStripeSignature,
 } from '../../../shared/platforms/signature.ts';
-import { base64Hmac, hexHmac, sharedRaw, signatureVector, thrown } from './support.ts';
+import { base64Hmac, hexHmac, sampleRaw, signatureVector, thrown } from './support.ts';
 
 const SECRET = 'whsec_rotation_new';
 const OLD_SECRET = 'whsec_rotation_old';
@@ -22,7 +22,7 @@ describe('signature_test_vectors.json cross-check', () => {
   it.each(['shopify', 'woocommerce'])('%s: base64 HMAC-SHA256 of the raw body', (platform) => {
     // Prepare
     const vector = signatureVector(platform);
-    const body = sharedRaw(vector.body_file);
+    const body = sampleRaw(vector.body_file);
     // Act
     const computed = base64Hmac(vector.secret, body);
     // Assess: the vector agrees with the documented algorithm, and the verifier accepts it
@@ -33,7 +33,7 @@ describe('signature_test_vectors.json cross-check', () => {
   it('stripe: hex HMAC-SHA256 of "t.body"', () => {
     // Prepare
     const vector = signatureVector('stripe');
-    const body = sharedRaw(vector.body_file);
+    const body = sampleRaw(vector.body_file);
     // Act
     const computed = hexHmac(vector.secret, `${vector.timestamp}.`, body);
     // Assess
@@ -46,13 +46,13 @@ describe('signature_test_vectors.json cross-check', () => {
     // Prepare
     const vector = signatureVector('shopware');
     // Act / Assess
-    expect(hexHmac(vector.secret, sharedRaw(vector.body_file))).toBe(vector.value);
+    expect(hexHmac(vector.secret, sampleRaw(vector.body_file))).toBe(vector.value);
   });
 
   it('rejects the vector when a single byte of the body changes', () => {
     // Prepare
     const vector = signatureVector('shopify');
-    const body = Buffer.from(sharedRaw(vector.body_file));
+    const body = Buffer.from(sampleRaw(vector.body_file));
     body[10] = body[10]! ^ 1;
     // Act / Assess
     expectUnauthorized(

@@ -10,8 +10,8 @@ import {
   onlyEvent,
   request,
   SECRET,
-  sharedJson,
-  sharedRaw,
+  sampleJson,
+  sampleRaw,
   signatureVector,
   signedDeliveries,
   sourceOf,
@@ -23,7 +23,7 @@ const PI = 'pi_1PgafyB7WZ01zgkWSjxsAJo3';
 /** A real event: the fixture envelope with `type` and `data.object` set, as the SOURCES note says. */
 function envelope(type: string, object: Record<string, unknown>, id = 'evt_1Pgc76B7WZ01zgkWwyRHS12y') {
   return JSON.stringify({
-    ...sharedJson('stripe/event_envelope_stripe_mock_fixture.json'),
+    ...sampleJson('stripe/event_envelope_stripe_mock_fixture.json'),
     id,
     type,
     data: { object },
@@ -37,7 +37,7 @@ const { context, delivery, handle } = signedDeliveries(stripeAdapter, (body, t: 
 /** The fixture session (unpaid, amounts null) turned into a paid one. */
 function paidSession(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
-    ...sharedJson('stripe/checkout_session_object_stripe_mock_fixture.json'),
+    ...sampleJson('stripe/checkout_session_object_stripe_mock_fixture.json'),
     payment_status: 'paid',
     status: 'complete',
     currency: 'eur',
@@ -56,14 +56,14 @@ function paidSession(overrides: Record<string, unknown> = {}): Record<string, un
 }
 
 function refundObject(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return { ...sharedJson('stripe/refund_object_stripe_mock_fixture.json'), ...overrides };
+  return { ...sampleJson('stripe/refund_object_stripe_mock_fixture.json'), ...overrides };
 }
 
 describe('stripe signature and envelope', () => {
   it('verifies the signature vector and ignores its plan.created event', () => {
     // Prepare
     const vector = signatureVector('stripe');
-    const req = request(sharedRaw(vector.body_file), { 'stripe-signature': vector.value });
+    const req = request(sampleRaw(vector.body_file), { 'stripe-signature': vector.value });
     const now = new Date((vector.timestamp! + 10) * 1000);
     // Act
     const result = stripeAdapter.handle(
@@ -98,7 +98,7 @@ describe('stripe signature and envelope', () => {
 describe('stripe checkout sessions', () => {
   it('ignores the fixture session, which is unpaid (the async event follows)', () => {
     // Prepare
-    const object = sharedJson('stripe/checkout_session_object_stripe_mock_fixture.json');
+    const object = sampleJson('stripe/checkout_session_object_stripe_mock_fixture.json');
     // Act
     const result = handle(envelope('checkout.session.completed', object));
     // Assess
@@ -237,7 +237,7 @@ describe('stripe refunds', () => {
   it('ignores the fixture charge.refunded, which lists no refunds and is not fully refunded', () => {
     // Act
     const result = handle(
-      envelope('charge.refunded', sharedJson('stripe/charge_object_stripe_mock_fixture.json')),
+      envelope('charge.refunded', sampleJson('stripe/charge_object_stripe_mock_fixture.json')),
     );
     // Assess
     expect(result.kind).toBe('ignored');
@@ -246,7 +246,7 @@ describe('stripe refunds', () => {
   it('maps a wholly refunded charge to a full refund', () => {
     // Prepare
     const charge = {
-      ...sharedJson('stripe/charge_object_stripe_mock_fixture.json'),
+      ...sampleJson('stripe/charge_object_stripe_mock_fixture.json'),
       payment_intent: PI,
       refunded: true,
       amount_refunded: 100,
@@ -268,7 +268,7 @@ describe('stripe refunds', () => {
     // Prepare: the shop keys its orders by the order_id on the charge; the refund has none of its
     // own but carries its PaymentIntent, as every real refund does.
     const charge = {
-      ...sharedJson('stripe/charge_object_stripe_mock_fixture.json'),
+      ...sampleJson('stripe/charge_object_stripe_mock_fixture.json'),
       payment_intent: PI,
       metadata: { order_id: 'A-1001' },
       refunded: false,
@@ -289,7 +289,7 @@ describe('stripe refunds', () => {
 
   it('maps a partly refunded charge to one refund per listed refund, with refund.created ids', () => {
     // Prepare
-    const charge = sharedJson('stripe/charge_object_stripe_mock_fixture.json');
+    const charge = sampleJson('stripe/charge_object_stripe_mock_fixture.json');
     const second = refundObject({ id: 're_second', amount: 30, payment_intent: PI });
     const failed = refundObject({ id: 're_failed', amount: 5, status: 'failed' });
     Object.assign(charge, {

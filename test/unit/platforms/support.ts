@@ -10,24 +10,17 @@ import type {
   WebhookRequest,
 } from '../../../shared/platforms/types.ts';
 
-/** The platforms' own samples, in shared/ beside the clone (same relative place in CI). */
-const SHARED_FIXTURES = new URL('../../../../shared/fixtures/platforms/', import.meta.url);
-/** Our variants of them. */
-const LOCAL_FIXTURES = new URL('../../fixtures/platforms/', import.meta.url);
+/** The platforms' own samples and our variants of them (test/fixtures/platforms/SOURCES.md). */
+const SAMPLE_FIXTURES = new URL('../../fixtures/platforms/', import.meta.url);
 
-/** Exact bytes of a shared sample (`shopify/order_2026-07_docs_example.json`). */
-export function sharedRaw(path: string): Buffer {
-  return readFileSync(new URL(path, SHARED_FIXTURES));
-}
-
-/** Exact bytes of a variant under test/fixtures/platforms/. */
-export function localRaw(path: string): Buffer {
-  return readFileSync(new URL(path, LOCAL_FIXTURES));
+/** Exact bytes of a sample (`shopify/order_2026-07_docs_example.json`). */
+export function sampleRaw(path: string): Buffer {
+  return readFileSync(new URL(path, SAMPLE_FIXTURES));
 }
 
 /** A shared sample as a plain object, to derive variants from (re-serialized, then re-signed). */
-export function sharedJson(path: string): Record<string, unknown> {
-  return JSON.parse(sharedRaw(path).toString('utf8')) as Record<string, unknown>;
+export function sampleJson(path: string): Record<string, unknown> {
+  return JSON.parse(sampleRaw(path).toString('utf8')) as Record<string, unknown>;
 }
 
 export interface SignatureVector {
@@ -40,7 +33,7 @@ export interface SignatureVector {
 }
 
 export function signatureVector(platform: string): SignatureVector {
-  const file = JSON.parse(sharedRaw('signature_test_vectors.json').toString('utf8')) as {
+  const file = JSON.parse(sampleRaw('signature_test_vectors.json').toString('utf8')) as {
     vectors: SignatureVector[];
   };
   const vector = file.vectors.find((v) => v.platform === platform);

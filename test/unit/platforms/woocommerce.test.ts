@@ -5,13 +5,12 @@ import {
   base64Hmac,
   contextOf,
   eventsOf,
-  localRaw,
   NOW,
   onlyEvent,
   request,
   SECRET,
-  sharedJson,
-  sharedRaw,
+  sampleJson,
+  sampleRaw,
   signatureVector,
   signedDeliveries,
   sourceOf,
@@ -28,7 +27,7 @@ const { context, delivery, handle } = signedDeliveries(woocommerceAdapter, (body
 
 /** Order 723 of the "List all orders" example: completed, two refunds with negative totals. */
 function refundedOrder(): Record<string, unknown> {
-  const orders = JSON.parse(sharedRaw('woocommerce/orders_list_v3_docs_example.json').toString()) as Array<
+  const orders = JSON.parse(sampleRaw('woocommerce/orders_list_v3_docs_example.json').toString()) as Array<
     Record<string, unknown>
   >;
   return orders.find((o) => o['id'] === 723)!;
@@ -38,7 +37,7 @@ describe('woocommerce orders', () => {
   it('maps the documentation order signed as in signature_test_vectors.json', () => {
     // Prepare
     const vector = signatureVector('woocommerce');
-    const req = request(sharedRaw(vector.body_file), {
+    const req = request(sampleRaw(vector.body_file), {
       'x-wc-webhook-topic': 'order.created',
       'x-wc-webhook-signature': vector.value,
     });
@@ -67,7 +66,7 @@ describe('woocommerce orders', () => {
 
   it('maps a prices-include-tax order with attribution from meta_data', () => {
     // Prepare
-    const raw = localRaw('woocommerce/order_prices_include_tax_attributed.json');
+    const raw = sampleRaw('woocommerce/order_prices_include_tax_attributed.json');
     // Act
     const event = onlyEvent(handle(raw, 'order.created'));
     // Assess. By hand: line totals (net of tax even though prices include it) 84.03 + 16.81 =
@@ -88,7 +87,7 @@ describe('woocommerce orders', () => {
 
   it('subtracts line taxes when the order total shows the line totals were gross', () => {
     // Prepare: a plugin wrote tax-inclusive line totals (100.00 and 20.00) into the same order
-    const order = JSON.parse(localRaw('woocommerce/order_prices_include_tax_attributed.json').toString());
+    const order = JSON.parse(sampleRaw('woocommerce/order_prices_include_tax_attributed.json').toString());
     order.line_items[0].total = '100.00';
     order.line_items[1].total = '20.00';
     // Act
@@ -99,7 +98,7 @@ describe('woocommerce orders', () => {
 
   it('reads JPY amounts without decimals and names a bad one', () => {
     // Prepare
-    const order = sharedJson(ORDER);
+    const order = sampleJson(ORDER);
     order['currency'] = 'JPY';
     order['total'] = '2935';
     const lines = order['line_items'] as Array<Record<string, unknown>>;
@@ -118,9 +117,9 @@ describe('woocommerce orders', () => {
 
   it('reads a tracking id from meta_data and rejects a non-integer one, naming it', () => {
     // Prepare
-    const good = sharedJson(ORDER);
+    const good = sampleJson(ORDER);
     (good['meta_data'] as unknown[]).push({ id: 1, key: 'affiliate_tracking_id', value: '88' });
-    const bad = sharedJson(ORDER);
+    const bad = sampleJson(ORDER);
     (bad['meta_data'] as unknown[]).push({ id: 1, key: 'affiliate_tracking_id', value: '8.8' });
     // Act
     const event = onlyEvent(handle(JSON.stringify(good), 'order.created'));
@@ -132,7 +131,7 @@ describe('woocommerce orders', () => {
 
   it('ignores other topics and rejects a missing topic or a bad signature', () => {
     // Prepare
-    const raw = sharedRaw(ORDER);
+    const raw = sampleRaw(ORDER);
     const noTopic = delivery(raw, 'x');
     delete (noTopic.headers as Record<string, string | undefined>)['x-wc-webhook-topic'];
     const forged = request(raw, { 'x-wc-webhook-topic': 'order.created', 'x-wc-webhook-signature': 'Zm9v' });
@@ -199,7 +198,7 @@ describe('woocommerce order.updated', () => {
   it('maps status refunded to a full refund and status cancelled to a cancellation', () => {
     // Prepare
     const refunded = { ...refundedOrder(), status: 'refunded' };
-    const cancelled = { ...sharedJson(ORDER), status: 'cancelled' };
+    const cancelled = { ...sampleJson(ORDER), status: 'cancelled' };
     // Act
     const full = onlyEvent(handle(JSON.stringify(refunded), 'order.updated'));
     const cancel = onlyEvent(handle(JSON.stringify(cancelled), 'order.updated'));
@@ -220,7 +219,7 @@ describe('woocommerce order.updated', () => {
 
   it('ignores an update without refunds or a terminal status', () => {
     // Act
-    const result = handle(sharedRaw(ORDER), 'order.updated');
+    const result = handle(sampleRaw(ORDER), 'order.updated');
     // Assess
     expect(result).toEqual({
       kind: 'ignored',
@@ -233,7 +232,7 @@ describe('woocommerce refund resource', () => {
   it('ignores the documentation refund, which carries no currency', () => {
     // Act
     const result = handle(
-      sharedRaw('woocommerce/refund_v3_docs_example.json'),
+      sampleRaw('woocommerce/refund_v3_docs_example.json'),
       'action.woocommerce_refund_created',
     );
     // Assess
@@ -243,7 +242,7 @@ describe('woocommerce refund resource', () => {
   it('maps a refund resource with a currency: line totals when listed, else the amount', () => {
     // Prepare
     const [withoutLines, withLines] = JSON.parse(
-      sharedRaw('woocommerce/refunds_list_v3_docs_example.json').toString(),
+      sampleRaw('woocommerce/refunds_list_v3_docs_example.json').toString(),
     ) as Array<Record<string, unknown>>;
     // Act
     const gross = onlyEvent(handle(JSON.stringify({ ...withoutLines, currency: 'usd' }), 'order.updated'));
