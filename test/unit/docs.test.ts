@@ -140,7 +140,7 @@ describe('the docs a newcomer follows', () => {
       .map((p) => {
         const lines = readFileSync(join(root, p), 'utf8').split('\n');
         const firstProse = lines.slice(1).find((l) => l.trim() !== '') ?? '';
-        return { page: p, title: lines[0]?.startsWith('# ') ?? false, forWhom: firstProse.startsWith('**For ') };
+        return { page: p, title: lines[0]?.startsWith('# ') ?? false, forWhom: firstProse.startsWith('**For** ') };
       });
 
     expect(openings.filter((o) => !o.title || !o.forWhom)).toEqual([]);
