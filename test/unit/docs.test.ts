@@ -47,7 +47,9 @@ function checkLink(page: string, target: string): string | undefined {
   if (anchor === undefined) return undefined;
   if (!statSync(file).isFile() || !file.endsWith('.md')) return `${target}: anchor into a non-Markdown file`;
   const anchors = doc(inRepo).anchors;
-  return anchors.has(decodeURIComponent(anchor)) ? undefined : `${target}: no heading #${anchor} in ${inRepo}`;
+  return anchors.has(decodeURIComponent(anchor))
+    ? undefined
+    : `${target}: no heading #${anchor} in ${inRepo}`;
 }
 
 const packageJson = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
@@ -63,7 +65,9 @@ function checkNpm(words: readonly string[]): string | undefined {
   if (first === undefined || !/^[\w:.-]+$/.test(first)) return undefined; // `npm …`
   if (first === 'run') {
     if (second === undefined || !/^[\w:.-]+$/.test(second)) return undefined; // `npm run …`
-    return second in packageJson.scripts ? undefined : `npm run ${second}: no script "${second}" in package.json`;
+    return second in packageJson.scripts
+      ? undefined
+      : `npm run ${second}: no script "${second}" in package.json`;
   }
   if (NPM_SCRIPT_SHORTCUTS.has(first)) {
     return first in packageJson.scripts ? undefined : `npm ${first}: no script "${first}" in package.json`;
@@ -140,7 +144,11 @@ describe('the docs a newcomer follows', () => {
       .map((p) => {
         const lines = readFileSync(join(root, p), 'utf8').split('\n');
         const firstProse = lines.slice(1).find((l) => l.trim() !== '') ?? '';
-        return { page: p, title: lines[0]?.startsWith('# ') ?? false, forWhom: firstProse.startsWith('**For** ') };
+        return {
+          page: p,
+          title: lines[0]?.startsWith('# ') ?? false,
+          forWhom: firstProse.startsWith('**For** '),
+        };
       });
 
     expect(openings.filter((o) => !o.title || !o.forWhom)).toEqual([]);
@@ -178,7 +186,9 @@ describe('the checks themselves', () => {
     expect(githubSlug('The `connector` command line')).toBe('the-connector-command-line');
     expect(githubSlug('Benchmarks (`npm run bench`)')).toBe('benchmarks-npm-run-bench');
     expect(githubSlug('1. Create the secrets')).toBe('1-create-the-secrets');
-    expect(githubSlug('Try it: send a signed sample — and see it')).toBe('try-it-send-a-signed-sample--and-see-it');
+    expect(githubSlug('Try it: send a signed sample — and see it')).toBe(
+      'try-it-send-a-signed-sample--and-see-it',
+    );
     expect(githubSlug('Retries, deadline and timeouts')).toBe('retries-deadline-and-timeouts');
     expect(githubSlug('`retry_after` and [links](x.md)')).toBe('retry_after-and-links');
   });
