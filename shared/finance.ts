@@ -5,7 +5,7 @@ import { splitSecrets } from './config/sources.ts';
 import { ExternalRefundId, OrderRefunded } from './domain/events.ts';
 import { BadInputError } from './errors.ts';
 import type { HttpAnswer } from './ingest.ts';
-import { countedRefunds, type Ledger, ledgerKey, type OrderRecord } from './ledger.ts';
+import { countedRefunds, type Ledger, ledgerKey, type OrderRecord, refundOf } from './ledger.ts';
 import { formatMinor, parseMoney } from './money.ts';
 import type { EventQueue } from './ports.ts';
 import { deduplicationId, messageGroupId } from './queueing.ts';
@@ -150,7 +150,7 @@ export async function submitFinanceRefund(
     if (amount <= 0) return bad('amount', 'must be greater than zero');
   }
 
-  const overRefund = amount === undefined ? undefined : overRefundMessage(record, amount);
+  const overRefund = amount === undefined ? undefined : overRefundMessage(record, request.refundId, amount);
   if (overRefund) return bad('amount', overRefund);
 
   const now = deps.now();
@@ -205,10 +205,16 @@ export function remainingOf(record: OrderRecord | undefined): number | undefined
 
 /**
  * The reason to refuse a partial refund of `amount` (minor units) that is larger than what remains:
- * the worker would refuse the whole conversion, which cannot be undone. Undefined when it fits or the
- * ledger cannot tell (the worker then decides). Shared by `POST /refunds` and `connector refund`.
+ * the worker would refuse the whole conversion, which cannot be undone. Undefined when it fits, when
+ * `refundId` is already recorded (a resend counts once), or when the ledger cannot tell (the worker
+ * then decides). Shared by `POST /refunds` and `connector refund`.
  */
-export function overRefundMessage(record: OrderRecord | undefined, amount: number): string | undefined {
+export function overRefundMessage(
+  record: OrderRecord | undefined,
+  refundId: string,
+  amount: number,
+): string | undefined {
+  if (record && refundOf(record, refundId)) return undefined;
   const remaining = remainingOf(record);
   if (remaining === undefined || amount <= remaining) return undefined;
   const currency = record?.currency;

@@ -376,7 +376,7 @@ async function checkRemaining(
       return { issues, note: unchecked(`the ledger could not be read: ${explain(error)}`) };
     }
     const amount = minorOf(request, record?.currency);
-    const message = amount === undefined ? undefined : overRefundMessage(record, amount);
+    const message = amount === undefined ? undefined : overRefundMessage(record, request.refundId, amount);
     if (message) {
       issues.push({
         line: row.line,

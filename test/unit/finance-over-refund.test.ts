@@ -116,6 +116,15 @@ describe('POST /refunds: a partial refund larger than what remains', () => {
     expect(full.queue.sent).toMatchObject([{ full: true }]);
   });
 
+  it('queues a resend of a refund id already recorded, which counts once', async () => {
+    // Prepare
+    const ledger = await ledgerWithOrder();
+    // Act: r1 (EUR 500.00) again, more than the EUR 43.90 left, but already counted
+    const { answer } = await submit(ledger, { refundId: 'r1', amount: '500.00' });
+    // Assess
+    expect(answer.status).toBe(202);
+  });
+
   it('leaves alone what the ledger cannot judge: an unknown order, an amount-less import, a refused conversion', async () => {
     // Prepare
     const unknown = new MemoryLedger();
