@@ -182,6 +182,7 @@ export async function submitFinanceRefund(
         externalId: event.externalId,
         refundId: event.refundId,
         amount: amount ?? null,
+        currency: currency ?? null,
         full: event.full,
       },
     };

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { BadInputError } from '../errors.ts';
 import { FinanceRefundRequest, overRefundMessage } from '../finance.ts';
 import { ledgerKey, type OrderRecord } from '../ledger.ts';
-import { parseMoney } from '../money.ts';
+import { formatMinor, parseMoney } from '../money.ts';
 import { CliContext, missingMessage, settingOptions } from './context.ts';
 import { parseCsv } from './csv.ts';
 import { CliError, type CliIo, cell, explain, writeLine } from './io.ts';
@@ -459,7 +459,11 @@ async function postRefund(url: string, key: string, request: FinanceRefundReques
     const body = await readJson(response);
     if (response.status === 202 || response.ok) {
       const id = typeof body['messageId'] === 'string' ? `  message ${body['messageId']}` : '';
-      return { ok: true, text: `${response.status} ${String(body['status'] ?? 'ok')}${id}` };
+      const amount = queuedAmount(body);
+      return {
+        ok: true,
+        text: `${response.status} ${String(body['status'] ?? 'ok')}${id}${amount ? `  ${amount}` : ''}`,
+      };
     }
     if (RETRYABLE.has(response.status) && attempt < ATTEMPTS) {
       const after = Number(response.headers.get('retry-after'));
@@ -479,6 +483,14 @@ async function postRefund(url: string, key: string, request: FinanceRefundReques
     }
     return { ok: false, text };
   }
+}
+
+/** The queued amount of a 202 answer as a person reads it (`USD 10.00`, `full refund`), if it says. */
+function queuedAmount(body: Record<string, unknown>): string | undefined {
+  if (body['full'] === true) return 'full refund';
+  const amount = body['amount'];
+  const currency = typeof body['currency'] === 'string' ? body['currency'] : undefined;
+  return Number.isSafeInteger(amount) ? formatMinor(amount as number, currency) : undefined;
 }
 
 async function readJson(response: Response): Promise<Record<string, unknown>> {

@@ -51,6 +51,11 @@ async function orderWith4390Left(orderId: string): Promise<void> {
     '543.10',
   );
   expect(refunded.code, refunded.stderr).toBe(0);
+  expect(refunded.stdout).toMatch(
+    new RegExp(
+      `order ${orderId} {2}refund RF-${orderId}-1 {2}→ 202 queued {2}message \\S+ {2}USD 543\\.10\n`,
+    ),
+  );
   await stack.waitForIdle();
   expect(conversionOf(orderId)?.amount).toBe(4_390);
 }
