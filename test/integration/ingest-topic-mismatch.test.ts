@@ -1,7 +1,7 @@
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
-import { post, sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
+import { genericWebhook, post, sampleFixture, shopifyWebhook, stripeWebhook } from '../support/webhooks.ts';
 
 const CLICK = 'a1b2c3d4e5f60718293a4b5c';
 const IP = '203.0.113.7';
@@ -68,5 +68,35 @@ describe('POST /webhooks/{source}: a body signed for one topic, sent under anoth
     expect(conversions).toHaveLength(1);
     expect(conversions[0]?.status).not.toBe('refused');
     expect((await stack.ledger.get(`${stack.sources.get('shopify')?.program}#880001`))?.state).toBe('added');
+  });
+
+  it('answers 400 for a Stripe refund.created carrying a charge and a generic refund sent as cancel, queueing nothing', async () => {
+    // Prepare: no pollers, so a queued message would stay in the count
+    await stack.stopPolling();
+    const charge = {
+      ...JSON.parse(sampleFixture('stripe/charge_object_stripe_mock_fixture.json')),
+      payment_intent: 'pi_1',
+    };
+    const stripe = JSON.stringify({
+      id: 'evt_mismatch',
+      object: 'event',
+      type: 'refund.created',
+      data: { object: charge },
+    });
+    const generic = JSON.stringify({ ...JSON.parse(sampleFixture('generic/refund.json')), type: 'cancel' });
+    const before = await queued();
+    // Act
+    const fromStripe = await post(
+      `${stack.url}/webhooks/stripe`,
+      stripeWebhook(stripe, stack.secrets['STRIPE_WEBHOOK_SECRET'] ?? ''),
+    );
+    const fromGeneric = await post(
+      `${stack.url}/webhooks/generic`,
+      genericWebhook(generic, stack.secrets['GENERIC_WEBHOOK_SECRET'] ?? ''),
+    );
+    // Assess
+    expect(fromStripe).toMatchObject({ status: 400, json: { field: 'data.object.object' } });
+    expect(fromGeneric).toMatchObject({ status: 400, json: { field: 'refundId' } });
+    expect(await queued()).toBe(before);
   });
 });
