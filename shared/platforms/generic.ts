@@ -42,7 +42,6 @@ const OrderBody = z.looseObject({
   type: z.literal('order'),
   ...common,
   refundId: REFUND_ONLY,
-  full: REFUND_ONLY,
   amount: Amount,
   currency: CurrencyCode,
   orderDate: z.string().optional(),
