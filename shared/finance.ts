@@ -5,8 +5,8 @@ import { splitSecrets } from './config/sources.ts';
 import { ExternalRefundId, OrderRefunded } from './domain/events.ts';
 import { BadInputError } from './errors.ts';
 import type { HttpAnswer } from './ingest.ts';
-import { type Ledger, ledgerKey, type OrderRecord } from './ledger.ts';
-import { parseMoney } from './money.ts';
+import { countedRefunds, type Ledger, ledgerKey, type OrderRecord, refundOf } from './ledger.ts';
+import { formatMinor, parseMoney } from './money.ts';
 import type { EventQueue } from './ports.ts';
 import { deduplicationId, messageGroupId } from './queueing.ts';
 import type { SecretStore } from './secrets.ts';
@@ -150,6 +150,9 @@ export async function submitFinanceRefund(
     if (amount <= 0) return bad('amount', 'must be greater than zero');
   }
 
+  const overRefund = amount === undefined ? undefined : overRefundMessage(record, request.refundId, amount);
+  if (overRefund) return bad('amount', overRefund);
+
   const now = deps.now();
   const event = OrderRefunded.parse({
     type: 'OrderRefunded',
@@ -179,12 +182,48 @@ export async function submitFinanceRefund(
         externalId: event.externalId,
         refundId: event.refundId,
         amount: amount ?? null,
+        currency: currency ?? null,
         full: event.full,
       },
     };
   } catch {
     return unavailable('queue unavailable, retry later');
   }
+}
+
+/** Ledger states whose `originalAmount` is the conversion's (added, being added, or to be replayed). */
+const HAS_AMOUNT = new Set<OrderRecord['state']>(['adding', 'added', 'failed']);
+
+/**
+ * What partial refunds may still take from an order's conversion: its amount less every counted
+ * refund (applied or pending), as the worker computes it. Undefined when the ledger cannot tell: no
+ * record, an amount-less import, or no conversion to lower (skipped, refused).
+ */
+export function remainingOf(record: OrderRecord | undefined): number | undefined {
+  if (!record || !HAS_AMOUNT.has(record.state) || record.amountUnknown) return undefined;
+  return record.originalAmount - countedRefunds(record).reduce((sum, r) => sum + r.amount, 0);
+}
+
+/**
+ * The reason to refuse a partial refund of `amount` (minor units) that is larger than what remains:
+ * the worker would refuse the whole conversion, which cannot be undone. Undefined when it fits, when
+ * `refundId` is already recorded (a resend counts once), or when the ledger cannot tell (the worker
+ * then decides). Shared by `POST /refunds` and `connector refund`.
+ */
+export function overRefundMessage(
+  record: OrderRecord | undefined,
+  refundId: string,
+  amount: number,
+): string | undefined {
+  if (record && refundOf(record, refundId)) return undefined;
+  const remaining = remainingOf(record);
+  if (remaining === undefined || amount <= remaining) return undefined;
+  const currency = record?.currency;
+  return (
+    `${formatMinor(amount, currency)} is more than is left of order ${record?.externalId}: ` +
+    `${formatMinor(Math.max(remaining, 0), currency)} remains. A partial refund past it would refuse the ` +
+    'conversion; to refund the whole order, send a full refund (full: true, or --full) instead'
+  );
 }
 
 /**

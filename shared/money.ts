@@ -105,6 +105,21 @@ export function formatMoney(minor: number, currency: string): string {
 }
 
 /**
+ * Money as a person reads it, in every message meant for one (answers, CLI output, DLQ reasons):
+ * the currency code, then the amount in its decimals: `formatMinor(95610, 'EUR')` is
+ * `"EUR 956.10"`, never `95610`. Without a currency the decimals are unknown, and it says so.
+ *
+ * @throws RangeError when `minor` is not a safe integer
+ */
+export function formatMinor(minor: number, currency: string | undefined): string {
+  if (!currency) {
+    if (!Number.isSafeInteger(minor)) throw new RangeError('minor must be a safe integer of minor units');
+    return `${minor} minor units (currency unknown)`;
+  }
+  return `${currency} ${formatMoney(minor, currency)}`;
+}
+
+/**
  * Adds amounts of minor units exactly. `field` is the dotted payload path the amounts come from,
  * reported when the payload's values add up past what an amount can be.
  *

@@ -1,6 +1,6 @@
 import type { Conversion } from '../affiliate/schemas.ts';
 import type { OrderRecord } from '../ledger.ts';
-import { formatMoney } from '../money.ts';
+import { formatMinor } from '../money.ts';
 
 /**
  * How an order's ledger record and its conversion on the platform disagree, for `status` and
@@ -24,10 +24,11 @@ export interface Difference {
 /** Ledger states that mean "a conversion exists on the platform". */
 const ON_PLATFORM = new Set(['added', 'refused']);
 
+/** An amount for a person (`EUR 49.90`), `-` when there is none. */
 export function money(amount: number | undefined, currency: string | undefined): string {
   if (amount === undefined) return '-';
-  if (!currency || !Number.isSafeInteger(amount)) return String(amount);
-  return `${formatMoney(amount, currency)} ${currency}`;
+  if (!Number.isSafeInteger(amount)) return String(amount);
+  return formatMinor(amount, currency);
 }
 
 /**

@@ -1,8 +1,9 @@
 import type { Command } from 'commander';
 import { BadInputError } from '../errors.ts';
-import { FinanceRefundRequest } from '../finance.ts';
-import { parseMoney } from '../money.ts';
-import { CliContext, settingOptions } from './context.ts';
+import { FinanceRefundRequest, overRefundMessage } from '../finance.ts';
+import { ledgerKey, type OrderRecord } from '../ledger.ts';
+import { formatMinor, parseMoney } from '../money.ts';
+import { CliContext, missingMessage, settingOptions } from './context.ts';
 import { parseCsv } from './csv.ts';
 import { CliError, type CliIo, cell, explain, writeLine } from './io.ts';
 import { rowProgress } from './progress.ts';
@@ -206,6 +207,9 @@ CSV header: ${CSV_COLUMNS.join(',')}
   amount is a decimal in the order's currency ("12.50"); leave it empty with full=true for a full
   refund. The whole file is validated first: with any bad row, every problem is listed (line and
   field) and nothing is sent. A refund id counts once, so sending a file twice is harmless.
+A partial refund larger than what is left of its order is refused before anything is sent (it
+would refuse the conversion): give --full to refund the whole order. This is checked against the
+ledger (--ledger-table, LEDGER_TABLE or .local-stack.json) when it can be read, else by the connector.
 The key: --api-key, FINANCE_API_KEY, .local-stack.json, else the first key of the Secrets Manager
 secret FINANCE_API_KEY_SECRET names (the stack's financeApiKeySecret).
 Exit codes: 0 all queued, 1 some row failed, 2 invalid input or missing setting.`;
@@ -232,7 +236,7 @@ export function registerRefund(program: Command, io: CliIo): void {
     .option('--currency <code>', "the order's currency (ISO 4217), checked against the ledger")
     .option('--csv <file>', 'many refunds from a CSV file (see below)')
     .option('--dry-run', 'validate and print what would be sent; send nothing');
-  settingOptions(command, ['connectorUrl', 'financeApiKey']);
+  settingOptions(command, ['connectorUrl', 'financeApiKey', 'ledgerTable', 'dynamoEndpoint', 'region']);
   command.addHelpText('after', EXAMPLES).action(async (options: RefundOptions) => {
     const ctx = new CliContext(io, options);
     try {
@@ -258,6 +262,16 @@ async function refund(ctx: CliContext, options: RefundOptions): Promise<void> {
   } else {
     rows = [{ request: requestFromFlags(io, options) }];
   }
+
+  const checked = await checkRemaining(ctx, rows);
+  if (checked.issues.length > 0) {
+    reportIssues(
+      io,
+      checked.issues,
+      options.csv === undefined ? 'nothing sent' : `${options.csv}: nothing sent`,
+    );
+  }
+  if (checked.note) writeLine(io.stderr, checked.note);
 
   if (options.dryRun) {
     for (const row of rows)
@@ -325,6 +339,68 @@ function requestFromFlags(io: CliIo, options: RefundOptions): FinanceRefundReque
   return result.request as FinanceRefundRequest;
 }
 
+/**
+ * A partial refund larger than what is left of its order would refuse the whole conversion, which
+ * cannot be undone: each one is checked against the ledger before anything is sent (dry run too),
+ * with the rule `POST /refunds` applies. When the ledger cannot be read from here, the rows are not
+ * held back (the connector checks them on arrival) and `note` says why.
+ */
+async function checkRemaining(
+  ctx: CliContext,
+  rows: readonly RefundRow[],
+): Promise<{ issues: RefundIssue[]; note?: string }> {
+  const partial = rows.filter((r) => r.request.full !== true);
+  if (partial.length === 0) return { issues: [] };
+  const unchecked = (why: string) =>
+    `amounts not checked against the ledger (${why}); the connector checks them when they arrive`;
+  if (ctx.get('ledgerTable') === undefined)
+    return { issues: [], note: unchecked(missingMessage('ledgerTable')) };
+  const issues: RefundIssue[] = [];
+  const ledger = ctx.ledger();
+  for (const row of partial) {
+    const { request } = row;
+    let programs: string[];
+    try {
+      programs = ctx.programs(undefined, request.source);
+    } catch (error) {
+      if (error instanceof CliError) return { issues, note: unchecked(error.message) };
+      throw error;
+    }
+    let record: OrderRecord | undefined;
+    try {
+      for (const program of programs) {
+        record = await ledger.get(ledgerKey(program, request.externalId));
+        if (record) break;
+      }
+    } catch (error) {
+      return { issues, note: unchecked(`the ledger could not be read: ${explain(error)}`) };
+    }
+    const amount = minorOf(request, record?.currency);
+    const message = amount === undefined ? undefined : overRefundMessage(record, request.refundId, amount);
+    if (message) {
+      issues.push({
+        line: row.line,
+        field: request.amountCents === undefined ? 'amount' : 'amountCents',
+        message,
+      });
+    }
+  }
+  return { issues };
+}
+
+/** The refund's amount in minor units, when it can be read in the order's currency. */
+function minorOf(request: FinanceRefundRequest, currency: string | undefined): number | undefined {
+  if (request.amountCents !== undefined) return request.amountCents;
+  if (request.amount === undefined || currency === undefined) return undefined;
+  try {
+    return parseMoney(request.amount, currency);
+  } catch (error) {
+    // The server names the amount's problem in this currency; here only the remainder is judged.
+    if (error instanceof BadInputError) return undefined;
+    throw error;
+  }
+}
+
 function reportIssues(io: CliIo, issues: readonly RefundIssue[], closing: string): never {
   for (const issue of issues) {
     const field = issue.line === undefined ? flagOf(issue.field) : issue.field;
@@ -383,7 +459,11 @@ async function postRefund(url: string, key: string, request: FinanceRefundReques
     const body = await readJson(response);
     if (response.status === 202 || response.ok) {
       const id = typeof body['messageId'] === 'string' ? `  message ${body['messageId']}` : '';
-      return { ok: true, text: `${response.status} ${String(body['status'] ?? 'ok')}${id}` };
+      const amount = queuedAmount(body);
+      return {
+        ok: true,
+        text: `${response.status} ${String(body['status'] ?? 'ok')}${id}${amount ? `  ${amount}` : ''}`,
+      };
     }
     if (RETRYABLE.has(response.status) && attempt < ATTEMPTS) {
       const after = Number(response.headers.get('retry-after'));
@@ -403,6 +483,14 @@ async function postRefund(url: string, key: string, request: FinanceRefundReques
     }
     return { ok: false, text };
   }
+}
+
+/** The queued amount of a 202 answer as a person reads it (`USD 10.00`, `full refund`), if it says. */
+function queuedAmount(body: Record<string, unknown>): string | undefined {
+  if (body['full'] === true) return 'full refund';
+  const amount = body['amount'];
+  const currency = typeof body['currency'] === 'string' ? body['currency'] : undefined;
+  return Number.isSafeInteger(amount) ? formatMinor(amount as number, currency) : undefined;
 }
 
 async function readJson(response: Response): Promise<Record<string, unknown>> {

@@ -102,13 +102,12 @@ export class LegacyBackend implements ConversionBackend {
   async updateAmount(
     _program: string,
     id: string,
-    amount: number,
-    _reason: string,
+    _amount: number,
+    reason: string,
     _call?: CallOptions,
   ): Promise<void> {
-    throw new PermanentError(
-      `${LEGACY_NO_AMOUNT_UPDATE} (conversion ${id}, wanted amount ${amount} minor units)`,
-    );
+    // The reason states the wanted amount in the currency's decimals; the amount alone has no currency.
+    throw new PermanentError(`${LEGACY_NO_AMOUNT_UPDATE} (conversion ${id}; ${reason})`);
   }
 
   async refuse(program: string, id: string, reason: string, call?: CallOptions): Promise<void> {

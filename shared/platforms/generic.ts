@@ -3,7 +3,16 @@ import { type ConnectorEventInput, ExternalRefundId } from '../domain/events.ts'
 import { BadInputError } from '../errors.ts';
 import { parseJsonBody } from '../json.ts';
 import { extractAttribution, nameValueEntries } from './attribution.ts';
-import { bodySha256, CurrencyCode, checkEvents, IdString, money, parsePayload, unique } from './mapping.ts';
+import {
+  absentField,
+  bodySha256,
+  CurrencyCode,
+  checkEvents,
+  IdString,
+  money,
+  parsePayload,
+  unique,
+} from './mapping.ts';
 import { verifyGenericSignature } from './signature.ts';
 import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } from './types.ts';
 
@@ -22,9 +31,17 @@ const common = {
   orderId: IdString,
 };
 
+/**
+ * `type` is signed with the body, but a module that sets the wrong one (a partial refund sent as
+ * `cancel`) would refuse the whole conversion: a field of another type is a 400 naming it.
+ */
+const REFUND_ONLY = absentField('a refund field: send it with type "refund"');
+const NO_AMOUNT = absentField('a cancellation has no amount: send a refund with type "refund"');
+
 const OrderBody = z.looseObject({
   type: z.literal('order'),
   ...common,
+  refundId: REFUND_ONLY,
   amount: Amount,
   currency: CurrencyCode,
   orderDate: z.string().optional(),
@@ -53,6 +70,9 @@ const RefundBody = z.looseObject({
 const CancelBody = z.looseObject({
   type: z.literal('cancel'),
   ...common,
+  refundId: REFUND_ONLY,
+  full: REFUND_ONLY,
+  amount: NO_AMOUNT,
   reason: z.string().max(500).optional(),
 });
 

@@ -10,9 +10,14 @@ import { type ParseMoneyOptions, parseMoney } from '../money.ts';
  */
 
 /** Ids arrive as numbers (safe ones), or as strings (big ones, via `parseJsonBody`): always strings out. */
-export const IdString = z
-  .union([z.string().trim().min(1), z.number().int().nonnegative()])
-  .transform((v) => (typeof v === 'number' ? v.toString() : v));
+export const IdString = idString();
+
+/** `IdString` with its own zod `error` (a `topicMark`). */
+export function idString(params?: { error: ReturnType<typeof topicMark> }) {
+  return z
+    .union([z.string().trim().min(1), z.number().int().nonnegative()], params)
+    .transform((v) => (typeof v === 'number' ? v.toString() : v));
+}
 
 /**
  * A money value as the payload writes it: a decimal string (the rule), or a JSON number (Shopify's
@@ -43,6 +48,26 @@ export const CurrencyCode = z
   .string()
   .regex(/^[A-Za-z]{3}$/, 'must be an ISO 4217 currency code')
   .transform((v) => v.toUpperCase());
+
+/**
+ * A field that the payload of this topic never carries but another topic's does (null counts as
+ * absent). Shop platforms sign the body, not the topic header, so a body signed for one topic can
+ * be resent under another: `why` says whose field it is, and the 400 names it.
+ */
+export function absentField(why: string) {
+  return z.null({ error: why }).optional();
+}
+
+/**
+ * The zod `error` of a field only this topic's payload carries: its absence (or null) is reported as
+ * `required: <why>` (see `absentField`); any other issue keeps zod's own message.
+ */
+export function topicMark(why: string) {
+  return (issue: { input: unknown }) =>
+    issue.input === undefined || issue.input === null
+      ? `required: ${why}; this body was not sent for this topic`
+      : undefined;
+}
 
 /**
  * Parses the part of a payload an adapter reads.

@@ -5,17 +5,20 @@ import { parseJsonBody } from '../json.ts';
 import { multiplyMinor, prorateMinor, sumMinor } from '../money.ts';
 import { extractAttribution, nameValueEntries, urlQueryEntries } from './attribution.ts';
 import {
+  absentField,
   bodySha256,
   CurrencyCode,
   checkEvents,
   firstIp,
   header,
   IdString,
+  idString,
   isoDate,
   MoneyText,
   money,
   parsePayload,
   requiredHeader,
+  topicMark,
   unique,
 } from './mapping.ts';
 import { verifyBase64HmacHeader } from './signature.ts';
@@ -49,8 +52,13 @@ const LineItem = z.looseObject({
 });
 type LineItem = z.infer<typeof LineItem>;
 
+/** What tells a refund apart from an order: an order is never "of" an order. */
+const NOT_A_REFUND = absentField("a refund's field, not an order's: this body was not sent for this topic");
+
 const Order = z.looseObject({
   id: IdString,
+  order_id: NOT_A_REFUND,
+  cancelled_at: absentField('set: a cancelled order, not a new one; this body was not sent for this topic'),
   currency: CurrencyCode,
   taxes_included: z.boolean().nullish(),
   subtotal_price: MoneyText.nullish(),
@@ -69,7 +77,12 @@ const Order = z.looseObject({
 });
 type Order = z.infer<typeof Order>;
 
-const CancelledOrder = z.looseObject({ id: IdString, cancel_reason: z.string().nullish() });
+const CancelledOrder = z.looseObject({
+  id: IdString,
+  order_id: NOT_A_REFUND,
+  cancelled_at: z.string({ error: topicMark('an orders/cancelled payload has cancelled_at') }).min(1),
+  cancel_reason: z.string().nullish(),
+});
 
 const RefundLineItem = z.looseObject({
   quantity: z.number().int().nonnegative(),
@@ -83,9 +96,11 @@ type RefundLineItem = z.infer<typeof RefundLineItem>;
 
 const Refund = z.looseObject({
   id: IdString,
-  order_id: IdString,
+  order_id: idString({ error: topicMark('a refund has the order_id of its order') }),
   note: z.string().nullish(),
-  refund_line_items: z.array(RefundLineItem).nullish(),
+  refund_line_items: z.array(RefundLineItem, {
+    error: topicMark('a refunds/create payload lists its refund_line_items (empty for shipping only)'),
+  }),
   transactions: z
     .array(
       z.looseObject({
@@ -269,7 +284,7 @@ function presentmentTotals(
  * tax-exclusive shops and, for tax-inclusive ones, errs by the refunded lines' tax.
  */
 export function shopifyRefundAmount(refund: Refund): { amount: number; currency: string } | undefined {
-  const lines = refund.refund_line_items ?? [];
+  const lines = refund.refund_line_items;
   if (lines.length === 0) return undefined;
   const currency = refundCurrency(refund, lines);
   const parts = lines.map((l, i) => refundLine(l, currency, `refund_line_items.${i}`));
@@ -334,6 +349,9 @@ const ORDER_TOPICS = new Set(['orders/create', 'orders/paid']);
  * `x-shopify-event-id` (else `x-shopify-webhook-id`, else a hash of the body). Topics: the
  * configured order topic (`orders/create` by default, or `orders/paid`) → OrderPlaced,
  * `refunds/create` → OrderRefunded, `orders/cancelled` → OrderCancelled; everything else is ignored.
+ * The HMAC covers the body, not the topic header, so each topic's schema asks for what only its own
+ * payload has (an order: no `order_id`, no `cancelled_at`; a cancellation: `cancelled_at`; a refund:
+ * `order_id` and `refund_line_items`): signed bytes resent under another topic are a 400.
  */
 export const shopifyAdapter: PlatformAdapter = {
   platform: 'shopify',

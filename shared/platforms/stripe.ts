@@ -247,6 +247,28 @@ function chargeRefunded(object: unknown, eventId: string, context: AdapterContex
   return { kind: 'events', events: checkEvents(events) };
 }
 
+/**
+ * The Stripe object each handled event type carries (`data.object.object`). The adapter reads only
+ * the fields it needs, and a charge has every field a refund is read by: without this check a
+ * charge sent as `refund.created` would refund the whole charge.
+ */
+const OBJECT_OF: Readonly<Record<string, string>> = {
+  'checkout.session.completed': 'checkout.session',
+  'checkout.session.async_payment_succeeded': 'checkout.session',
+  'refund.created': 'refund',
+  'charge.refunded': 'charge',
+};
+
+/** @throws BadInputError naming `data.object.object` when the object is not the one `type` carries */
+function checkObjectType(type: string, object: Readonly<Record<string, unknown>>): void {
+  const expected = OBJECT_OF[type];
+  if (expected === undefined || object['object'] === expected) return;
+  const actual = typeof object['object'] === 'string' ? object['object'].slice(0, 40) : 'missing';
+  throw new BadInputError(`data.object.object: a ${type} event carries a ${expected}, this one a ${actual}`, {
+    field: 'data.object.object',
+  });
+}
+
 /** Checkout payment states that mean the money is there (or none was due). */
 const PAID = new Set(['paid', 'no_payment_required']);
 
@@ -255,7 +277,8 @@ const PAID = new Set(['paid', 'no_payment_required']);
  * the event id (suffixed with the refund id when one charge.refunded yields several events).
  * `checkout.session.completed` (when paid) and `checkout.session.async_payment_succeeded` →
  * OrderPlaced; `refund.created` → OrderRefunded; `charge.refunded` → a full OrderRefunded when the
- * charge is wholly refunded, else one per listed refund (their ids match refund.created's).
+ * charge is wholly refunded, else one per listed refund (their ids match refund.created's). The
+ * object must be the one the type carries (`OBJECT_OF`).
  */
 export const stripeAdapter: PlatformAdapter = {
   platform: 'stripe',
@@ -266,6 +289,7 @@ export const stripeAdapter: PlatformAdapter = {
     });
     const envelope = parsePayload(Envelope, parseJsonBody(request.rawBody));
     const object = envelope.data.object;
+    checkObjectType(envelope.type, object);
     switch (envelope.type) {
       case 'checkout.session.completed': {
         if (object['mode'] === 'setup')

@@ -235,6 +235,15 @@ function refundBodyOf(rawBody: Buffer): unknown {
   }
 }
 
+/**
+ * Statuses of an order that is no sale. The topic header is not signed, so an `order.updated`
+ * body can arrive as `order.created`; WooCommerce also builds a payload when it sends it (often
+ * from a queue), so a genuine `order.created` may already show a later status. Either way the body
+ * is the order's state, and such an order is ignored (200: WooCommerce does not retry, and counts
+ * failures towards disabling the webhook) rather than placed.
+ */
+const NOT_A_SALE = new Set(['cancelled', 'refunded', 'failed', 'trash']);
+
 /** The unsigned form-encoded handshake WooCommerce posts when a webhook is saved. */
 function isPing(rawBody: Buffer): boolean {
   return rawBody.length < 64 && /^webhook_id=[0-9]+$/.test(rawBody.toString('latin1').trim());
@@ -243,7 +252,7 @@ function isPing(rawBody: Buffer): boolean {
 /**
  * WooCommerce: `x-wc-webhook-signature` (base64 HMAC-SHA256 of the raw body). The creation ping
  * (`webhook_id=<n>`, unsigned) is answered before any signature check. Topics: `order.created` →
- * OrderPlaced; `order.updated` → OrderCancelled (status `cancelled`), a full OrderRefunded (status
+ * OrderPlaced unless the body's status is no sale (`NOT_A_SALE`); `order.updated` → OrderCancelled (status `cancelled`), a full OrderRefunded (status
  * `refunded`) or one OrderRefunded per `refunds[]` entry. A refund resource body (told apart by
  * `amount` + `refunded_by` and no `status`), on any topic, → OrderRefunded. Other topics are
  * ignored. Dedup key: `<topic>:<order id>:<date_modified_gmt>` (the delivery id changes on every
@@ -271,6 +280,12 @@ export const woocommerceAdapter: PlatformAdapter = {
     if (topic === 'order.updated') return updated(order, eventId, context);
     if (order.status === 'checkout-draft') {
       return { kind: 'ignored', reason: 'order is a checkout draft, not a placed order' };
+    }
+    if (NOT_A_SALE.has(order.status)) {
+      return {
+        kind: 'ignored',
+        reason: `order.created body with status ${order.status}: not a sale (an order.updated body, or an order changed before the webhook went out)`,
+      };
     }
     return { kind: 'events', events: checkEvents([placed(order, eventId, context)]) };
   },

@@ -16,6 +16,7 @@ import {
   recordRefund,
   refundOf,
 } from '../ledger.ts';
+import { formatMinor } from '../money.ts';
 import { decideAttribution, toApiDate } from './attribution.ts';
 import type { CallOptions, ConversionBackend } from './backend.ts';
 
@@ -448,7 +449,8 @@ async function applyRefunds(
     refund.status = 'applied';
     refund.appliedAt = at;
     refund.resultingAmount = resultingAmount;
-    if (target < 0) refund.outcome = `refunds exceed the conversion amount by ${-target}: conversion refused`;
+    if (target < 0)
+      refund.outcome = `refunds exceed the conversion amount by ${formatMinor(-target, record.currency)}: conversion refused`;
   }
   record.currentAmount = resultingAmount;
   if (refuse) record.state = 'refused';
@@ -491,5 +493,8 @@ function refundReason(event: OrderRefunded, refuse: boolean, target: number): st
         : `refunds reached the order amount${why}`
     ).slice(0, 250);
   }
-  return `partial refund ${event.refundId}: amount now ${target}${why}`.slice(0, 250);
+  return `partial refund ${event.refundId}: amount now ${formatMinor(target, event.currency)}${why}`.slice(
+    0,
+    250,
+  );
 }

@@ -154,7 +154,7 @@ describe('the CLI against AWS (settings from the environment, secrets in Secrets
     // Assess
     expect(refunded.code, refunded.stdout + refunded.stderr).toBe(0);
     expect(status.code, status.stdout + status.stderr).toBe(0);
-    expect(status.stdout).toMatch(/amount\s+500\.00 USD\s+500\.00 USD/);
+    expect(status.stdout).toMatch(/amount\s+USD 500\.00\s+USD 500\.00/);
     expect(status.stdout).toContain('ledger and platform agree');
   });
 

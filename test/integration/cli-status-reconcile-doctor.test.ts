@@ -36,7 +36,7 @@ describe('connector status', () => {
     // Assess
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toMatch(/state\s+added\s+pending/);
-    expect(shown.stdout).toMatch(/amount\s+49\.90 EUR\s+49\.90 EUR/);
+    expect(shown.stdout).toMatch(/amount\s+EUR 49\.90\s+EUR 49\.90/);
     expect(shown.stdout).toContain('✓ ledger and platform agree');
   });
 
@@ -80,8 +80,8 @@ describe('connector reconcile', () => {
     const json = await cli('reconcile', '--from', startedAt, '--json');
     // Assess
     expect(table.code).toBe(1);
-    expect(table.stdout).toMatch(/missing\s+9002 .*added 49\.90 EUR/);
-    expect(table.stdout).toMatch(/amount_mismatch\s+9003 .*ledger 49\.90 EUR, platform 12\.34 EUR/);
+    expect(table.stdout).toMatch(/missing\s+9002 .*added EUR 49\.90/);
+    expect(table.stdout).toMatch(/amount_mismatch\s+9003 .*ledger EUR 49\.90, platform EUR 12\.34/);
     expect(table.stdout).toContain('✗ 2 differences');
     expect(csv.code).toBe(1);
     expect(csv.stdout.split('\n')).toEqual(

@@ -73,7 +73,7 @@ describe('compareOrder', () => {
     // Act
     const [difference] = compareOrder(PROGRAM, '1001', record(), [conversion({ amount: 3999 })]);
     // Assess
-    expect(difference?.detail).toBe('ledger 40.00 EUR, platform 39.99 EUR');
+    expect(difference?.detail).toBe('ledger EUR 40.00, platform EUR 39.99');
   });
 });
 

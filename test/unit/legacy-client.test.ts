@@ -281,11 +281,14 @@ describe('LegacyBackend limits', () => {
 
   it('refuses an amount update with a reason an operator can act on', async () => {
     const error = await backend()
-      .updateAmount(PROGRAM, 'c1', 500, 'partial refund')
+      .updateAmount(PROGRAM, 'c1', 500, 'partial refund RF-1: amount now EUR 5.00')
       .catch((e: unknown) => e);
 
     expect(error).toBeInstanceOf(PermanentError);
     expect(error).not.toBeInstanceOf(BadInputError);
     expect((error as Error).message).toContain(LEGACY_NO_AMOUNT_UPDATE);
+    // The amount as a person reads it (the worker's reason), never minor units.
+    expect((error as Error).message).toContain('amount now EUR 5.00');
+    expect((error as Error).message).not.toMatch(/\b500\b/);
   });
 });

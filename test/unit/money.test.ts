@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { BadInputError } from '../../shared/errors.ts';
 import {
   currencyExponent,
+  formatMinor,
   formatMoney,
   multiplyMinor,
   parseMoney,
@@ -203,6 +204,23 @@ describe('formatMoney', () => {
     // Act / Assess
     expect(() => formatMoney(12.5, 'EUR')).toThrow(RangeError);
     expect(() => formatMoney(2 ** 53, 'EUR')).toThrow(RangeError);
+  });
+});
+
+describe('formatMinor: money in a message meant for a person', () => {
+  it('writes the currency code then the amount in its decimals, never minor units', () => {
+    // Act / Assess
+    expect(formatMinor(95_610, 'EUR')).toBe('EUR 956.10');
+    expect(formatMinor(4_390, 'EUR')).toBe('EUR 43.90');
+    expect(formatMinor(5, 'USD')).toBe('USD 0.05');
+    expect(formatMinor(2_455, 'JPY')).toBe('JPY 2455');
+    expect(formatMinor(1, 'KWD')).toBe('KWD 0.001');
+    expect(formatMinor(-1_250, 'EUR')).toBe('EUR -12.50');
+  });
+
+  it('says so when the currency is unknown rather than passing minor units off as money', () => {
+    // Act / Assess
+    expect(formatMinor(95_610, undefined)).toBe('95610 minor units (currency unknown)');
   });
 });
 

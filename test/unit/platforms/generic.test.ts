@@ -151,3 +151,48 @@ describe('generic adapter', () => {
     ).toBe('OrderPlaced');
   });
 });
+
+describe('generic: a body whose fields belong to another type', () => {
+  // `type` is signed with the body, but a module that sets the wrong type (a partial refund sent as
+  // `cancel`) would refuse the whole conversion, which cannot be undone.
+
+  it('refuses a refund sent as cancel, naming refundId', () => {
+    // Prepare
+    const body = JSON.stringify({ ...localJson('generic/refund.json'), type: 'cancel' });
+    // Act
+    const error = thrown(() => handle(body));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('refundId');
+  });
+
+  it('refuses an order sent as cancel, naming amount', () => {
+    // Prepare
+    const body = JSON.stringify({ ...localJson('generic/order.json'), type: 'cancel' });
+    // Act
+    const error = thrown(() => handle(body));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('amount');
+  });
+
+  it('refuses a refund sent as order, naming refundId', () => {
+    // Prepare
+    const body = JSON.stringify({ ...localJson('generic/refund.json'), type: 'order' });
+    // Act
+    const error = thrown(() => handle(body));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('refundId');
+  });
+
+  it('refuses an order sent as refund, naming refundId', () => {
+    // Prepare
+    const body = JSON.stringify({ ...localJson('generic/order.json'), type: 'refund' });
+    // Act
+    const error = thrown(() => handle(body));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('refundId');
+  });
+});

@@ -418,3 +418,81 @@ describe('shopify refunds', () => {
     expect(result.kind).toBe('ignored');
   });
 });
+
+describe('shopify: a body signed for one topic is not acted on under another', () => {
+  // X-Shopify-Topic is not covered by the HMAC: whoever holds one signed delivery can resend its
+  // exact bytes under any topic. Each topic's schema asks for what only its own payload has.
+  const CANCELLED = 'shopify/order_cancelled_2026-07_docs_example.json';
+
+  it('refuses an order resent as orders/cancelled, naming cancelled_at', () => {
+    // Act
+    const error = thrown(() => handle(sampleRaw(ORDER), 'orders/cancelled'));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('cancelled_at');
+  });
+
+  it('refuses a refund resent as orders/cancelled, naming order_id', () => {
+    // Act
+    const error = thrown(() => handle(sampleRaw(REFUND), 'orders/cancelled'));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('order_id');
+  });
+
+  it('refuses a cancelled order resent as the order topic, naming cancelled_at', () => {
+    // Prepare
+    const paid = contextOf(sourceOf('shopify', { orderTopic: 'orders/paid' }));
+    // Act
+    const created = thrown(() => handle(sampleRaw(CANCELLED), 'orders/create'));
+    const paidTopic = thrown(() =>
+      shopifyAdapter.handle(delivery(sampleRaw(CANCELLED), 'orders/paid'), paid),
+    );
+    // Assess
+    expect(created).toBeInstanceOf(BadInputError);
+    expect(created.field).toBe('cancelled_at');
+    expect(paidTopic.field).toBe('cancelled_at');
+  });
+
+  it('refuses a refund resent as orders/create, naming order_id', () => {
+    // Act
+    const error = thrown(() => handle(sampleRaw(REFUND_TWO_LINES), 'orders/create'));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('order_id');
+  });
+
+  it('refuses an order or a cancellation resent as refunds/create, naming order_id', () => {
+    // Act
+    const order = thrown(() => handle(sampleRaw(ORDER), 'refunds/create'));
+    const cancelled = thrown(() => handle(sampleRaw(CANCELLED), 'refunds/create'));
+    // Assess
+    expect(order).toBeInstanceOf(BadInputError);
+    expect(order.field).toBe('order_id');
+    expect(cancelled.field).toBe('order_id');
+  });
+
+  it('refuses a refunds/create body without refund_line_items, which every refund payload has', () => {
+    // Prepare: a body with an order_id but none of a refund's lines
+    const refund = sampleJson(REFUND);
+    delete refund['refund_line_items'];
+    // Act
+    const error = thrown(() => handle(JSON.stringify(refund), 'refunds/create'));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('refund_line_items');
+  });
+
+  it('still maps each sample under its own topic', () => {
+    // Act
+    const placed = onlyEvent(handle(sampleRaw(ORDER), 'orders/create'));
+    const cancelled = onlyEvent(handle(sampleRaw(CANCELLED), 'orders/cancelled'));
+    const refunded = onlyEvent(handle(sampleRaw(REFUND), 'refunds/create'));
+    // Assess
+    expect([placed.type, cancelled.type, refunded.type]).toEqual([
+      'OrderPlaced',
+      'OrderCancelled',
+      'OrderRefunded',
+    ]);
+  });
+});

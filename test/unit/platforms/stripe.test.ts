@@ -319,3 +319,40 @@ describe('stripe refunds', () => {
     ]);
   });
 });
+
+describe('stripe: the object must be what the event type says', () => {
+  // The type is inside the signed body, but the adapter read only the fields it needed: a charge
+  // has a refund's id, amount, currency and PaymentIntent, so it passed as one.
+  const charge = () => ({
+    ...sampleJson('stripe/charge_object_stripe_mock_fixture.json'),
+    payment_intent: PI,
+  });
+
+  it('refuses refund.created whose object is a charge, naming data.object.object', () => {
+    // Act
+    const error = thrown(() => handle(envelope('refund.created', charge())));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('data.object.object');
+  });
+
+  it('refuses checkout.session.completed whose object is a charge, naming data.object.object', () => {
+    // Act
+    const completed = thrown(() => handle(envelope('checkout.session.completed', charge())));
+    const succeeded = thrown(() => handle(envelope('checkout.session.async_payment_succeeded', charge())));
+    // Assess
+    expect(completed).toBeInstanceOf(BadInputError);
+    expect(completed.field).toBe('data.object.object');
+    expect(succeeded.field).toBe('data.object.object');
+  });
+
+  it('refuses charge.refunded whose object is a refund or a session, naming data.object.object', () => {
+    // Act
+    const refund = thrown(() => handle(envelope('charge.refunded', refundObject({ payment_intent: PI }))));
+    const session = thrown(() => handle(envelope('charge.refunded', { ...paidSession(), refunded: true })));
+    // Assess
+    expect(refund).toBeInstanceOf(BadInputError);
+    expect(refund.field).toBe('data.object.object');
+    expect(session.field).toBe('data.object.object');
+  });
+});

@@ -252,3 +252,40 @@ describe('woocommerce refund resource', () => {
     expect(net).toMatchObject({ externalId: '723', refundId: '724', amount: 900, eventId: 'refund:723:724' });
   });
 });
+
+describe('woocommerce: the topic header is not signed', () => {
+  // X-WC-Webhook-Topic is outside the HMAC, so an order.updated body can be resent as order.created.
+  // The body is the order's state when it was sent: what it says is acted on, never the topic alone.
+
+  it('does not place an order whose order.created body is cancelled, refunded or failed', () => {
+    // Prepare: the documentation order as order.updated sends it after each change
+    const results = ['cancelled', 'refunded', 'failed'].map((status) =>
+      handle(JSON.stringify({ ...sampleJson(ORDER), status }), 'order.created'),
+    );
+    // Assess
+    for (const [i, status] of ['cancelled', 'refunded', 'failed'].entries()) {
+      expect(results[i]).toEqual({ kind: 'ignored', reason: expect.stringContaining(`status ${status}`) });
+    }
+  });
+
+  it('does not place the refunded order 723 resent as order.created', () => {
+    // Prepare: order 723 of the docs with its two refunds, now wholly refunded
+    const body = JSON.stringify({ ...refundedOrder(), status: 'refunded' });
+    // Act
+    const created = handle(body, 'order.created');
+    const updated = onlyEvent(handle(body, 'order.updated'));
+    // Assess
+    expect(created.kind).toBe('ignored');
+    expect(updated).toMatchObject({ type: 'OrderRefunded', full: true });
+  });
+
+  it('acts on nothing when a new order is resent as order.updated', () => {
+    // Act
+    const result = handle(sampleRaw(ORDER), 'order.updated');
+    // Assess
+    expect(result).toEqual({
+      kind: 'ignored',
+      reason: 'order.updated with status processing and no refunds',
+    });
+  });
+});

@@ -1,0 +1,142 @@
+import { describe, expect, it } from 'vitest';
+import { SourceConfig } from '../../shared/config/sources.ts';
+import type { ConnectorEvent } from '../../shared/domain/events.ts';
+import { submitFinanceRefund } from '../../shared/finance.ts';
+import { ledgerKey, type OrderRecord, type RefundRecord } from '../../shared/ledger.ts';
+import type { EventQueue } from '../../shared/ports.ts';
+import { EnvSecretStore } from '../../shared/secrets.ts';
+import { MemoryLedger } from '../support/memory-ledger.ts';
+
+/**
+ * `POST /refunds` and a partial refund larger than what remains: the worker would refuse the whole
+ * conversion, which cannot be undone, so the door answers 400 naming `amount` and what remains.
+ */
+
+const FINANCE_KEY = 'finance-key-for-tests';
+const PROGRAM = '0123456789abcdef01234567';
+const sources = new Map(
+  [
+    SourceConfig.parse({
+      id: 'shopify',
+      platform: 'shopify',
+      program: PROGRAM,
+      rule: '76543210fedcba9876543210',
+      secretRef: 'SHOPIFY_SECRET',
+    }),
+  ].map((s) => [s.id, s]),
+);
+
+class RecordingQueue implements EventQueue {
+  readonly sent: ConnectorEvent[] = [];
+  async send(event: ConnectorEvent): Promise<string> {
+    this.sent.push(event);
+    return `m-${this.sent.length}`;
+  }
+}
+
+function refund(refundId: string, amount: number, status: RefundRecord['status']): RefundRecord {
+  return { refundId, amount, full: false, origin: 'shop', receivedAt: '2026-06-01T10:00:00.000Z', status };
+}
+
+/** Order 1001: EUR 999.90 added, then EUR 500.00 refunded and EUR 456.00 waiting to be applied. */
+async function ledgerWithOrder(overrides: Partial<OrderRecord> = {}): Promise<MemoryLedger> {
+  const ledger = new MemoryLedger();
+  await ledger.create({
+    key: ledgerKey(PROGRAM, '1001'),
+    program: PROGRAM,
+    externalId: '1001',
+    source: 'shopify',
+    state: 'added',
+    version: 0,
+    conversionId: 'c'.repeat(24),
+    originalAmount: 99_990,
+    currentAmount: 49_990,
+    currency: 'EUR',
+    refunds: { r1: refund('r1', 50_000, 'applied'), r2: refund('r2', 45_600, 'pending') },
+    createdAt: '2026-06-01T09:00:00.000Z',
+    updatedAt: '2026-06-01T10:00:00.000Z',
+    ...overrides,
+  });
+  return ledger;
+}
+
+async function submit(ledger: MemoryLedger, body: Record<string, unknown>) {
+  const queue = new RecordingQueue();
+  const answer = await submitFinanceRefund(
+    {
+      sources,
+      ledger,
+      queue,
+      secrets: new EnvSecretStore({ FINANCE_API_KEY: FINANCE_KEY }),
+      keyRef: 'FINANCE_API_KEY',
+      now: () => new Date('2026-06-01T12:00:00.000Z'),
+    },
+    { 'x-api-key': FINANCE_KEY },
+    Buffer.from(JSON.stringify({ externalId: '1001', refundId: 'RF-9', ...body })),
+  );
+  return { answer, queue };
+}
+
+describe('POST /refunds: a partial refund larger than what remains', () => {
+  it('answers 400 naming amount and saying what remains in decimals, and queues nothing (the typo 1000.00)', async () => {
+    // Prepare
+    const ledger = await ledgerWithOrder();
+    // Act
+    const { answer, queue } = await submit(ledger, { amount: '1000.00' });
+    // Assess: 999.90 − 500.00 applied − 456.00 pending = 43.90
+    expect(answer.status).toBe(400);
+    expect(answer.body).toMatchObject({ error: 'bad_request', field: 'amount' });
+    expect(answer.body['message']).toContain('EUR 43.90 remains');
+    expect(answer.body['message']).toContain('EUR 1000.00');
+    expect(answer.body['message']).not.toMatch(/4390|100000/);
+    expect(queue.sent).toHaveLength(0);
+  });
+
+  it('checks amountCents the same way', async () => {
+    // Prepare
+    const ledger = await ledgerWithOrder();
+    // Act
+    const { answer, queue } = await submit(ledger, { amountCents: 4_391 });
+    // Assess
+    expect(answer).toMatchObject({ status: 400, body: { field: 'amount' } });
+    expect(answer.body['message']).toContain('EUR 43.90 remains');
+    expect(queue.sent).toHaveLength(0);
+  });
+
+  it('queues a refund of exactly what remains, and a full refund', async () => {
+    // Prepare
+    const ledger = await ledgerWithOrder();
+    // Act
+    const exact = await submit(ledger, { amount: '43.90' });
+    const full = await submit(ledger, { full: true });
+    // Assess
+    expect(exact.answer.status).toBe(202);
+    expect(exact.queue.sent).toMatchObject([{ amount: 4_390, full: false }]);
+    expect(full.answer.status).toBe(202);
+    expect(full.queue.sent).toMatchObject([{ full: true }]);
+  });
+
+  it('queues a resend of a refund id already recorded, which counts once', async () => {
+    // Prepare
+    const ledger = await ledgerWithOrder();
+    // Act: r1 (EUR 500.00) again, more than the EUR 43.90 left, but already counted
+    const { answer } = await submit(ledger, { refundId: 'r1', amount: '500.00' });
+    // Assess
+    expect(answer.status).toBe(202);
+  });
+
+  it('leaves alone what the ledger cannot judge: an unknown order, an amount-less import, a refused conversion', async () => {
+    // Prepare
+    const unknown = new MemoryLedger();
+    const amountless = await ledgerWithOrder({ imported: true, amountUnknown: true, originalAmount: 0 });
+    const refused = await ledgerWithOrder({ state: 'refused', currentAmount: 0 });
+    // Act
+    const answers = await Promise.all([
+      submit(unknown, { amount: '1000.00', currency: 'EUR' }),
+      submit(amountless, { amount: '1000.00' }),
+      submit(refused, { amount: '1000.00' }),
+    ]);
+    // Assess: the worker records these (waits, parks or skips); none can refuse by a typo here
+    expect(answers.map((a) => a.answer.status)).toEqual([202, 202, 202]);
+  });
+});
