@@ -1,10 +1,11 @@
 import type { SourceConfig } from './config/sources.ts';
 import { splitSecrets } from './config/sources.ts';
-import { ConnectorEvent } from './domain/events.ts';
+import type { ConnectorEvent } from './domain/events.ts';
 import { BadInputError, ConfigurationError, UnauthorizedError } from './errors.ts';
+import { checkEvents } from './platforms/mapping.ts';
 import type { PlatformAdapter, WebhookRequest } from './platforms/types.ts';
 import type { EventQueue } from './ports.ts';
-import { deduplicationId, messageGroupId } from './queueing.ts';
+import { deduplicationId, encodeEvent, MAX_EVENT_BYTES, messageGroupId } from './queueing.ts';
 import type { SecretStore } from './secrets.ts';
 
 /** Bodies above this are refused with 413 before any parsing (API Gateway's own limit is 10 MiB). */
@@ -92,7 +93,8 @@ export async function ingestWebhook(
         { status: 200, body: { status: 'ignored', reason: result.reason } },
       );
     }
-    events = result.events.map((e) => ConnectorEvent.parse(e));
+    // The adapters check their events; this names the field of any that slipped through.
+    events = checkEvents(result.events);
   } catch (error) {
     if (error instanceof UnauthorizedError) {
       return answer(
@@ -137,6 +139,21 @@ export async function ingestWebhook(
       );
     }
     throw error;
+  }
+
+  // SQS cannot hold it, now or later: 413, like a body over the limit, rather than 503 forever.
+  const oversized = events.find((e) => encodeEvent(e).length > MAX_EVENT_BYTES);
+  if (oversized) {
+    return answer(
+      { status: 413, result: 'rejected', detail: 'event too large for the queue' },
+      {
+        status: 413,
+        body: {
+          error: 'payload_too_large',
+          message: `the ${oversized.type} event mapped from this body is over ${MAX_EVENT_BYTES} bytes once queued`,
+        },
+      },
+    );
   }
 
   try {
