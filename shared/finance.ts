@@ -5,7 +5,7 @@ import { splitSecrets } from './config/sources.ts';
 import { ExternalRefundId, OrderRefunded } from './domain/events.ts';
 import { CurrencyInput, freeText, idText } from './domain/limits.ts';
 import { BadInputError } from './errors.ts';
-import type { HttpAnswer } from './ingest.ts';
+import { type HttpAnswer, MAX_BODY_BYTES, unsupportedEncoding } from './ingest.ts';
 import { type Ledger, ledgerKey, type OrderRecord } from './ledger.ts';
 import { parseMoney } from './money.ts';
 import type { EventQueue } from './ports.ts';
@@ -91,6 +91,23 @@ export async function submitFinanceRefund(
   headers: Readonly<Record<string, string | undefined>>,
   rawBody: Buffer,
 ): Promise<HttpAnswer> {
+  if (rawBody.byteLength > MAX_BODY_BYTES) {
+    return {
+      status: 413,
+      body: { error: 'payload_too_large', message: `body over ${MAX_BODY_BYTES} bytes` },
+    };
+  }
+  const encoding = unsupportedEncoding(headers, rawBody);
+  if (encoding) {
+    return {
+      status: 415,
+      body: {
+        error: 'unsupported_media_type',
+        field: 'content-encoding',
+        message: `${encoding} bodies are not supported: send the JSON uncompressed`,
+      },
+    };
+  }
   let keys: string[];
   try {
     keys = splitSecrets(await deps.secrets.get(deps.keyRef));
