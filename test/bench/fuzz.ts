@@ -44,8 +44,10 @@ export interface FuzzReport {
   readonly byStatus: Record<string, number>;
   readonly byKind: Record<string, number>;
   readonly answers5xx: number;
-  /** No answer within HANG_MS (or no answer at all). */
+  /** Answered after HANG_MS, or not at all. */
   readonly hangs: number;
+  /** No answer at all (the connection dropped, or nothing within 2 × HANG_MS). */
+  readonly unanswered: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly maxMs: number;
@@ -179,7 +181,7 @@ function mutate(f: Fuzzer, root: unknown, times: number): void {
     const key = path[path.length - 1] as string | number;
     const roll = f.int(10);
     if (roll < 5) parent[key] = f.chance(0.7) ? f.pick(NASTY_STRINGS) : randomUnicode(f, 1 + f.int(40));
-    else if (roll < 7) parent[key] = f.pick(NASTY_VALUES);
+    else if (roll < 7) parent[key] = structuredClone(f.pick(NASTY_VALUES));
     else if (roll < 9 && !Array.isArray(parent)) delete parent[key];
     else
       parent[key] = typeof parent[key] === 'string' ? `${parent[key] as string}${f.pick(NASTY_STRINGS)}` : 7;
@@ -469,6 +471,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     const latencies: number[] = [];
     const failures: string[] = [];
     let hangs = 0;
+    let unanswered = 0;
     let answers5xx = 0;
     let next = 0;
     let done = 0;
@@ -486,6 +489,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
         const broke = status >= 500 || status === 0 || ms > HANG_MS;
         if (status >= 500) answers5xx++;
         if (status === 0 || ms > HANG_MS) hangs++;
+        if (status === 0) unanswered++;
         if (broke && failures.length < 10)
           failures.push(`#${i} ${req.kind} ${req.method} ${req.path} → ${status} in ${Math.round(ms)} ms`);
         done++;
@@ -519,6 +523,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
       byKind,
       answers5xx,
       hangs,
+      unanswered,
       p50Ms: Math.round(percentile(latencies, 50)),
       p99Ms: Math.round(percentile(latencies, 99)),
       maxMs: Math.round(latencies[latencies.length - 1] ?? 0),
