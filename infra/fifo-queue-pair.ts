@@ -1,6 +1,7 @@
 import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { SQS_MAX_MESSAGE_BYTES } from '../shared/queueing.ts';
 
 export interface FifoQueuePairProps {
   /**
@@ -48,6 +49,8 @@ export class FifoQueuePair extends Construct {
       // SQS's maximum; FIFO queues reset the enqueue time when a message is moved, so it is 14 days
       // from the move, not from the order.
       retentionPeriod: Duration.days(14),
+      // The size ingest checks every event against (413 above it), so a parked message always fits.
+      maxMessageSizeBytes: SQS_MAX_MESSAGE_BYTES,
       removalPolicy: RemovalPolicy.RETAIN,
     });
 
@@ -60,6 +63,7 @@ export class FifoQueuePair extends Construct {
       enforceSSL: true,
       visibilityTimeout: props.visibilityTimeout,
       retentionPeriod: props.retentionPeriod ?? Duration.days(4),
+      maxMessageSizeBytes: SQS_MAX_MESSAGE_BYTES,
       deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount },
     });
   }

@@ -3,8 +3,9 @@ import * as z from 'zod';
 import type { SourceConfig } from './config/sources.ts';
 import { splitSecrets } from './config/sources.ts';
 import { ExternalRefundId, OrderRefunded } from './domain/events.ts';
+import { CurrencyInput, freeText, idText } from './domain/limits.ts';
 import { BadInputError } from './errors.ts';
-import type { HttpAnswer } from './ingest.ts';
+import { type HttpAnswer, MAX_BODY_BYTES, unsupportedEncoding } from './ingest.ts';
 import { countedRefunds, type Ledger, ledgerKey, type OrderRecord, refundOf } from './ledger.ts';
 import { formatMinor, parseMoney } from './money.ts';
 import type { EventQueue } from './ports.ts';
@@ -19,17 +20,15 @@ import type { SecretStore } from './secrets.ts';
  */
 export const FinanceRefundRequest = z
   .strictObject({
-    externalId: z.string().min(1).max(256),
+    externalId: idText(),
     refundId: ExternalRefundId,
     amount: z.string().min(1).optional(),
     amountCents: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
     full: z.literal(true).optional(),
-    reason: z.string().max(500).optional(),
+    reason: freeText(500).optional(),
     source: z.string().min(1).optional(),
-    currency: z
-      .string()
-      .regex(/^[A-Z]{3}$/, 'ISO 4217 code in upper case')
-      .optional(),
+    // Read like the webhooks read it: `eur` is EUR.
+    currency: CurrencyInput.optional(),
   })
   .superRefine((body, ctx) => {
     const given = [body.amount !== undefined, body.amountCents !== undefined, body.full === true].filter(
@@ -92,6 +91,23 @@ export async function submitFinanceRefund(
   headers: Readonly<Record<string, string | undefined>>,
   rawBody: Buffer,
 ): Promise<HttpAnswer> {
+  if (rawBody.byteLength > MAX_BODY_BYTES) {
+    return {
+      status: 413,
+      body: { error: 'payload_too_large', message: `body over ${MAX_BODY_BYTES} bytes` },
+    };
+  }
+  const encoding = unsupportedEncoding(headers, rawBody);
+  if (encoding) {
+    return {
+      status: 415,
+      body: {
+        error: 'unsupported_media_type',
+        field: 'content-encoding',
+        message: `${encoding} bodies are not supported: send the JSON uncompressed`,
+      },
+    };
+  }
   let keys: string[];
   try {
     keys = splitSecrets(await deps.secrets.get(deps.keyRef));

@@ -1,14 +1,30 @@
 import type { SourceConfig } from './config/sources.ts';
 import { splitSecrets } from './config/sources.ts';
-import { ConnectorEvent } from './domain/events.ts';
+import type { ConnectorEvent } from './domain/events.ts';
 import { BadInputError, ConfigurationError, UnauthorizedError } from './errors.ts';
+import { checkEvents } from './platforms/mapping.ts';
 import type { PlatformAdapter, WebhookRequest } from './platforms/types.ts';
 import type { EventQueue } from './ports.ts';
-import { deduplicationId, messageGroupId } from './queueing.ts';
+import { deduplicationId, encodeEvent, MAX_EVENT_BYTES, messageGroupId } from './queueing.ts';
 import type { SecretStore } from './secrets.ts';
 
 /** Bodies above this are refused with 413 before any parsing (API Gateway's own limit is 10 MiB). */
 export const MAX_BODY_BYTES = 1024 * 1024;
+
+/**
+ * The encoding of a compressed body (`content-encoding` other than identity, or gzip's magic bytes,
+ * which no JSON or form body starts with): signatures are over the JSON, so it could only fail as a
+ * "bad signature" that sends the operator looking at secrets.
+ */
+export function unsupportedEncoding(
+  headers: Readonly<Record<string, string | undefined>>,
+  rawBody: Buffer,
+): string | undefined {
+  const declared = headers['content-encoding']?.trim().toLowerCase();
+  if (declared && declared !== 'identity') return declared.slice(0, 32);
+  if (rawBody[0] === 0x1f && rawBody[1] === 0x8b) return 'gzip';
+  return undefined;
+}
 
 export interface IngestDeps {
   readonly sources: ReadonlyMap<string, SourceConfig>;
@@ -38,7 +54,8 @@ export interface IngestOutcome {
 /**
  * Verifies a webhook, maps it to connector events and queues them, answering only once SQS has the
  * messages: 202 queued, 200 ignored/ping, 401 bad signature, 404 unknown source, 400 naming the field,
- * 413 too large, 503 when the queue is unavailable (so the platform retries).
+ * 413 too large (the body, or the event once queued), 415 compressed, 503 when the queue is
+ * unavailable (so the platform retries).
  */
 export async function ingestWebhook(
   deps: IngestDeps,
@@ -61,6 +78,21 @@ export async function ingestWebhook(
     return answer(
       { status: 413, result: 'rejected', detail: 'body too large' },
       { status: 413, body: { error: 'payload_too_large', message: `body over ${MAX_BODY_BYTES} bytes` } },
+    );
+  }
+
+  const encoding = unsupportedEncoding(request.headers, request.rawBody);
+  if (encoding) {
+    return answer(
+      { status: 415, result: 'rejected', detail: `content-encoding ${encoding}` },
+      {
+        status: 415,
+        body: {
+          error: 'unsupported_media_type',
+          field: 'content-encoding',
+          message: `${encoding} bodies are not supported: send the JSON uncompressed`,
+        },
+      },
     );
   }
 
@@ -92,7 +124,8 @@ export async function ingestWebhook(
         { status: 200, body: { status: 'ignored', reason: result.reason } },
       );
     }
-    events = result.events.map((e) => ConnectorEvent.parse(e));
+    // The adapters check their events; this names the field of any that slipped through.
+    events = checkEvents(result.events);
   } catch (error) {
     if (error instanceof UnauthorizedError) {
       return answer(
@@ -137,6 +170,21 @@ export async function ingestWebhook(
       );
     }
     throw error;
+  }
+
+  // SQS cannot hold it, now or later: 413, like a body over the limit, rather than 503 forever.
+  const oversized = events.find((e) => encodeEvent(e).length > MAX_EVENT_BYTES);
+  if (oversized) {
+    return answer(
+      { status: 413, result: 'rejected', detail: 'event too large for the queue' },
+      {
+        status: 413,
+        body: {
+          error: 'payload_too_large',
+          message: `the ${oversized.type} event mapped from this body is over ${MAX_EVENT_BYTES} bytes once queued`,
+        },
+      },
+    );
   }
 
   try {

@@ -22,3 +22,40 @@ export function deduplicationId(event: ConnectorEvent): string {
     `${event.source}\u0000${event.eventId}\u0000${event.type}\u0000${event.externalId}\u0000${refund}`,
   ).slice(0, 64);
 }
+
+/**
+ * The largest SQS message the connector counts on: the queues are created with this
+ * `MaximumMessageSize` (infra and the local stack), the value every SQS queue accepts.
+ */
+export const SQS_MAX_MESSAGE_BYTES = 262_144;
+
+/**
+ * The largest encoded event: what is left of a message once the DLQ's failure attributes (at most 10,
+ * each cut to 1,000 characters) are added when the worker parks it.
+ */
+export const MAX_EVENT_BYTES = SQS_MAX_MESSAGE_BYTES - 32 * 1024;
+
+const NOT_PRINTABLE_ASCII = /[^\x20-\x7e]/g;
+
+/**
+ * The message body of an event: JSON with every character outside printable ASCII written as a
+ * `\uXXXX` escape. SQS refuses characters such as U+FFFF (and fauxqs any emoji); escaped, every valid
+ * string goes through, and `JSON.parse` (the worker, the pollers, the DLQ tools) reads it back as is.
+ */
+export function encodeEvent(event: ConnectorEvent): string {
+  return JSON.stringify(event).replace(
+    NOT_PRINTABLE_ASCII,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
+// What SQS takes in a message attribute (fauxqs also refuses U+10000 and up).
+const NOT_SQS_TEXT = /[^\t\n\r\u0020-\ud7ff\ue000-\ufffd]/g;
+
+/**
+ * A message attribute's value: a label for operators (the body is what counts), so a character SQS
+ * refuses becomes U+FFFD rather than failing the send.
+ */
+export function attributeText(value: string, max = 1000): string {
+  return value.slice(0, max).replace(NOT_SQS_TEXT, '\ufffd');
+}

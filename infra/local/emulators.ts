@@ -3,6 +3,7 @@ import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-s
 import { SQSClient } from '@aws-sdk/client-sqs';
 import dynalite from 'dynalite';
 import { startFauxqs } from 'fauxqs';
+import { SQS_MAX_MESSAGE_BYTES } from '../../shared/queueing.ts';
 
 /**
  * The AWS side of the local stack, on real wire protocols: fauxqs (SQS) and dynalite (DynamoDB),
@@ -62,12 +63,19 @@ export async function startEmulators(options: EmulatorOptions = {}): Promise<Emu
 
   const fauxqs = await startFauxqs({ port: options.sqsPort ?? 0, host: '127.0.0.1', logger: false });
   const sqsEndpoint = `http://127.0.0.1:${fauxqs.port}`;
+  // The same message size limit as the deployed queues (ingest answers 413 above it).
+  const maximumMessageSize = String(SQS_MAX_MESSAGE_BYTES);
   const dlq = fauxqs.createQueue(dlqName, {
-    attributes: { FifoQueue: 'true', MessageRetentionPeriod: '1209600' },
+    attributes: {
+      FifoQueue: 'true',
+      MessageRetentionPeriod: '1209600',
+      MaximumMessageSize: maximumMessageSize,
+    },
   });
   const main = fauxqs.createQueue(queueName, {
     attributes: {
       FifoQueue: 'true',
+      MaximumMessageSize: maximumMessageSize,
       VisibilityTimeout: String(options.visibilityTimeoutSeconds ?? 30),
       RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlq.queueArn, maxReceiveCount }),
     },

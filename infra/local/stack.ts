@@ -24,6 +24,12 @@ import { settleMsFor } from '../../shared/worker/process-event.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
 import { toRecord } from './sqs-record.ts';
 
+/**
+ * Time to receive a whole request; past it Node answers 408 and closes. API Gateway's own limit is
+ * 30 s, but a shop waits 5 s at most (Shopify), so a request still unfinished after this never ends.
+ */
+export const REQUEST_TIMEOUT_MS = 3_000;
+
 /** Written by `npm start` (git-ignored): how the operator CLI reaches the local stack. */
 export const LOCAL_STATE_FILE = '.local-stack.json';
 
@@ -167,9 +173,17 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     },
   });
 
-  const server = createServer((req, res) => {
-    route(req, res).catch(() => send(res, 500, { error: 'internal', message: 'unexpected error' }));
-  });
+  // A body that never finishes gets a 408 after REQUEST_TIMEOUT_MS; Node checks at this interval.
+  const server = createServer(
+    {
+      requestTimeout: REQUEST_TIMEOUT_MS,
+      headersTimeout: REQUEST_TIMEOUT_MS,
+      connectionsCheckingInterval: 250,
+    },
+    (req, res) => {
+      route(req, res).catch(() => send(res, 500, { error: 'internal', message: 'unexpected error' }));
+    },
+  );
   const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://local');
     if (req.method === 'GET' && url.pathname === '/health') {
@@ -179,8 +193,18 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     if (!match && url.pathname !== '/refunds')
       return send(res, 404, { error: 'not_found', message: 'no such route' });
     if (req.method !== 'POST') return send(res, 405, { error: 'method_not_allowed', message: 'use POST' });
+    let source: string | undefined;
+    try {
+      source = match ? decodeURIComponent(match[1] ?? '') : undefined;
+    } catch {
+      return send(res, 400, {
+        error: 'bad_request',
+        field: 'source',
+        message: 'the path is not valid percent-encoding',
+      });
+    }
     const body = await readBody(req, 1024 * 1024 + 1);
-    const event = toApiGatewayEvent(req, url, body, match ? decodeURIComponent(match[1] ?? '') : undefined);
+    const event = toApiGatewayEvent(req, url, body, source);
     const result = match ? await webhook(event) : await refunds(event);
     res.writeHead(result.statusCode ?? 200, result.headers as Record<string, string>);
     res.end(result.body);

@@ -6,6 +6,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import type { ConnectorEvent } from '../domain/events.ts';
 import type { EventQueue, FailureAttributes } from '../ports.ts';
+import { attributeText, encodeEvent } from '../queueing.ts';
 
 /** Sends connector events to the main FIFO queue. */
 export class SqsEventQueue implements EventQueue {
@@ -21,13 +22,13 @@ export class SqsEventQueue implements EventQueue {
     const out = await this.#client.send(
       new SendMessageCommand({
         QueueUrl: this.#queueUrl,
-        MessageBody: JSON.stringify(event),
+        MessageBody: encodeEvent(event),
         MessageGroupId: options.groupId,
         MessageDeduplicationId: options.deduplicationId,
         MessageAttributes: {
           eventType: { DataType: 'String', StringValue: event.type },
-          externalId: { DataType: 'String', StringValue: event.externalId },
-          source: { DataType: 'String', StringValue: event.source },
+          externalId: { DataType: 'String', StringValue: attributeText(event.externalId) },
+          source: { DataType: 'String', StringValue: attributeText(event.source) },
         },
       }),
     );
@@ -84,12 +85,12 @@ export class SqsFailureQueue implements FailureQueue {
   }
 }
 
-/** SQS allows at most 10 message attributes and 256 KiB; reasons are cut to stay readable. */
+/** SQS allows at most 10 message attributes; reasons are cut to stay readable (and within MAX_EVENT_BYTES' margin). */
 function toAttributes(failure: FailureAttributes): Record<string, MessageAttributeValue> {
   const out: Record<string, MessageAttributeValue> = {};
   for (const [name, value] of Object.entries(failure)) {
     if (value === undefined || value === '') continue;
-    out[name] = { DataType: 'String', StringValue: String(value).slice(0, 1000) };
+    out[name] = { DataType: 'String', StringValue: attributeText(String(value)) };
   }
   return out;
 }

@@ -96,9 +96,10 @@ export function toEntry(message: Message): DlqEntry {
     receiveCount,
     attributes,
     parked,
-    externalId: attributes['externalId'] ?? text(body['externalId']),
-    eventType: attributes['eventType'] ?? text(body['type']),
-    source: attributes['source'] ?? text(body['source']),
+    // The body is the event itself; attributes are labels where SQS-refused characters became U+FFFD.
+    externalId: text(body['externalId']) ?? attributes['externalId'],
+    eventType: text(body['type']) ?? attributes['eventType'],
+    source: text(body['source']) ?? attributes['source'],
     failureClass: attributes['failureClass'] ?? REDRIVE_CLASS,
     reason: parked
       ? (attributes['reason'] ?? '')

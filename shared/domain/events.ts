@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { freeText, idText, isCurrency } from './limits.ts';
 
 /**
  * The normalized events that travel through the queue. Platform adapters produce them from webhooks,
@@ -11,17 +12,33 @@ export const Platform = z.enum(PLATFORMS);
 export type Platform = z.infer<typeof Platform>;
 
 const cents = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
-const currency = z.string().regex(/^[A-Z]{3}$/, 'ISO 4217 code in upper case');
-const nonEmpty = z.string().min(1);
+// A string (not the enum type) so adapters and the ledger keep plain strings; checked all the same.
+const currency = z.string().refine(isCurrency, 'must be an ISO 4217 currency code in upper case');
+/** Ids and codes: the platform's length limit, no control characters, valid Unicode. */
+const id = idText();
+/** A reason: trimmed, and absent when blank (the platform refuses an empty reason). */
+const reason = freeText(500)
+  .transform((v) => v.trim())
+  .transform((v) => (v === '' ? undefined : v))
+  .optional();
+
+/**
+ * An instant the platform's date format (`YYYY-MM-DDTHH:mm:ss.sssZ`, UTC) can carry: an offset can
+ * push `9999-12-31T23:00:00-05:00` into year 10000.
+ */
+const sendableDate = z.iso.datetime({ offset: true }).refine((v) => {
+  const time = Date.parse(v);
+  return Number.isFinite(time) && /^\d{4}-/.test(new Date(time).toISOString());
+}, 'must be a date between the years 0000 and 9999 in UTC');
 
 const eventBase = {
   /** The delivery's dedup key: the platform's event id, or a content hash when it has none. */
-  eventId: nonEmpty,
+  eventId: idText(512),
   /** The configured source (shop) the webhook came in on. */
-  source: nonEmpty,
+  source: id,
   platform: Platform,
   /** The shop's order id, as a string: the idempotency key on the platform. */
-  externalId: nonEmpty.max(256),
+  externalId: id,
   /** When the connector accepted the delivery (ISO 8601). */
   receivedAt: z.iso.datetime(),
 };
@@ -32,17 +49,18 @@ export const OrderPlaced = z.object({
   /** Excluding tax and shipping, after discounts, in minor units. */
   amount: cents,
   currency,
-  customerId: nonEmpty.optional(),
-  vouchers: z.array(nonEmpty).default([]),
-  clickIds: z.array(nonEmpty).default([]),
+  customerId: id.optional(),
+  vouchers: z.array(id).default([]),
+  clickIds: z.array(id).default([]),
   buyerIp: z.union([z.ipv4(), z.ipv6()]).optional(),
-  productIds: z.array(nonEmpty).default([]),
-  paymentMethod: nonEmpty.optional(),
+  productIds: z.array(id).default([]),
+  paymentMethod: id.optional(),
   /** When the order was placed (ISO 8601). */
-  orderDate: z.iso.datetime({ offset: true }).optional(),
+  orderDate: sendableDate.optional(),
   /** The integer that follows the prefix of an affiliate's tracking code: selects manual mode. */
   affiliateTrackingId: z.number().int().positive().optional(),
-  subId: z.string().optional(),
+  /** The platform's default is the empty string, which the worker does not send. */
+  subId: id.or(z.literal('')).optional(),
 });
 export type OrderPlaced = z.infer<typeof OrderPlaced>;
 
@@ -58,25 +76,21 @@ export function connectorRefundId(name: string): string {
 }
 
 /** For ids that come from outside (finance, generic shops): the reserved prefix is refused. */
-export const ExternalRefundId = z
-  .string()
-  .min(1)
-  .max(256)
-  .refine((id) => !id.startsWith(CONNECTOR_REFUND_ID_PREFIX), {
-    message: `must not start with "${CONNECTOR_REFUND_ID_PREFIX}" (reserved for the connector's own refund ids)`,
-  });
+export const ExternalRefundId = idText().refine((id) => !id.startsWith(CONNECTOR_REFUND_ID_PREFIX), {
+  message: `must not start with "${CONNECTOR_REFUND_ID_PREFIX}" (reserved for the connector's own refund ids)`,
+});
 
 export const OrderRefunded = z.object({
   type: z.literal('OrderRefunded'),
   ...eventBase,
   /** Unique per refund; the same refund seen twice (shop webhook and finance) counts once. */
-  refundId: nonEmpty.max(256),
+  refundId: id,
   /** Refunded amount excluding tax and shipping, minor units. Absent when `full` is true. */
   amount: cents.optional(),
   full: z.boolean().default(false),
   /** Currency of `amount`; checked against the order's. */
   currency: currency.optional(),
-  reason: z.string().max(500).optional(),
+  reason,
   /** Who asked: a shop webhook or finance staff. */
   origin: z.enum(['shop', 'finance']).default('shop'),
 });
@@ -85,7 +99,7 @@ export type OrderRefunded = z.infer<typeof OrderRefunded>;
 export const OrderCancelled = z.object({
   type: z.literal('OrderCancelled'),
   ...eventBase,
-  reason: z.string().max(500).optional(),
+  reason,
 });
 export type OrderCancelled = z.infer<typeof OrderCancelled>;
 

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import * as z from 'zod';
 import { ConnectorEvent, type ConnectorEventInput } from '../domain/events.ts';
+import { CurrencyInput } from '../domain/limits.ts';
 import { BadInputError } from '../errors.ts';
 import { type ParseMoneyOptions, parseMoney } from '../money.ts';
 
@@ -43,11 +44,8 @@ export function money(
   return parseMoney(value, currency, { ...options, field });
 }
 
-/** ISO 4217 code as received (some platforms send lower case); upper-cased. */
-export const CurrencyCode = z
-  .string()
-  .regex(/^[A-Za-z]{3}$/, 'must be an ISO 4217 currency code')
-  .transform((v) => v.toUpperCase());
+/** ISO 4217 code as received (some platforms send lower case): the door's one reading of a currency. */
+export const CurrencyCode = CurrencyInput;
 
 /**
  * A field that the payload of this topic never carries but another topic's does (null counts as

@@ -6,6 +6,7 @@ import { type ConnectorStack, compactSources } from '../../infra/connector-stack
 import type { DeployConfig } from '../../infra/deploy-config.ts';
 import { CONNECTOR_METRICS } from '../../infra/monitoring.ts';
 import { SourcesFile } from '../../shared/config/sources.ts';
+import { SQS_MAX_MESSAGE_BYTES } from '../../shared/queueing.ts';
 import { connectorApp, exampleConfig } from './support.ts';
 
 const SHOPIFY_SECRET_ARN =
@@ -74,6 +75,13 @@ describe('ConnectorStack (example config)', () => {
           maxReceiveCount: 6,
         },
       });
+    });
+
+    it('both queues take messages up to the size ingest checks every event against (413 above it)', () => {
+      const queues = s.template.findResources('AWS::SQS::Queue');
+      const sizes = Object.values(queues).map((q) => q['Properties']?.['MaximumMessageSize']);
+
+      expect(sizes).toEqual([SQS_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES]);
     });
 
     it('DLQ is FIFO, encrypted, keeps 14 days and survives stack deletion', () => {
