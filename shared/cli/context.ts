@@ -6,7 +6,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
 import { DynamoLedger } from '../adapters/dynamo-ledger.ts';
 import { AffiliateClient } from '../affiliate/client.ts';
-import { parseSources, SourceConfig, splitSecrets } from '../config/sources.ts';
+import { parseSources, SourceConfig } from '../config/sources.ts';
 import { CliError, type CliIo, explain } from './io.ts';
 
 /**
@@ -295,7 +295,7 @@ export class CliContext {
 
   /**
    * A secret setting's value: the flag, variable or local state file, else the Secrets Manager secret
-   * its `…_SECRET` variable names (the first key, for a list of keys kept for rotation).
+   * its `…_SECRET` variable names (its AWSCURRENT version, whole: a secret is never split).
    *
    * @throws CliError naming both ways to set it, or why the secret could not be read (never its value)
    */
@@ -308,15 +308,14 @@ export class CliContext {
     let text: string | undefined;
     try {
       const out = await this.secretsManager().send(new GetSecretValueCommand({ SecretId: ref }), awsCall());
-      text = out.SecretString?.trim();
+      text = out.SecretString;
     } catch (error) {
       throw new CliError(
         `${refVariable}: secret ${ref} could not be read (${explain(error)}); this identity needs secretsmanager:GetSecretValue on it`,
       );
     }
-    const first = text ? (name === 'financeApiKey' ? splitSecrets(text)[0] : text) : undefined;
-    if (!first) throw new CliError(`${refVariable}: secret ${ref} is empty or binary`);
-    return first;
+    if (!text) throw new CliError(`${refVariable}: secret ${ref} is empty or binary`);
+    return text;
   }
 
   async affiliate(): Promise<AffiliateClient> {
