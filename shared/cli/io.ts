@@ -57,8 +57,20 @@ export function writeLine(stream: OutputStream, line = ''): void {
   stream.write(`${line}\n`);
 }
 
-/** Pads columns to their widest cell; the last column is not padded. */
-export function formatTable(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+/**
+ * C0 and C1 controls (ESC starts terminal escape sequences, 0x9b is a one-byte CSI) and the bidi
+ * overrides that reorder what a terminal shows. Tables print values shops and buyers wrote.
+ */
+const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+/** A cell as a terminal may show it: control characters dropped, line breaks and tabs as spaces. */
+export function printable(text: string): string {
+  return text.replace(/[\t\n\r]/g, ' ').replace(CONTROL, '');
+}
+
+/** Pads columns to their widest cell; the last column is not padded. Control characters are dropped. */
+export function formatTable(headers: readonly string[], unsafeRows: readonly (readonly string[])[]): string {
+  const rows = unsafeRows.map((r) => r.map(printable));
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]) =>
     cells
@@ -70,7 +82,9 @@ export function formatTable(headers: readonly string[], rows: readonly (readonly
 
 /** Cuts a text for a table cell, on one line. */
 export function cell(text: string | undefined, max = 60): string {
-  const flat = (text ?? '').replace(/\s+/g, ' ').trim();
+  const flat = printable(text ?? '')
+    .replace(/\s+/g, ' ')
+    .trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
