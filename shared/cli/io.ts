@@ -61,6 +61,7 @@ export function writeLine(stream: OutputStream, line = ''): void {
  * C0 and C1 controls (ESC starts terminal escape sequences, 0x9b is a one-byte CSI) and the bidi
  * overrides that reorder what a terminal shows. Tables print values shops and buyers wrote.
  */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
 const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 
 /** A cell as a terminal may show it: control characters dropped, line breaks and tabs as spaces. */

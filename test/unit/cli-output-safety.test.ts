@@ -63,6 +63,7 @@ describe('tables', () => {
         ['a\nb', 'c\rd'],
       ],
     );
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: asserting their absence.
     expect(table).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
     expect(table.split('\n')).toHaveLength(3);
     expect(table).toContain('[2J[31m1001');
