@@ -1,4 +1,5 @@
 import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 
 /**
  * What a command may touch of the outside world. `bin/connector.ts` passes the process's streams and
@@ -17,8 +18,13 @@ export interface CliIo {
   /** Where confirmations are read from; absent when there is no one to ask. */
   readonly stdin?: NodeJS.ReadableStream & { readonly isTTY?: boolean };
   readonly env: Readonly<Record<string, string | undefined>>;
-  /** Directory searched for `.local-stack.json`. */
+  /** Directory searched first for `.local-stack.json`. */
   readonly cwd: string;
+  /**
+   * The connector's own checkout, where `npm start` writes `.local-stack.json`; searched after `cwd`.
+   * No other directory is: a state file in a parent directory may be anyone's.
+   */
+  readonly projectRoot?: string;
   /** @default () => new Date() */
   readonly now?: () => Date;
 }
@@ -31,6 +37,7 @@ export function processIo(): CliIo {
     stdin: process.stdin,
     env: process.env,
     cwd: process.cwd(),
+    projectRoot: fileURLToPath(new URL('../../', import.meta.url)),
   };
 }
 

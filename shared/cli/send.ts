@@ -190,13 +190,18 @@ async function signingSecret(
   url: string,
 ): Promise<string> {
   // A secret is signed with whole: commas, spaces and brackets are part of it.
+  // A signature made with a real shop's secret is as good as the secret to whoever receives it.
   if (flag !== undefined) {
     if (flag === '') throw new CliError('--secret: empty');
+    ctx.checkDestination('connectorUrl', '--secret', 'flag');
     return flag;
   }
   const ref = source?.secretRef ?? `${platform.toUpperCase()}_WEBHOOK_SECRET`;
   const configured = ctx.secret(ref);
-  if (configured) return configured;
+  if (configured) {
+    if (ctx.io.env[ref] === configured) ctx.checkDestination('connectorUrl', ref, 'env');
+    return configured;
+  }
   if (isLoopback(url)) {
     const { LOCAL_DEFAULTS } = await import('../../infra/local/stack.ts');
     const fallback = (LOCAL_DEFAULTS as Record<string, string>)[ref];

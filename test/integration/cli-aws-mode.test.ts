@@ -30,8 +30,8 @@ beforeAll(async () => {
   secretsManager = await startFakeSecretsManager({
     ...webhookSecrets,
     [TOKEN_SECRET]: token,
-    // A list kept for rotation: the first key is the one to present.
-    [FINANCE_SECRET]: `${financeKey},an-older-key`,
+    // Rotated once: the CLI presents AWSCURRENT; the connector accepts AWSPREVIOUS too.
+    [FINANCE_SECRET]: { AWSCURRENT: financeKey, AWSPREVIOUS: 'an-older-key-0123456789abcdefghijkl' },
   });
   cwd = emptyDir();
 });
@@ -125,7 +125,7 @@ describe('the CLI against AWS (settings from the environment, secrets in Secrets
     );
   });
 
-  it('refund presents the first finance key of its secret; status reads the token from its secret', async () => {
+  it('refund presents the current finance key of its secret; status reads the token from its secret', async () => {
     // Prepare
     const sent = await connector([
       'send',
