@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { isAbsolute, join, relative, resolve } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
@@ -158,13 +158,19 @@ export class CliContext {
   }
 
   /**
-   * The local state file: in the working directory, else in the connector's own checkout (`npm
-   * start` writes it there). Never a parent directory's: anyone may have left one in /tmp or $HOME.
-   * Undefined when none.
+   * The local state file: in the working directory, else, when that is inside the connector's own
+   * checkout, in the checkout's root (`npm start` writes it there). Never another parent
+   * directory's: anyone may have left one in /tmp or $HOME. Undefined when none.
    */
   stateFile(): string | undefined {
-    const dirs = [this.io.cwd, ...(this.io.projectRoot ? [this.io.projectRoot] : [])];
-    return dirs.map((dir) => join(resolve(dir), LOCAL_STATE_FILE)).find((file) => existsSync(file));
+    const cwd = resolve(this.io.cwd);
+    const dirs = [cwd];
+    const root = this.io.projectRoot === undefined ? undefined : resolve(this.io.projectRoot);
+    if (root !== undefined && root !== cwd) {
+      const path = relative(root, cwd);
+      if (!path.startsWith('..') && !isAbsolute(path)) dirs.push(root);
+    }
+    return dirs.map((dir) => join(dir, LOCAL_STATE_FILE)).find((file) => existsSync(file));
   }
 
   /** The parsed `.local-stack.json`, or null when there is none. */
