@@ -188,10 +188,12 @@ function onSqsEndpoint(queueUrl: string): string {
   return queueUrl.replace(/^https?:\/\/[^/]+/, stack.emulators.sqsEndpoint);
 }
 
-/** What API Gateway (HTTP API, payload format 2.0) hands the function for a JSON POST. */
+/**
+ * What API Gateway (HTTP API, payload format 2.0) hands the function for a JSON POST. The stack
+ * routes each source on its own route (`POST /webhooks/shopify`), so there are no path parameters.
+ */
 function apiEvent(path: string, headers: Record<string, string>, body: string): APIGatewayProxyEventV2 {
-  const source = /^\/webhooks\/([^/]+)$/.exec(path)?.[1];
-  const routeKey = source === undefined ? 'POST /refunds' : 'POST /webhooks/{source}';
+  const routeKey = `POST ${path}`;
   const now = Date.now();
   return {
     version: '2.0',
@@ -206,7 +208,6 @@ function apiEvent(path: string, headers: Record<string, string>, body: string): 
       'x-forwarded-port': '443',
       'x-forwarded-proto': 'https',
     },
-    ...(source === undefined ? {} : { pathParameters: { source } }),
     requestContext: {
       accountId: '000000000000',
       apiId: 'abc123def4',
