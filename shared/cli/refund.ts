@@ -206,8 +206,9 @@ CSV header: ${CSV_COLUMNS.join(',')}
   amount is a decimal in the order's currency ("12.50"); leave it empty with full=true for a full
   refund. The whole file is validated first: with any bad row, every problem is listed (line and
   field) and nothing is sent. A refund id counts once, so sending a file twice is harmless.
-The key: --api-key, FINANCE_API_KEY, .local-stack.json, else the first key of the Secrets Manager
-secret FINANCE_API_KEY_SECRET names (the stack's financeApiKeySecret).
+The key: --api-key, FINANCE_API_KEY, .local-stack.json, else the current version of the Secrets
+Manager secret FINANCE_API_KEY_SECRET names (the stack's financeApiKeySecret). A key from a variable
+or Secrets Manager goes only to a URL given by --url or CONNECTOR_URL, not one from .local-stack.json.
 Exit codes: 0 all queued, 1 some row failed, 2 invalid input or missing setting.`;
 
 /** `connector refund`: finance refunds from flags or a CSV, through `POST /refunds`. */
