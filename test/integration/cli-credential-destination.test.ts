@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CliContext } from '../../shared/cli/context.ts';
 import { runCli } from '../support/cli.ts';
 
 /**
@@ -62,6 +63,22 @@ describe('the CLI sends credentials only where the user pointed it', () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/missing the connector URL/);
     expect(leaked(FINANCE_KEY)).toBe(false);
+  });
+
+  it("the checkout's own state file is read from a subdirectory of it, and only from there", () => {
+    // Prepare: a checkout with the file npm start writes, and a directory outside it.
+    const checkout = planted(join(root, 'checkout'));
+    const inside = join(checkout, 'shared', 'cli');
+    const outside = join(root, 'elsewhere');
+    mkdirSync(inside, { recursive: true });
+    mkdirSync(outside, { recursive: true });
+    const io = { stdout: { write: () => true }, stderr: { write: () => true }, env: {} };
+    // Act
+    const fromInside = new CliContext({ ...io, cwd: inside, projectRoot: checkout }).stateFile();
+    const fromOutside = new CliContext({ ...io, cwd: outside, projectRoot: checkout }).stateFile();
+    // Assess
+    expect(fromInside).toBe(join(checkout, '.local-stack.json'));
+    expect(fromOutside).toBeUndefined();
   });
 
   it('refund: a finance key from the environment is not sent to a URL from the state file', async () => {
