@@ -231,6 +231,10 @@ describe('ConnectorStack (example config)', () => {
         StageName: '$default',
         RouteSettings: routeSettings,
       });
+      // Route settings name routes by key: CloudFormation must create the routes first.
+      const routes = Object.keys(s.template.findResources('AWS::ApiGatewayV2::Route'));
+      const stage = Object.values(s.template.findResources('AWS::ApiGatewayV2::Stage'))[0];
+      expect(stage?.['DependsOn']).toEqual(expect.arrayContaining(routes));
     });
 
     it('the ingest function has reserved concurrency: a flood cannot take the account’s whole pool', () => {
