@@ -10,11 +10,21 @@ import { AwsSecretStore } from '../shared/secrets.ts';
 
 export type WebhookHandler = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
 
-/** `POST /webhooks/{source}`: verify, map, queue; answer once the message is durable. */
+/**
+ * The source a request is for. The stack gives each source its own route (`POST /webhooks/shop-1`,
+ * throttled on its own), so the id is the route key's last segment; a `{source}` path parameter
+ * (a catch-all route, the local stack) is read first.
+ */
+export function sourceOf(event: Pick<APIGatewayProxyEventV2, 'pathParameters' | 'routeKey'>): string {
+  const parameter = event.pathParameters?.['source'];
+  if (parameter !== undefined) return parameter;
+  return /^POST \/webhooks\/([^/{}]+)$/.exec(event.routeKey)?.[1] ?? '';
+}
+
+/** `POST /webhooks/<source>`: verify, map, queue; answer once the message is durable. */
 export function makeHandler(deps: IngestDeps): WebhookHandler {
   return async (event) => {
-    const source = event.pathParameters?.['source'] ?? '';
-    return resultFromAnswer(await ingestWebhook(deps, source, requestFromEvent(event)));
+    return resultFromAnswer(await ingestWebhook(deps, sourceOf(event), requestFromEvent(event)));
   };
 }
 

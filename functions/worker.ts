@@ -43,9 +43,12 @@ const metrics = makeMetrics();
 async function fromEnv(env: NodeJS.ProcessEnv): Promise<WorkerHandler> {
   const secrets = new AwsSecretStore(optionalNumber(env, 'SECRETS_MAX_AGE_SECONDS', 300));
   const sqs = sqsClient();
+  const tokenRef = requireEnv(env, 'AFFILIATE_TOKEN_SECRET');
   const client = new AffiliateClient({
     baseUrl: requireEnv(env, 'AFFILIATE_BASE_URL'),
-    token: await secrets.get(requireEnv(env, 'AFFILIATE_TOKEN_SECRET')),
+    token: await secrets.get(tokenRef),
+    // A token rotated while this container is warm: followed within the max age, and after a 401.
+    tokenSource: (options) => secrets.get(tokenRef, options),
     routes: parseRouteOverrides(env['AFFILIATE_ROUTES']),
     ratePerSecond: optionalNumber(env, 'AFFILIATE_RATE_PER_SECOND', 100),
     timeoutMs: AFFILIATE_TIMEOUT_MS,

@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
+import type { CfnStage } from 'aws-cdk-lib/aws-apigatewayv2';
 import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
@@ -158,6 +159,9 @@ export class ConnectorStack extends Stack {
       this.#function(name, { ...common, ...environment }, projectRoot, logRetention);
 
     const webhook = make('webhook', { QUEUE_URL: queue.queueUrl });
+    // The public, unauthenticated function: its own pool, and a ceiling on what a flood may take.
+    (webhook.node.defaultChild as lambda.CfnFunction).reservedConcurrentExecutions =
+      config.ingest.reservedConcurrency;
     queue.grant(webhook, 'sqs:SendMessage');
     for (const source of config.sources) this.#grantSecret(webhook, source.secretRef);
 
@@ -240,11 +244,16 @@ export class ConnectorStack extends Stack {
         ),
       },
     });
-    const [webhookRoute] = this.api.addRoutes({
-      path: '/webhooks/{source}',
-      methods: [apigw.HttpMethod.POST],
-      integration: new HttpLambdaIntegration('WebhookIntegration', webhook),
-    });
+    // One route per source, each with its own throttle below: no catch-all `{source}`, so a request
+    // for a source that is not configured is API Gateway's 404 and never reaches the function.
+    const webhookIntegration = new HttpLambdaIntegration('WebhookIntegration', webhook);
+    const webhookRoutes = config.sources.flatMap((source) =>
+      this.api.addRoutes({
+        path: `/webhooks/${source.id}`,
+        methods: [apigw.HttpMethod.POST],
+        integration: webhookIntegration,
+      }),
+    );
     const [refundsRoute] = this.api.addRoutes({
       path: '/refunds',
       methods: [apigw.HttpMethod.POST],
@@ -283,7 +292,23 @@ export class ConnectorStack extends Stack {
     new CfnOutput(this, 'LedgerTableName', { value: this.ledger.tableName });
     new CfnOutput(this, 'DashboardName', { value: this.stackName });
 
-    this.#suppressNagFindings(webhookRoute, refundsRoute, config.refundsIamAuth);
+    // The L2 HttpStage has only the stage-wide `throttle`; per-route limits are CfnStage RouteSettings,
+    // a JSON map by route key that CDK passes through as is (hence CloudFormation's own field names).
+    const routeSettings: Record<string, { ThrottlingRateLimit: number; ThrottlingBurstLimit: number }> = {};
+    const limit = (t: { rateLimit: number; burstLimit: number }) => ({
+      ThrottlingRateLimit: t.rateLimit,
+      ThrottlingBurstLimit: t.burstLimit,
+    });
+    for (const source of config.sources) {
+      const throttle = config.apiThrottle.sources[source.id] ?? config.apiThrottle.webhook;
+      routeSettings[`POST /webhooks/${source.id}`] = limit(throttle);
+    }
+    routeSettings['POST /refunds'] = limit(config.apiThrottle.refunds);
+    (this.stage.node.defaultChild as CfnStage).routeSettings = routeSettings;
+    // Route settings name routes by key; the stage must not be updated before they exist.
+    for (const route of [...webhookRoutes, refundsRoute]) if (route) this.stage.node.addDependency(route);
+
+    this.#suppressNagFindings(webhookRoutes, refundsRoute, config.refundsIamAuth);
   }
 
   #function(
@@ -342,11 +367,11 @@ export class ConnectorStack extends Stack {
   }
 
   #suppressNagFindings(
-    webhookRoute?: apigw.HttpRoute,
+    webhookRoutes: readonly apigw.HttpRoute[],
     refundsRoute?: apigw.HttpRoute,
     refundsIam = false,
   ): void {
-    if (webhookRoute !== undefined) {
+    for (const webhookRoute of webhookRoutes) {
       Validations.of(webhookRoute).acknowledge({
         id: 'AwsSolutions-APIG4',
         reason:

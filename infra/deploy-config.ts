@@ -25,6 +25,22 @@ export const SecretRef = z
     message: 'must be a Secrets Manager secret name or ARN (letters, digits and /_+=.@-)',
   });
 
+/**
+ * One API Gateway throttle: a steady rate (requests per second) and a burst (a token bucket's size,
+ * what may arrive at once). A burst below the rate would cut every second short.
+ */
+const Throttle = (rateLimit: number, burstLimit: number) =>
+  z
+    .strictObject({
+      rateLimit: z.number().int().positive().max(10_000).default(rateLimit),
+      burstLimit: z.number().int().positive().max(5_000).default(burstLimit),
+    })
+    .prefault({})
+    .superRefine((t, ctx) => {
+      if (t.burstLimit < t.rateLimit)
+        ctx.addIssue({ code: 'custom', path: ['burstLimit'], message: 'must be at least rateLimit' });
+    });
+
 const HttpsUrl = z.url({ protocol: /^https$/, message: 'must be an https:// URL' });
 
 /** CloudWatch Logs accepts only these retention periods. */
@@ -79,13 +95,41 @@ export const DeployConfig = z
     /** Also require AWS IAM (SigV4) on `POST /refunds`, on top of the finance API key. */
     refundsIamAuth: z.boolean().default(false),
     /**
-     * Default-stage throttling of the HTTP API. WooCommerce does not retry a webhook it got a 429 for,
-     * so keep the rate above your peak order rate; the limit is there to cap the cost of a flood.
+     * API Gateway throttling, per route. Each source gets its own route, `POST /webhooks/<id>`, with
+     * its own limit, so a flood on one shop's URL (or on a made-up source: no route, API Gateway's
+     * 404, no Lambda) does not take the others' share; `/refunds` has its own. WooCommerce does not
+     * retry a webhook it got a 429 for, so keep each source's rate above its peak order rate.
      */
     apiThrottle: z
       .strictObject({
+        /** The stage's default: any route without a limit of its own (none, today). */
         rateLimit: z.number().int().positive().default(100),
         burstLimit: z.number().int().positive().default(200),
+        /**
+         * Each source's webhook route. 50/s is far above one shop's order rate (a shop taking 50
+         * orders a second all day takes 4 million a day) and a burst of 100 absorbs a flash sale's
+         * opening and a platform replaying a backlog.
+         */
+        webhook: Throttle(50, 100),
+        /** Per source id, instead of `webhook`: for a shop larger than the default allows. */
+        sources: z.record(z.string(), Throttle(50, 100)).default({}),
+        /**
+         * `/refunds`: finance's CLI sends one refund at a time and waits for each answer, so 10/s is
+         * ample; a leaked or guessed key then costs little before the key is rotated.
+         */
+        refunds: Throttle(10, 20),
+      })
+      .prefault({}),
+    ingest: z
+      .strictObject({
+        /**
+         * Reserved concurrency of the webhook function: both a guarantee (the worker and other
+         * functions of the account cannot starve it) and a ceiling (a flood that gets past the
+         * throttles cannot take the account's whole pool, 1,000 by default, from everything else).
+         * At about 50 ms per delivery, 20 serve about 400 deliveries a second. Lambda refuses it
+         * when it would leave the account fewer than 100 unreserved: lower it on a new account.
+         */
+        reservedConcurrency: z.number().int().min(1).max(1000).default(20),
       })
       .prefault({}),
     queue: z
@@ -146,6 +190,15 @@ export const DeployConfig = z
       .prefault({}),
   })
   .superRefine((config, ctx) => {
+    const ids = new Set(config.sources.map((s) => s.id));
+    for (const id of Object.keys(config.apiThrottle.sources)) {
+      if (!ids.has(id))
+        ctx.addIssue({
+          code: 'custom',
+          path: ['apiThrottle', 'sources', id],
+          message: 'not a configured source id',
+        });
+    }
     if (config.sources.some((s) => s.backend === 'legacy') && config.legacy.credentialsSecret === undefined) {
       ctx.addIssue({
         code: 'custom',

@@ -1,7 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import * as z from 'zod';
 import type { SourceConfig } from './config/sources.ts';
-import { splitSecrets } from './config/sources.ts';
 import { ExternalRefundId, OrderRefunded } from './domain/events.ts';
 import { CurrencyInput, freeText, idText } from './domain/limits.ts';
 import { BadInputError } from './errors.ts';
@@ -49,9 +48,22 @@ export interface FinanceDeps {
   readonly ledger: Pick<Ledger, 'get'>;
   readonly queue: EventQueue;
   readonly secrets: SecretStore;
-  /** Reference of the finance API key(s) in the secret store (several, comma-separated, for rotation). */
+  /** Reference of the finance API key in the secret store (its previous value also passes, for rotation). */
   readonly keyRef: string;
   readonly now: () => Date;
+}
+
+/**
+ * Fewest characters a finance key may have. The key alone guards refunds that cost the affiliates
+ * their commission: 32 random characters are out of reach of guessing at any request rate.
+ */
+export const MIN_FINANCE_KEY_LENGTH = 32;
+
+/** Why a configured finance key is too weak to guard refunds, or undefined when it is strong enough. */
+export function weakFinanceKey(key: string): string | undefined {
+  return key.length < MIN_FINANCE_KEY_LENGTH
+    ? `the finance API key has ${key.length} characters, fewer than ${MIN_FINANCE_KEY_LENGTH}`
+    : undefined;
 }
 
 /** Compares a presented key with every current key in constant time per key. */
@@ -108,11 +120,17 @@ export async function submitFinanceRefund(
       },
     };
   }
-  let keys: string[];
+  let keys: readonly string[];
   try {
-    keys = splitSecrets(await deps.secrets.get(deps.keyRef));
+    keys = await deps.secrets.accepted(deps.keyRef);
   } catch {
     return unavailable('finance key not available, retry later');
+  }
+  // A weak key (a previous one included) is a configuration fault: no key is accepted until it is replaced.
+  if (keys.some((key) => weakFinanceKey(key) !== undefined)) {
+    return unavailable(
+      `the configured finance key is shorter than ${MIN_FINANCE_KEY_LENGTH} characters; the operator must replace it`,
+    );
   }
   if (!keyMatches(presentedKey(headers), keys)) {
     return {

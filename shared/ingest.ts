@@ -1,6 +1,5 @@
 import type { SourceConfig } from './config/sources.ts';
-import { splitSecrets } from './config/sources.ts';
-import type { ConnectorEvent } from './domain/events.ts';
+import { ConnectorEvent } from './domain/events.ts';
 import { BadInputError, ConfigurationError, UnauthorizedError } from './errors.ts';
 import { checkEvents } from './platforms/mapping.ts';
 import type { PlatformAdapter, WebhookRequest } from './platforms/types.ts';
@@ -96,9 +95,9 @@ export async function ingestWebhook(
     );
   }
 
-  let secrets: string[];
+  let secrets: readonly string[];
   try {
-    secrets = splitSecrets(await deps.secrets.get(source.secretRef));
+    secrets = await deps.secrets.accepted(source.secretRef);
   } catch (error) {
     // A missing secret is our configuration, not the caller's fault: 503 keeps the platform retrying.
     const detail = error instanceof ConfigurationError ? error.message : 'secret store unavailable';

@@ -39,7 +39,7 @@ export const LOCAL_DEFAULTS = {
   WOOCOMMERCE_WEBHOOK_SECRET: 'local-woocommerce-secret',
   STRIPE_WEBHOOK_SECRET: 'whsec_local_stripe_secret',
   GENERIC_WEBHOOK_SECRET: 'local-generic-secret',
-  FINANCE_API_KEY: 'local-finance-key',
+  FINANCE_API_KEY: 'local-finance-key-0123456789abcdef',
 } as const;
 
 const PLATFORM_SECRET: Record<SourceConfig['platform'], keyof typeof LOCAL_DEFAULTS> = {

@@ -1,5 +1,5 @@
 import type * as z from 'zod';
-import { ConfigurationError, PermanentError } from '../errors.ts';
+import { ConfigurationError, PermanentError, TransientError } from '../errors.ts';
 import {
   type CallOptions,
   checkBaseUrl,
@@ -35,6 +35,13 @@ export interface AffiliateClientOptions extends HttpClientOptions {
   readonly baseUrl: string;
   /** Bearer token. Never appears in errors or events. */
   readonly token: string;
+  /**
+   * Reads the token again, for a token rotated while the process lives (a warm Lambda): before each
+   * call with `fresh: false` (the secret store's cache bounds how often that reaches it, so the
+   * token follows a rotation within the cache's max age), and once after a 401 with `fresh: true`;
+   * a changed token then gets the call again. Without it the token is fixed.
+   */
+  readonly tokenSource?: (options: { readonly fresh: boolean }) => Promise<string>;
   /** Paths to use instead of `DEFAULT_ROUTES`, per operation. */
   readonly routes?: Partial<RouteTable>;
   readonly onEvent?: (event: AffiliateClientEvent) => void;
@@ -61,10 +68,14 @@ export class AffiliateClient {
   readonly routes: RouteTable;
   private readonly baseUrl: string;
   private readonly http: PlatformHttp<RouteName>;
+  private readonly tokenSource: AffiliateClientOptions['tokenSource'];
+  private token: string;
 
   constructor(options: AffiliateClientOptions) {
     this.baseUrl = checkBaseUrl(CLIENT, options.baseUrl);
     const token = checkToken(options.token);
+    this.token = token;
+    this.tokenSource = options.tokenSource;
     this.routes = resolveRoutes(options.routes ?? {});
     this.http = new PlatformHttp(options, {
       client: CLIENT,
@@ -241,11 +252,44 @@ export class AffiliateClient {
     );
   }
 
-  private call<T>(operation: Operation<T>, options: CallOptions): Promise<T> {
+  private async call<T>(operation: Operation<T>, options: CallOptions): Promise<T> {
     const { route } = operation;
     const path = this.routes[route];
     const url = () => routeUrl(this.baseUrl, path);
-    return this.http.call({ ...operation, method: ROUTE_METHODS[route], path, url }, options);
+    const send = () => this.http.call({ ...operation, method: ROUTE_METHODS[route], path, url }, options);
+    const source = this.tokenSource;
+    if (!source) return send();
+    // The cached read; should the secret store fail, the token in hand is still the best guess.
+    await source({ fresh: false }).then(
+      (token) => this.useToken(token),
+      () => undefined,
+    );
+    try {
+      return await send();
+    } catch (error) {
+      // A 401 carried nothing out (even an add may be sent again); a 403 is a permission, not a rotation.
+      if (!(error instanceof ConfigurationError) || error.status !== 401) throw error;
+      const refused = this.token;
+      let fresh: string;
+      try {
+        fresh = await source({ fresh: true });
+      } catch (cause) {
+        throw new TransientError(
+          `${error.message}; the token could not be read again (${(cause as Error).name}), retry later`,
+          { status: 401, cause },
+        );
+      }
+      this.useToken(fresh);
+      if (this.token === refused) throw error;
+      return send();
+    }
+  }
+
+  private useToken(value: string): void {
+    if (value === this.token) return;
+    const token = checkToken(value);
+    this.token = token;
+    this.http.reauthorize(`Bearer ${token}`, token);
   }
 
   private label(route: RouteName): string {

@@ -149,7 +149,7 @@ const NOT_RETRIED = ': not retried, the platform may have recorded it (look it u
  * limiter and `withRetry`, throwing the connector's error classes.
  */
 export class PlatformHttp<R extends string> {
-  private readonly profile: HttpClientProfile<R>;
+  private profile: HttpClientProfile<R>;
   private readonly limiter: RateLimiter;
   private readonly timeoutMs: number;
   private readonly maxAttempts: number;
@@ -240,6 +240,15 @@ export class PlatformHttp<R extends string> {
       `${this.profile.label(route)} answered ${answer.status} without ${what} the client can read (${name || 'body'}: ${message})`,
       { status: answer.status, field: name || undefined },
     );
+  }
+
+  /**
+   * Sends `authorization` from now on (a rotated credential). `secret` joins the values redacted from
+   * the platform's messages; the last few earlier ones stay there too.
+   */
+  reauthorize(authorization: string, secret: string): void {
+    const secrets = [secret, ...this.profile.secrets.filter((s) => s !== secret)].slice(0, 4);
+    this.profile = { ...this.profile, authorization, secrets };
   }
 
   /** A message from the platform, bounded and without our secrets should it echo them. */

@@ -1,19 +1,20 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { isAbsolute, join, relative, resolve } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
 import { DynamoLedger } from '../adapters/dynamo-ledger.ts';
 import { AffiliateClient } from '../affiliate/client.ts';
-import { parseSources, SourceConfig, splitSecrets } from '../config/sources.ts';
+import { parseSources, SourceConfig } from '../config/sources.ts';
 import { CliError, type CliIo, explain } from './io.ts';
 
 /**
  * How the CLI reaches the connector, the queues, the ledger and the platform: each setting from its
  * flag, else its environment variable, else the `.local-stack.json` that `npm start` writes in the
  * repository root. Against AWS the SDK's default credentials are used; with an endpoint override
- * (the local emulators) dummy ones.
+ * (the local emulators) dummy ones. A credential the user holds (flag, environment, Secrets
+ * Manager) is only sent to a URL the user gave too, never to one read from the state file.
  */
 
 /** Written by `npm start` (infra/local/start.ts, `LOCAL_STATE_FILE`); repeated here so the CLI does not load the emulators. */
@@ -83,6 +84,20 @@ export const SECRET_REFS = {
   financeApiKey: 'FINANCE_API_KEY_SECRET',
 } as const satisfies Partial<Record<SettingName, string>>;
 export type SecretSettingName = keyof typeof SECRET_REFS;
+/** The settings naming where credentials are sent. */
+export type UrlSettingName = 'connectorUrl' | 'affiliateBaseUrl';
+/** Where each secret setting is sent. */
+const SECRET_DESTINATION = {
+  affiliateToken: 'affiliateBaseUrl',
+  financeApiKey: 'connectorUrl',
+} as const satisfies Record<SecretSettingName, UrlSettingName>;
+
+/** `FINANCE_API_KEY`, `--api-key`: how a setting was given, for messages. */
+function describeOrigin(name: SettingName, origin: SettingOrigin): string {
+  const spec: SettingSpec = SETTINGS[name];
+  if (origin === 'flag') return spec.flag ?? spec.env;
+  return origin === 'env' ? spec.env : `${LOCAL_STATE_FILE} ${spec.file ?? name}`;
+}
 export type SettingOrigin = 'flag' | 'env' | 'file';
 
 const FLAG_HELP: Partial<Record<SettingName, string>> = {
@@ -143,15 +158,19 @@ export class CliContext {
   }
 
   /**
-   * The local state file: in the working directory or the nearest parent that has one (`npm start`
-   * writes it in the repository root; the CLI may be run from a subdirectory). Undefined when none.
+   * The local state file: in the working directory, else, when that is inside the connector's own
+   * checkout, in the checkout's root (`npm start` writes it there). Never another parent
+   * directory's: anyone may have left one in /tmp or $HOME. Undefined when none.
    */
   stateFile(): string | undefined {
-    for (let dir = resolve(this.io.cwd); ; dir = dirname(dir)) {
-      const candidate = join(dir, LOCAL_STATE_FILE);
-      if (existsSync(candidate)) return candidate;
-      if (dirname(dir) === dir) return undefined;
+    const cwd = resolve(this.io.cwd);
+    const dirs = [cwd];
+    const root = this.io.projectRoot === undefined ? undefined : resolve(this.io.projectRoot);
+    if (root !== undefined && root !== cwd) {
+      const path = relative(root, cwd);
+      if (!path.startsWith('..') && !isAbsolute(path)) dirs.push(root);
     }
+    return dirs.map((dir) => join(dir, LOCAL_STATE_FILE)).find((file) => existsSync(file));
   }
 
   /** The parsed `.local-stack.json`, or null when there is none. */
@@ -288,6 +307,21 @@ export class CliContext {
     return new DynamoLedger(this.dynamo(), this.require('ledgerTable'), { callOptions: awsCall });
   }
 
+  /**
+   * Refuses to send a credential from the environment or Secrets Manager to a URL that came from the
+   * state file: the file's URLs go with the file's own (local, public) credentials, or a flag.
+   *
+   * @throws CliError naming the credential's origin and how to give the URL
+   */
+  checkDestination(url: UrlSettingName, credential: string, from: SettingOrigin | 'secretsManager'): void {
+    // A flag is typed for this one command, in this directory: the user pointed it at what they see.
+    if (this.origin(url) !== 'file' || from === 'file' || from === 'flag') return;
+    const spec = SETTINGS[url];
+    throw new CliError(
+      `${credential} is not sent to ${spec.what} read from ${this.stateFile() ?? LOCAL_STATE_FILE} (a file anyone may have left there): pass ${spec.flag} or set ${spec.env}`,
+    );
+  }
+
   /** Whether a secret setting can be had: given directly, or by a reference to Secrets Manager. */
   hasSecretSetting(name: SecretSettingName): boolean {
     return this.get(name) !== undefined || nonEmpty(this.io.env[SECRET_REFS[name]]);
@@ -295,28 +329,32 @@ export class CliContext {
 
   /**
    * A secret setting's value: the flag, variable or local state file, else the Secrets Manager secret
-   * its `…_SECRET` variable names (the first key, for a list of keys kept for rotation).
+   * its `…_SECRET` variable names (its AWSCURRENT version, whole: a secret is never split).
    *
    * @throws CliError naming both ways to set it, or why the secret could not be read (never its value)
    */
   async requireSecret(name: SecretSettingName): Promise<string> {
     const value = this.get(name);
-    if (value !== undefined) return value;
+    const origin = this.origin(name);
+    if (value !== undefined && origin !== undefined) {
+      this.checkDestination(SECRET_DESTINATION[name], describeOrigin(name, origin), origin);
+      return value;
+    }
     const refVariable = SECRET_REFS[name];
     const ref = this.io.env[refVariable]?.trim();
     if (!ref) throw new CliError(`${missingMessage(name)}, or ${refVariable} to its Secrets Manager secret`);
+    this.checkDestination(SECRET_DESTINATION[name], `the secret ${refVariable} names`, 'secretsManager');
     let text: string | undefined;
     try {
       const out = await this.secretsManager().send(new GetSecretValueCommand({ SecretId: ref }), awsCall());
-      text = out.SecretString?.trim();
+      text = out.SecretString;
     } catch (error) {
       throw new CliError(
         `${refVariable}: secret ${ref} could not be read (${explain(error)}); this identity needs secretsmanager:GetSecretValue on it`,
       );
     }
-    const first = text ? (name === 'financeApiKey' ? splitSecrets(text)[0] : text) : undefined;
-    if (!first) throw new CliError(`${refVariable}: secret ${ref} is empty or binary`);
-    return first;
+    if (!text) throw new CliError(`${refVariable}: secret ${ref} is empty or binary`);
+    return text;
   }
 
   async affiliate(): Promise<AffiliateClient> {

@@ -73,3 +73,18 @@ export function parseCsv(text: string): { records: CsvRecord[]; problems: CsvPro
   if (field !== '' || fields.length > 0 || wasQuoted) endRecord();
   return { records, problems };
 }
+
+/** A number as a spreadsheet reads it: kept as is even with a leading minus. */
+const PLAIN_NUMBER = /^-?\d+(\.\d+)?$/;
+/** First characters a spreadsheet takes as the start of a formula (or that hide one: tab, CR). */
+const FORMULA_START = /^[=+\-@\t\r]/;
+
+/**
+ * One CSV cell for a file finance staff open in a spreadsheet: a value starting like a formula gets
+ * a leading `'` (OWASP's CSV-injection advice, shown as text by Excel and LibreOffice), then the
+ * field is quoted when it holds a comma, a quote or a line break.
+ */
+export function csvCell(value: string): string {
+  const safe = FORMULA_START.test(value) && !PLAIN_NUMBER.test(value) ? `'${value}` : value;
+  return /[",\r\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
+}

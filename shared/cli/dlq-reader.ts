@@ -2,6 +2,7 @@ import {
   ChangeMessageVisibilityBatchCommand,
   DeleteMessageCommand,
   GetQueueAttributesCommand,
+  ListDeadLetterSourceQueuesCommand,
   type Message,
   type MessageAttributeValue,
   PurgeQueueCommand,
@@ -11,6 +12,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { fromAttributes } from '../adapters/sqs.ts';
 import { awsCall } from './context.ts';
+import { CliError } from './io.ts';
 
 /**
  * Reading the dead-letter queue without consuming it, and replaying it. SQS has no "peek": a
@@ -351,6 +353,57 @@ export async function replayQueue(
 }
 
 /** Deletes every message of the queue (SQS may take up to 60 s, and allows one purge a minute). */
+/**
+ * Confirms that `dlqUrl` is a dead-letter queue before anything is deleted from it: SQS's
+ * ListDeadLetterSourceQueues names the queues whose redrive policy points at it. Where that call is
+ * not served (the fauxqs emulator does not implement it) or not allowed, the main queue's own
+ * RedrivePolicy must name `dlqUrl`'s ARN. Only a positive answer passes.
+ *
+ * @throws CliError (exit 2) naming the queue when neither check confirms it
+ */
+export async function confirmDeadLetterQueue(
+  sqs: SQSClient,
+  dlqUrl: string,
+  mainQueueUrl: string | undefined,
+): Promise<void> {
+  try {
+    const out = await sqs.send(new ListDeadLetterSourceQueuesCommand({ QueueUrl: dlqUrl }), awsCall());
+    if ((out.queueUrls ?? []).length > 0) return;
+    throw new CliError(`${queueName(dlqUrl)} is not the dead-letter queue of any queue; nothing deleted`);
+  } catch (error) {
+    if (error instanceof CliError) throw error;
+  }
+  if (mainQueueUrl === undefined) {
+    throw new CliError(
+      `cannot confirm that ${queueName(dlqUrl)} is a dead-letter queue (ListDeadLetterSourceQueues failed): pass --queue-url or set QUEUE_URL to the main queue; nothing deleted`,
+    );
+  }
+  const [dlq, main] = await Promise.all([
+    sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlqUrl, AttributeNames: ['QueueArn'] }), awsCall()),
+    sqs.send(
+      new GetQueueAttributesCommand({ QueueUrl: mainQueueUrl, AttributeNames: ['RedrivePolicy'] }),
+      awsCall(),
+    ),
+  ]);
+  const target = deadLetterTarget(main.Attributes?.['RedrivePolicy']);
+  const arn = dlq.Attributes?.['QueueArn'];
+  if (arn === undefined || target !== arn) {
+    throw new CliError(
+      `${queueName(dlqUrl)} is not the dead-letter queue of ${queueName(mainQueueUrl)}; nothing deleted`,
+    );
+  }
+}
+
+function deadLetterTarget(policy: string | undefined): string | undefined {
+  try {
+    const parsed: unknown = JSON.parse(policy ?? '');
+    const arn = (parsed as { deadLetterTargetArn?: unknown } | null)?.deadLetterTargetArn;
+    return typeof arn === 'string' ? arn : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export async function purgeQueue(sqs: SQSClient, queueUrl: string): Promise<void> {
   await sqs.send(new PurgeQueueCommand({ QueueUrl: queueUrl }), awsCall());
 }

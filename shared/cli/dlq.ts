@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { type CliContext, type SettingName, settingOptions, withContext } from './context.ts';
 import {
+  confirmDeadLetterQueue,
   type DlqEntry,
   type DlqFilter,
   matches,
@@ -210,11 +211,13 @@ has it, so each one is in one queue or both (the ledger applies it once). Exit c
     .command('purge')
     .description('delete every message of the DLQ, for good')
     .option('--yes', 'do not ask to type the queue name');
-  settingOptions(purge, DLQ_SETTINGS);
+  settingOptions(purge, [...DLQ_SETTINGS, 'queueUrl']);
   purge.action(async (options: { yes?: boolean }) => {
     await withContext(io, options, async (ctx) => {
       const dlqUrl = ctx.require('dlqUrl');
       const name = queueName(dlqUrl);
+      // A wrong --dlq-url must not empty the main queue, or anyone else's.
+      await confirmDeadLetterQueue(ctx.sqs(), dlqUrl, ctx.get('queueUrl'));
       const counts = await queueCounts(ctx.sqs(), dlqUrl);
       const total = counts.visible + counts.inFlight;
       if (!options.yes) {

@@ -1,10 +1,12 @@
 import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
-import { DescribeSecretCommand } from '@aws-sdk/client-secrets-manager';
+import { DescribeSecretCommand, GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
 import type { AffiliateClient } from '../affiliate/client.ts';
 import type { AdvertiserInfo } from '../affiliate/schemas.ts';
 import { ConfigurationError } from '../errors.ts';
+import { MIN_FINANCE_KEY_LENGTH, weakFinanceKey } from '../finance.ts';
+import { previousVariable } from '../secrets.ts';
 import {
   awsCall,
   type CliContext,
@@ -210,6 +212,48 @@ async function secretChecks(ctx: CliContext): Promise<CheckResult[]> {
   return results;
 }
 
+/**
+ * The finance key's strength, current and previous value alike (the connector refuses every key
+ * while one is weak): from FINANCE_API_KEY (and FINANCE_API_KEY_PREVIOUS), else the AWSCURRENT and
+ * AWSPREVIOUS versions of the secret FINANCE_API_KEY_SECRET names. Only lengths are printed.
+ */
+async function financeKeyCheck(ctx: CliContext): Promise<CheckResult> {
+  const name = 'finance key';
+  const hint = `replace it with at least ${MIN_FINANCE_KEY_LENGTH} random characters (openssl rand -base64 32)`;
+  const keys: { label: string; value: string }[] = [];
+  const direct = ctx.get('financeApiKey');
+  const ref = ctx.io.env[SECRET_REFS.financeApiKey]?.trim();
+  if (direct !== undefined) {
+    keys.push({ label: 'FINANCE_API_KEY', value: direct });
+    const previous = ctx.secret(previousVariable('FINANCE_API_KEY'));
+    if (previous !== undefined) keys.push({ label: previousVariable('FINANCE_API_KEY'), value: previous });
+  } else if (ref) {
+    for (const stage of ['AWSCURRENT', 'AWSPREVIOUS']) {
+      try {
+        const out = await ctx
+          .secretsManager()
+          .send(new GetSecretValueCommand({ SecretId: ref, VersionStage: stage }), awsCall());
+        if (out.SecretString) keys.push({ label: `${ref} ${stage}`, value: out.SecretString });
+      } catch (error) {
+        // A secret never rotated has no AWSPREVIOUS version.
+        if (stage === 'AWSPREVIOUS' && (error as Error).name === 'ResourceNotFoundException') continue;
+        return fail(
+          name,
+          `${ref}: ${explain(error)}`,
+          'this identity needs secretsmanager:GetSecretValue on it',
+        );
+      }
+    }
+  } else {
+    return skip(name, 'not configured (FINANCE_API_KEY or FINANCE_API_KEY_SECRET)');
+  }
+  for (const { label, value } of keys) {
+    const weak = weakFinanceKey(value);
+    if (weak) return fail(name, `${label} has ${weak.replace(/^the finance API key has /, '')}`, hint);
+  }
+  return pass(name, `${keys.map((k) => `${k.label}: ${k.value.length} characters`).join(', ')}`);
+}
+
 async function connectorCheck(ctx: CliContext): Promise<CheckResult> {
   const name = 'connector URL';
   const url = ctx.get('connectorUrl');
@@ -234,6 +278,7 @@ export async function runChecks(ctx: CliContext): Promise<CheckResult[]> {
     await queueCheck(ctx, 'dead-letter queue', 'dlqUrl'),
     await ledgerCheck(ctx),
     ...(await secretChecks(ctx)),
+    await financeKeyCheck(ctx),
     await connectorCheck(ctx),
   ];
 }

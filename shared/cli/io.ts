@@ -1,4 +1,5 @@
 import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 
 /**
  * What a command may touch of the outside world. `bin/connector.ts` passes the process's streams and
@@ -17,8 +18,13 @@ export interface CliIo {
   /** Where confirmations are read from; absent when there is no one to ask. */
   readonly stdin?: NodeJS.ReadableStream & { readonly isTTY?: boolean };
   readonly env: Readonly<Record<string, string | undefined>>;
-  /** Directory searched for `.local-stack.json`. */
+  /** Directory searched first for `.local-stack.json`. */
   readonly cwd: string;
+  /**
+   * The connector's own checkout, where `npm start` writes `.local-stack.json`; searched after `cwd`.
+   * No other directory is: a state file in a parent directory may be anyone's.
+   */
+  readonly projectRoot?: string;
   /** @default () => new Date() */
   readonly now?: () => Date;
 }
@@ -31,6 +37,7 @@ export function processIo(): CliIo {
     stdin: process.stdin,
     env: process.env,
     cwd: process.cwd(),
+    projectRoot: fileURLToPath(new URL('../../', import.meta.url)),
   };
 }
 
@@ -57,8 +64,21 @@ export function writeLine(stream: OutputStream, line = ''): void {
   stream.write(`${line}\n`);
 }
 
-/** Pads columns to their widest cell; the last column is not padded. */
-export function formatTable(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+/**
+ * C0 and C1 controls (ESC starts terminal escape sequences, 0x9b is a one-byte CSI) and the bidi
+ * overrides that reorder what a terminal shows. Tables print values shops and buyers wrote.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
+const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+/** A cell as a terminal may show it: control characters dropped, line breaks and tabs as spaces. */
+export function printable(text: string): string {
+  return text.replace(/[\t\n\r]/g, ' ').replace(CONTROL, '');
+}
+
+/** Pads columns to their widest cell; the last column is not padded. Control characters are dropped. */
+export function formatTable(headers: readonly string[], unsafeRows: readonly (readonly string[])[]): string {
+  const rows = unsafeRows.map((r) => r.map(printable));
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]) =>
     cells
@@ -70,7 +90,9 @@ export function formatTable(headers: readonly string[], rows: readonly (readonly
 
 /** Cuts a text for a table cell, on one line. */
 export function cell(text: string | undefined, max = 60): string {
-  const flat = (text ?? '').replace(/\s+/g, ' ').trim();
+  const flat = printable(text ?? '')
+    .replace(/\s+/g, ' ')
+    .trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 

@@ -5,6 +5,7 @@ import type { Ledger, OrderRecord } from '../ledger.ts';
 import { formatMoney } from '../money.ts';
 import { compareOrder, type Difference, money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
+import { csvCell } from './csv.ts';
 import { CliError, type CliIo, cell, formatTable, nowOf, parseWhen, writeLine } from './io.ts';
 
 /** Page size of Conversions list (the API allows up to 10 000). */
@@ -124,10 +125,6 @@ const CSV_HEADER = [
   'detail',
 ];
 
-function csvField(value: string): string {
-  return /[",\r\n]/.test(value) ? `"${value.replace(/"/g, '""')}"` : value;
-}
-
 function decimal(amount: number | undefined, currency: string | undefined): string {
   if (amount === undefined) return '';
   return currency && Number.isSafeInteger(amount) ? formatMoney(amount, currency) : String(amount);
@@ -147,7 +144,7 @@ export function reportCsv(report: ReconcileReport): string {
       decimal(d.platformAmount, d.currency),
       d.currency ?? '',
       d.detail,
-    ].map(csvField),
+    ].map(csvCell),
   );
   return [CSV_HEADER, ...rows].map((r) => r.join(',')).join('\n');
 }

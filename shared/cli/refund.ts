@@ -210,8 +210,9 @@ CSV header: ${CSV_COLUMNS.join(',')}
 A partial refund larger than what is left of its order is refused before anything is sent (it
 would refuse the conversion): give --full to refund the whole order. This is checked against the
 ledger (--ledger-table, LEDGER_TABLE or .local-stack.json) when it can be read, else by the connector.
-The key: --api-key, FINANCE_API_KEY, .local-stack.json, else the first key of the Secrets Manager
-secret FINANCE_API_KEY_SECRET names (the stack's financeApiKeySecret).
+The key: --api-key, FINANCE_API_KEY, .local-stack.json, else the current version of the Secrets
+Manager secret FINANCE_API_KEY_SECRET names (the stack's financeApiKeySecret). A key from a variable
+or Secrets Manager goes only to a URL given by --url or CONNECTOR_URL, not one from .local-stack.json.
 Exit codes: 0 all queued, 1 some row failed, 2 invalid input or missing setting.`;
 
 /** `connector refund`: finance refunds from flags or a CSV, through `POST /refunds`. */

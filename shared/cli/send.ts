@@ -1,5 +1,5 @@
 import { Argument, type Command } from 'commander';
-import { type SourceConfig, splitSecrets } from '../config/sources.ts';
+import type { SourceConfig } from '../config/sources.ts';
 import { parseJsonBody } from '../json.ts';
 import { CliContext, settingOptions } from './context.ts';
 import { CliError, type CliIo, explain, nowOf, writeLine } from './io.ts';
@@ -189,15 +189,19 @@ async function signingSecret(
   flag: string | undefined,
   url: string,
 ): Promise<string> {
+  // A secret is signed with whole: commas, spaces and brackets are part of it.
+  // A signature made with a real shop's secret is as good as the secret to whoever receives it.
   if (flag !== undefined) {
-    const [first] = splitSecrets(flag);
-    if (!first) throw new CliError('--secret: empty');
-    return first;
+    if (flag === '') throw new CliError('--secret: empty');
+    ctx.checkDestination('connectorUrl', '--secret', 'flag');
+    return flag;
   }
   const ref = source?.secretRef ?? `${platform.toUpperCase()}_WEBHOOK_SECRET`;
   const configured = ctx.secret(ref);
-  const [first] = splitSecrets(configured ?? '');
-  if (first) return first;
+  if (configured) {
+    if (ctx.io.env[ref] === configured) ctx.checkDestination('connectorUrl', ref, 'env');
+    return configured;
+  }
   if (isLoopback(url)) {
     const { LOCAL_DEFAULTS } = await import('../../infra/local/stack.ts');
     const fallback = (LOCAL_DEFAULTS as Record<string, string>)[ref];

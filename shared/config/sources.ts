@@ -23,9 +23,9 @@ export const SourceConfig = z.strictObject({
   program: HexId,
   rule: HexId,
   /**
-   * Where the webhook signing secrets come from: the name of an env variable locally, a Secrets
-   * Manager secret name or ARN in AWS. The value may hold several secrets separated by commas or
-   * newlines (rotation: old and new accepted at once).
+   * Where the webhook signing secret comes from: the name of an env variable locally, a Secrets
+   * Manager secret name or ARN in AWS. The value is one secret, never split; while rotating, the
+   * previous value is accepted too (`<NAME>_PREVIOUS` locally, the AWSPREVIOUS version in AWS).
    */
   secretRef: z.string().min(1),
   /** Order/note attribute names that carry the platform's click id. */
@@ -68,12 +68,4 @@ export function parseSources(json: string, origin: string): SourceConfig[] {
     throw new Error(`${origin}: ${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'invalid'}`);
   }
   return result.data;
-}
-
-/** Splits a secret value holding several secrets (rotation) into its parts. */
-export function splitSecrets(value: string): string[] {
-  return value
-    .split(/[\n,]/)
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
 }

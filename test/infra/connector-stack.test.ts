@@ -213,16 +213,45 @@ describe('ConnectorStack (example config)', () => {
   });
 
   describe('HTTP API', () => {
-    it('routes POST /webhooks/{source} and POST /refunds without IAM by default', () => {
-      s.template.hasResourceProperties('AWS::ApiGatewayV2::Route', {
-        RouteKey: 'POST /webhooks/{source}',
-        AuthorizationType: 'NONE',
-      });
+    it('routes POST /webhooks/<id> for each configured source and POST /refunds, without IAM by default', () => {
+      for (const source of s.config.sources) {
+        s.template.hasResourceProperties('AWS::ApiGatewayV2::Route', {
+          RouteKey: `POST /webhooks/${source.id}`,
+          AuthorizationType: 'NONE',
+        });
+      }
       s.template.hasResourceProperties('AWS::ApiGatewayV2::Route', {
         RouteKey: 'POST /refunds',
         AuthorizationType: 'NONE',
       });
-      s.template.resourceCountIs('AWS::ApiGatewayV2::Route', 2);
+      // No catch-all: a flood on an unknown source is answered 404 by API Gateway, without a Lambda.
+      s.template.resourceCountIs('AWS::ApiGatewayV2::Route', s.config.sources.length + 1);
+    });
+
+    it("each source's webhook route and /refunds have their own throttle, from config defaults", () => {
+      const routeSettings: Record<string, unknown> = {
+        'POST /refunds': { ThrottlingRateLimit: 10, ThrottlingBurstLimit: 20 },
+      };
+      for (const source of s.config.sources) {
+        routeSettings[`POST /webhooks/${source.id}`] = { ThrottlingRateLimit: 50, ThrottlingBurstLimit: 100 };
+      }
+      s.template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
+        StageName: '$default',
+        RouteSettings: routeSettings,
+      });
+      // Route settings name routes by key: CloudFormation must create the routes first.
+      const routes = Object.keys(s.template.findResources('AWS::ApiGatewayV2::Route'));
+      const stage = Object.values(s.template.findResources('AWS::ApiGatewayV2::Stage'))[0];
+      expect(stage?.['DependsOn']).toEqual(expect.arrayContaining(routes));
+    });
+
+    it('the ingest function has reserved concurrency: a flood cannot take the account’s whole pool', () => {
+      const resource = s.template.toJSON().Resources[s.id(s.stack.functions.webhook)];
+      expect(resource.Properties.ReservedConcurrentExecutions).toBe(20);
+      for (const other of ['refunds', 'worker'] as const) {
+        const props = s.template.toJSON().Resources[s.id(s.stack.functions[other])].Properties;
+        expect(props.ReservedConcurrentExecutions).toBeUndefined();
+      }
     });
 
     it('the default stage throttles from config and writes access logs', () => {
@@ -431,6 +460,9 @@ describe('ConnectorStack (options)', () => {
       'worker.maxConcurrency': '4',
       'queue.maxReceiveCount': '8',
       'apiThrottle.rateLimit': '40',
+      'apiThrottle.sources': '{"woo-eu":{"rateLimit":5,"burstLimit":10}}',
+      'apiThrottle.refunds.rateLimit': '2',
+      'ingest.reservedConcurrency': '7',
       ledgerDeletionProtection: 'false',
       'sources.0.secretRef': SHOPIFY_SECRET_ARN,
       'legacy.credentialsSecret': 'connector/legacy-credentials',
@@ -444,7 +476,7 @@ describe('ConnectorStack (options)', () => {
       AuthorizationType: 'AWS_IAM',
     });
     s.template.hasResourceProperties('AWS::ApiGatewayV2::Route', {
-      RouteKey: 'POST /webhooks/{source}',
+      RouteKey: 'POST /webhooks/woo-eu',
       AuthorizationType: 'NONE',
     });
   });
@@ -471,7 +503,15 @@ describe('ConnectorStack (options)', () => {
     });
     s.template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
       DefaultRouteSettings: { ThrottlingRateLimit: 40, ThrottlingBurstLimit: 200 },
+      RouteSettings: Match.objectLike({
+        'POST /webhooks/woo-eu': { ThrottlingRateLimit: 5, ThrottlingBurstLimit: 10 },
+        'POST /webhooks/shopify-main': { ThrottlingRateLimit: 50, ThrottlingBurstLimit: 100 },
+        'POST /refunds': { ThrottlingRateLimit: 2, ThrottlingBurstLimit: 20 },
+      }),
     });
+    expect(
+      s.template.toJSON().Resources[s.id(s.stack.functions.webhook)].Properties.ReservedConcurrentExecutions,
+    ).toBe(7);
     s.template.hasResourceProperties('AWS::DynamoDB::Table', { DeletionProtectionEnabled: false });
     expect(environmentOf(s, 'worker')).toMatchObject({
       AFFILIATE_RATE_PER_SECOND: '20',

@@ -59,7 +59,14 @@ describe('loadDeployConfig', () => {
       ledgerDeletionProtection: true,
       queue: { maxReceiveCount: 6, retentionDays: 4 },
       worker: { maxConcurrency: 5 },
-      apiThrottle: { rateLimit: 100, burstLimit: 200 },
+      apiThrottle: {
+        rateLimit: 100,
+        burstLimit: 200,
+        webhook: { rateLimit: 50, burstLimit: 100 },
+        sources: {},
+        refunds: { rateLimit: 10, burstLimit: 20 },
+      },
+      ingest: { reservedConcurrency: 20 },
       secretsMaxAgeSeconds: 300,
       logRetentionDays: 30,
       powertools: {
@@ -162,6 +169,16 @@ describe('loadDeployConfig', () => {
       'workers that together exceed the platform limit',
       { ...MINIMAL, worker: { maxConcurrency: 10, ratePerSecond: 20 } },
       /worker\.ratePerSecond: 20\/s x maxConcurrency 10 exceeds the platform's 100\/s/,
+    ],
+    [
+      'a throttle for a source that is not configured',
+      { ...MINIMAL, apiThrottle: { sources: { 'no-such-shop': { rateLimit: 5, burstLimit: 10 } } } },
+      /apiThrottle\.sources\.no-such-shop: not a configured source id/,
+    ],
+    [
+      'a burst below the rate',
+      { ...MINIMAL, apiThrottle: { refunds: { rateLimit: 50, burstLimit: 10 } } },
+      /apiThrottle\.refunds\.burstLimit: must be at least rateLimit/,
     ],
   ])('refuses %s, naming the setting', (_, config, message) => {
     write(config);

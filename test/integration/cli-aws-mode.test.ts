@@ -30,8 +30,8 @@ beforeAll(async () => {
   secretsManager = await startFakeSecretsManager({
     ...webhookSecrets,
     [TOKEN_SECRET]: token,
-    // A list kept for rotation: the first key is the one to present.
-    [FINANCE_SECRET]: `${financeKey},an-older-key`,
+    // Rotated once: the CLI presents AWSCURRENT; the connector accepts AWSPREVIOUS too.
+    [FINANCE_SECRET]: { AWSCURRENT: financeKey, AWSPREVIOUS: 'an-older-key-0123456789abcdefghijkl' },
   });
   cwd = emptyDir();
 });
@@ -71,7 +71,7 @@ async function connector(argv: string[], overrides: Record<string, string> = {})
 }
 
 describe('the CLI against AWS (settings from the environment, secrets in Secrets Manager)', () => {
-  it('doctor passes, reading the token from its secret and only describing the others', async () => {
+  it('doctor passes, reading the token and the finance key (its length) from their secrets, describing the others', async () => {
     // Prepare
     secretsManager.calls.length = 0;
     // Act
@@ -87,8 +87,10 @@ describe('the CLI against AWS (settings from the environment, secrets in Secrets
     expect(checked.stdout).toMatch(/✓ secret SHOPIFY_WEBHOOK_SECRET\s+exists, last changed 2026-11-01/);
     expect(checked.stdout).toMatch(new RegExp(`✓ secret ${FINANCE_SECRET}\\s+exists`));
     expect(checked.stdout).toMatch(/✓ connector URL\s+/);
+    // The token to call the platform; the finance key's two versions for their length, no other value.
     const read = secretsManager.calls.filter((c) => c.action === 'GetSecretValue').map((c) => c.secretId);
-    expect(read).toEqual([TOKEN_SECRET]);
+    expect(read).toEqual([TOKEN_SECRET, FINANCE_SECRET, FINANCE_SECRET]);
+    expect(checked.stdout).toMatch(/✓ finance key\s+connector\/finance.* AWSCURRENT: \d+ characters/);
   });
 
   it('doctor names each broken part with a fix: a missing secret, queue and table, an unreadable token', async () => {
@@ -125,7 +127,7 @@ describe('the CLI against AWS (settings from the environment, secrets in Secrets
     );
   });
 
-  it('refund presents the first finance key of its secret; status reads the token from its secret', async () => {
+  it('refund presents the current finance key of its secret; status reads the token from its secret', async () => {
     // Prepare
     const sent = await connector([
       'send',

@@ -1,4 +1,9 @@
-import { DeleteMessageCommand, ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import {
+  CreateQueueCommand,
+  DeleteMessageCommand,
+  ReceiveMessageCommand,
+  SendMessageCommand,
+} from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { SqsFailureQueue } from '../../shared/adapters/sqs.ts';
@@ -249,6 +254,24 @@ describe('connector dlq', () => {
     expect((await cli(['dlq', 'replay', '--reason', 'locked', '--yes'])).stdout).toContain(
       'nothing to replay',
     );
+  });
+
+  it('purge refuses a queue that is not a dead-letter queue, even with --yes, and deletes nothing', async () => {
+    // Prepare: a queue of someone else's that happens to hold a message.
+    const { QueueUrl: otherUrl } = await stack.emulators.sqs.send(
+      new CreateQueueCommand({ QueueName: 'not-a-dead-letter-queue' }),
+    );
+    await stack.emulators.sqs.send(new SendMessageCommand({ QueueUrl: otherUrl, MessageBody: 'keep me' }));
+    // Act
+    const other = await cli(['dlq', 'purge', '--yes', '--dlq-url', otherUrl ?? '']);
+    const main = await cli(['dlq', 'purge', '--yes', '--dlq-url', stack.emulators.queueUrl]);
+    // Assess
+    expect(other.code).toBe(2);
+    expect(other.stderr).toMatch(
+      /not-a-dead-letter-queue is not the dead-letter queue of .*connector-events\.fifo; nothing deleted/,
+    );
+    expect(main.code).toBe(2);
+    expect(stack.emulators.counts('not-a-dead-letter-queue').ready).toBe(1);
   });
 
   it('purges only after the queue name is typed', async () => {

@@ -132,7 +132,11 @@ describe('connector doctor', () => {
       s.id === 'stripe' ? { ...s, rule: 'ffffffffffffffffffffffff' } : s,
     );
     // Act
-    const badToken = await runCli(['doctor'], { cwd: state.dir, env: { AFFILIATE_TOKEN: 'wrong-token' } });
+    // A token from the environment goes only to a URL given the same way, not to the state file's.
+    const badToken = await runCli(['doctor'], {
+      cwd: state.dir,
+      env: { AFFILIATE_TOKEN: 'wrong-token', AFFILIATE_BASE_URL: stack.platformUrl },
+    });
     const badRule = await runCli(['doctor'], { cwd: state.dir, env: { SOURCES: JSON.stringify(sources) } });
     // Assess
     expect(badToken.code).toBe(1);

@@ -40,6 +40,8 @@ const BUYER_IP = '198.51.100.73';
 const CUSTOMER = ['bob.norman@mail.example.com', 'Bob Norman', 'Norman', '+16136120707'];
 const webhookSecret = `shpss_${randomBytes(16).toString('hex')}`;
 const financeKey = `fin_${randomBytes(16).toString('hex')}`;
+/** The key before the last rotation (AWSPREVIOUS): still accepted. */
+const OLDER_FINANCE_KEY = 'an-older-finance-key-0123456789abcdef';
 const wrongKey = `fin_${randomBytes(16).toString('hex')}`;
 const LAMBDA_CONTEXT = { getRemainingTimeInMillis: () => 30_000 };
 
@@ -134,7 +136,7 @@ beforeAll(async () => {
     ...Object.fromEntries(sources.map((s) => [s.secretRef, `${s.id}-${webhookSecret}`])),
     'connector/webhooks/shopify': webhookSecret,
     [TOKEN_SECRET]: token,
-    [FINANCE_SECRET]: `${financeKey},an-older-finance-key`,
+    [FINANCE_SECRET]: { AWSCURRENT: financeKey, AWSPREVIOUS: OLDER_FINANCE_KEY },
   });
 
   // What Lambda sets for every function (the SDK's endpoint variables stand for the AWS endpoints).
@@ -186,10 +188,12 @@ function onSqsEndpoint(queueUrl: string): string {
   return queueUrl.replace(/^https?:\/\/[^/]+/, stack.emulators.sqsEndpoint);
 }
 
-/** What API Gateway (HTTP API, payload format 2.0) hands the function for a JSON POST. */
+/**
+ * What API Gateway (HTTP API, payload format 2.0) hands the function for a JSON POST. The stack
+ * routes each source on its own route (`POST /webhooks/shopify`), so there are no path parameters.
+ */
 function apiEvent(path: string, headers: Record<string, string>, body: string): APIGatewayProxyEventV2 {
-  const source = /^\/webhooks\/([^/]+)$/.exec(path)?.[1];
-  const routeKey = source === undefined ? 'POST /refunds' : 'POST /webhooks/{source}';
+  const routeKey = `POST ${path}`;
   const now = Date.now();
   return {
     version: '2.0',
@@ -204,7 +208,6 @@ function apiEvent(path: string, headers: Record<string, string>, body: string): 
       'x-forwarded-port': '443',
       'x-forwarded-proto': 'https',
     },
-    ...(source === undefined ? {} : { pathParameters: { source } }),
     requestContext: {
       accountId: '000000000000',
       apiId: 'abc123def4',
@@ -442,8 +445,12 @@ describe('the deployed Lambda handlers, wired from the environment CDK sets', ()
   });
 
   it('each function read its secrets from Secrets Manager once, then from the cache', () => {
-    const reads = secretsManager.calls.filter((c) => c.action === 'GetSecretValue').map((c) => c.secretId);
-    expect(reads.sort()).toEqual([FINANCE_SECRET, TOKEN_SECRET, 'connector/webhooks/shopify'].sort());
+    // Each secret's two versions (AWSCURRENT, and AWSPREVIOUS for rotation) once each.
+    const reads = secretsManager.calls
+      .filter((c) => c.action === 'GetSecretValue')
+      .map((c) => `${c.secretId}@${c.versionStage}`);
+    const secrets = [FINANCE_SECRET, TOKEN_SECRET, 'connector/webhooks/shopify'];
+    expect(reads.sort()).toEqual(secrets.flatMap((s) => [`${s}@AWSCURRENT`, `${s}@AWSPREVIOUS`]).sort());
   });
 
   it('writes only JSON lines: logs naming the event, EMF metrics in the configured namespace', () => {
@@ -521,7 +528,7 @@ describe('the deployed Lambda handlers, wired from the environment CDK sets', ()
     for (const [what, value] of Object.entries(secrets)) {
       expect(output.includes(value), `${what} written`).toBe(false);
     }
-    for (const value of [...CUSTOMER, 'an-older-finance-key', 'not-the-shop-secret', wrongKey]) {
+    for (const value of [...CUSTOMER, OLDER_FINANCE_KEY, 'not-the-shop-secret', wrongKey]) {
       expect(output.includes(value), `${value} written`).toBe(false);
     }
   });

@@ -5,13 +5,20 @@ import type { AddressInfo } from 'node:net';
  * Secrets Manager has no emulator among ours, so this stands in for it on the wire (AWS JSON 1.1,
  * `x-amz-target: secretsmanager.<Action>`), for DescribeSecret and GetSecretValue only: enough for
  * the real SDK client, pointed here with AWS_ENDPOINT_URL_SECRETS_MANAGER, to be tested end to end.
+ * Each secret has an AWSCURRENT and, once rotated, an AWSPREVIOUS version, as Secrets Manager keeps
+ * them; asking for a stage the secret does not have is a ResourceNotFoundException, as in AWS.
  */
 export interface FakeSecretsManager {
   readonly endpoint: string;
-  /** Actions received, in order, with the SecretId asked for. */
-  readonly calls: { action: string; secretId: string }[];
+  /** Actions received, in order, with the SecretId and the VersionStage asked for. */
+  readonly calls: { action: string; secretId: string; versionStage?: string }[];
+  /** What `put-secret-value` does: the new value becomes AWSCURRENT, the current one AWSPREVIOUS. */
+  rotate(secretId: string, value: string): void;
   close(): Promise<void>;
 }
+
+/** A value, or its versions by stage label (a secret that has been rotated). */
+export type FakeSecret = string | { readonly AWSCURRENT: string; readonly AWSPREVIOUS?: string };
 
 const CHANGED = Date.parse('2026-11-01T00:00:00Z') / 1000;
 
@@ -30,15 +37,22 @@ async function bodyOf(req: IncomingMessage): Promise<Record<string, unknown>> {
   }
 }
 
-export async function startFakeSecretsManager(secrets: Record<string, string>): Promise<FakeSecretsManager> {
-  const calls: { action: string; secretId: string }[] = [];
+export async function startFakeSecretsManager(
+  initial: Record<string, FakeSecret>,
+): Promise<FakeSecretsManager> {
+  const calls: { action: string; secretId: string; versionStage?: string }[] = [];
+  const secrets = new Map<string, Record<string, string | undefined>>(
+    Object.entries(initial).map(([id, v]) => [id, typeof v === 'string' ? { AWSCURRENT: v } : { ...v }]),
+  );
   const server = createServer((req, res) => {
     void bodyOf(req).then((body) => {
       const action = String(req.headers['x-amz-target'] ?? '').replace(/^secretsmanager\./, '');
       const secretId = String(body['SecretId'] ?? '');
-      calls.push({ action, secretId });
-      const value = secrets[secretId];
-      if (value === undefined) {
+      const versionStage = typeof body['VersionStage'] === 'string' ? body['VersionStage'] : undefined;
+      calls.push({ action, secretId, ...(versionStage ? { versionStage } : {}) });
+      const versions = secrets.get(secretId);
+      const value = versions?.[versionStage ?? 'AWSCURRENT'];
+      if (versions === undefined || (action === 'GetSecretValue' && value === undefined)) {
         send(res, 400, {
           __type: 'ResourceNotFoundException',
           Message: "Secrets Manager can't find the specified secret.",
@@ -49,7 +63,14 @@ export async function startFakeSecretsManager(secrets: Record<string, string>): 
       if (action === 'DescribeSecret') {
         send(res, 200, { ARN: arn, Name: secretId, LastChangedDate: CHANGED });
       } else if (action === 'GetSecretValue') {
-        send(res, 200, { ARN: arn, Name: secretId, SecretString: value, CreatedDate: CHANGED });
+        const stages = [versionStage ?? 'AWSCURRENT'];
+        send(res, 200, {
+          ARN: arn,
+          Name: secretId,
+          SecretString: value,
+          VersionStages: stages,
+          CreatedDate: CHANGED,
+        });
       } else {
         send(res, 400, { __type: 'InvalidRequestException', Message: `${action} is not served here` });
       }
@@ -60,6 +81,10 @@ export async function startFakeSecretsManager(secrets: Record<string, string>): 
   return {
     endpoint: `http://127.0.0.1:${port}`,
     calls,
+    rotate(secretId, value) {
+      const current = secrets.get(secretId)?.['AWSCURRENT'];
+      secrets.set(secretId, { AWSCURRENT: value, AWSPREVIOUS: current });
+    },
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

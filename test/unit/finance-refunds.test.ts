@@ -12,7 +12,7 @@ import type { SecretStore } from '../../shared/secrets.ts';
  * and nothing is queued.
  */
 
-const FINANCE_KEY = 'finance-key-for-tests';
+const FINANCE_KEY = 'finance-key-for-tests-0123456789abcdef';
 const sources = new Map(
   [
     SourceConfig.parse({
@@ -24,7 +24,7 @@ const sources = new Map(
     }),
   ].map((s) => [s.id, s]),
 );
-const secrets: SecretStore = { get: async () => FINANCE_KEY };
+const secrets: SecretStore = { get: async () => FINANCE_KEY, accepted: async () => [FINANCE_KEY] };
 
 class RecordingQueue implements EventQueue {
   readonly sent: ConnectorEvent[] = [];
@@ -94,7 +94,10 @@ describe('POST /refunds: a failing dependency is a 503 to retry, not a 500', () 
       sources,
       ledger: working,
       queue: new RecordingQueue(),
-      secrets: { get: async () => Promise.reject(new Error('AccessDeniedException')) },
+      secrets: {
+        get: async () => Promise.reject(new Error('AccessDeniedException')),
+        accepted: async () => Promise.reject(new Error('AccessDeniedException')),
+      },
       keyRef: 'FINANCE_API_KEY',
       now: () => new Date(),
     });

@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import { csvCell } from '../../shared/cli/csv.ts';
+import { formatTable } from '../../shared/cli/io.ts';
+import { reportCsv } from '../../shared/cli/reconcile.ts';
+
+/**
+ * What the CLI prints carries values a shop or a buyer wrote (external ids, reasons, platform
+ * messages). A spreadsheet must not run them as formulas, and a terminal must not obey them.
+ */
+
+describe('CSV output', () => {
+  it('neutralises cells starting with = + - @ tab or CR, so a spreadsheet does not run them', () => {
+    for (const dangerous of [
+      '=HYPERLINK("https://evil.example","x")',
+      '+1+1',
+      '-2+3',
+      '@SUM(A1)',
+      '\tcmd',
+      '\rcmd',
+    ]) {
+      const out = csvCell(dangerous);
+      const unquoted = out.startsWith('"') ? out.slice(1) : out;
+      expect({ dangerous, first: unquoted[0] }).toEqual({ dangerous, first: "'" });
+    }
+  });
+
+  it('leaves ordinary values and plain negative amounts as they are', () => {
+    expect(csvCell('1001')).toBe('1001');
+    expect(csvCell('-12.50')).toBe('-12.50');
+    expect(csvCell('a, b')).toBe('"a, b"');
+    expect(csvCell('say "hi"')).toBe('"say ""hi"""');
+  });
+
+  it('reconcile --csv: an external id written by the shop as a formula arrives neutralised', () => {
+    const csv = reportCsv({
+      from: '2026-11-01',
+      to: '2026-11-02',
+      programs: ['p'],
+      ledgerRecords: 1,
+      platformConversions: 0,
+      differences: [
+        {
+          kind: 'missing',
+          program: 'p',
+          externalId: '=cmd|" /C calc"!A0',
+          detail: '@evil',
+        },
+      ],
+    });
+    const row = csv.split('\n')[1] ?? '';
+    expect(row).toContain(`"'=cmd|"" /C calc""!A0"`);
+    expect(row).toContain(`'@evil`);
+    expect(row).not.toMatch(/(^|,)[=+@-]/);
+  });
+});
+
+describe('tables', () => {
+  it('strip control characters: no escape sequence or bidi override reaches the terminal', () => {
+    const table = formatTable(
+      ['ID', 'REASON'],
+      [
+        ['\u001b[2J\u001b[31m1001', 'ok\u0007\u0000\u202eevil\u009b'],
+        ['a\nb', 'c\rd'],
+      ],
+    );
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: asserting their absence.
+    expect(table).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
+    expect(table.split('\n')).toHaveLength(3);
+    expect(table).toContain('[2J[31m1001');
+  });
+});
