@@ -28,7 +28,7 @@ const source = SourceConfig.parse({
   unattributed: { mode: 'manual', affiliateTrackingId: 7 },
 });
 const sources = new Map([[source.id, source]]);
-const secrets = new EnvSecretStore({ GENERIC_SECRET: SECRET, FINANCE_KEY: 'door-finance-key' });
+const secrets = new EnvSecretStore({ GENERIC_SECRET: SECRET, FINANCE_KEY: 'door-finance-key-0123456789abcdef0123' });
 
 class MemoryQueue implements EventQueue {
   readonly sent: ConnectorEvent[] = [];
@@ -105,7 +105,7 @@ describe('limits checked at the door (the platform client would refuse these lat
         keyRef: 'FINANCE_KEY',
         now: () => new Date(),
       },
-      { 'x-api-key': 'door-finance-key' },
+      { 'x-api-key': 'door-finance-key-0123456789abcdef0123' },
       Buffer.from(JSON.stringify({ externalId: 'o-1', refundId: 'r-1', amount: '5.00', currency: 'eur' })),
     );
 

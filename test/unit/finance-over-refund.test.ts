@@ -12,7 +12,7 @@ import { MemoryLedger } from '../support/memory-ledger.ts';
  * conversion, which cannot be undone, so the door answers 400 naming `amount` and what remains.
  */
 
-const FINANCE_KEY = 'finance-key-for-tests';
+const FINANCE_KEY = 'finance-key-for-tests-0123456789abcdef';
 const PROGRAM = '0123456789abcdef01234567';
 const sources = new Map(
   [
