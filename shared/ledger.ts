@@ -11,7 +11,12 @@ export type OrderState =
   | 'skipped'
   | 'refused'
   /** The add failed permanently; the message is in the DLQ and a replay may try again. */
-  | 'failed';
+  | 'failed'
+  /**
+   * A refund or cancellation came before its order (shops do not deliver in order): the record holds
+   * it, with no conversion yet, and the order applies it when it arrives.
+   */
+  | 'awaiting';
 
 export type RefundStatus = 'pending' | 'applied' | 'skipped' | 'rejected';
 
@@ -21,6 +26,10 @@ export interface RefundRecord {
   readonly amount: number;
   readonly full: boolean;
   readonly origin: 'shop' | 'finance';
+  /** The source whose webhook sent it (absent on records written before sources were checked). */
+  readonly source?: string;
+  /** The refund's currency when it named one, checked against the order's when that arrives later. */
+  readonly currency?: string;
   readonly reason?: string;
   readonly receivedAt: string;
   status: RefundStatus;
@@ -52,6 +61,8 @@ export interface OrderRecord {
   leaseUntil?: number;
   skipReason?: string;
   lastError?: string;
+  /** When the first refund waiting for this order (state `awaiting`, or `failed`) was recorded. */
+  awaitingSince?: string;
   /** The record was created from the platform's data (order placed before the connector). */
   imported?: boolean;
   /**

@@ -11,6 +11,8 @@ export const METRIC = {
   conversionsAdded: 'ConversionsAdded',
   refundsApplied: 'RefundsApplied',
   conversionsRefused: 'ConversionsRefused',
+  /** A refund or cancellation recorded before its order's conversion exists (held in the ledger). */
+  refundsAwaitingOrder: 'RefundsAwaitingOrder',
   duplicatesSkipped: 'DuplicatesSkipped',
   ordersSkipped: 'OrdersSkipped',
   rateLimited: 'RateLimited',
@@ -98,6 +100,7 @@ export function observeWorker(logger: Logger, metrics: Metrics): (report: Record
         refund_duplicate: METRIC.duplicatesSkipped,
         skipped: METRIC.ordersSkipped,
         refund_skipped: undefined,
+        refund_waiting: METRIC.refundsAwaitingOrder,
         already_refused: undefined,
         refund_applied: METRIC.refundsApplied,
         refused: METRIC.conversionsRefused,
