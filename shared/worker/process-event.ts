@@ -90,11 +90,12 @@ const CANCELLATION_REFUND_ID = connectorRefundId('cancellation');
 /** Applies one event to the platform, exactly once, using the ledger. Throws classified errors. */
 export async function processEvent(
   deps: WorkerDeps,
-  event: ConnectorEvent,
+  received: ConnectorEvent,
   call: CallOptions = {},
 ): Promise<Outcome> {
-  const source = deps.sources.get(event.source);
-  if (!source) throw new PermanentError(`source "${event.source}" is not configured`);
+  const source = deps.sources.get(received.source);
+  if (!source) throw new PermanentError(`source "${received.source}" is not configured`);
+  const event = withPrefix(source, received);
   switch (event.type) {
     case 'OrderPlaced':
       return placeOrder(deps, source, event, call);
@@ -103,6 +104,13 @@ export async function processEvent(
     case 'OrderCancelled':
       return refundOrder(deps, source, asCancellationRefund(event), call);
   }
+}
+
+/** The shop's order id as the platform and the ledger know it. Finance already names that id. */
+function withPrefix(source: SourceConfig, event: ConnectorEvent): ConnectorEvent {
+  if (!source.externalIdPrefix) return event;
+  if (event.type === 'OrderRefunded' && event.origin === 'finance') return event;
+  return { ...event, externalId: `${source.externalIdPrefix}${event.externalId}` };
 }
 
 function asCancellationRefund(event: OrderCancelled): OrderRefunded {
