@@ -18,6 +18,54 @@ export interface ReconcileReport {
   readonly ledgerRecords: number;
   readonly platformConversions: number;
   readonly differences: Difference[];
+  /** Refunds the ledger holds for orders not added yet, whenever received (not only in the period). */
+  readonly waitingRefunds: WaitingRefund[];
+}
+
+/** A refund or cancellation held in the ledger until its order's conversion exists. */
+export interface WaitingRefund {
+  readonly program: string;
+  readonly externalId: string;
+  readonly refundId: string;
+  /** `awaiting`: the order has not arrived; `failed`: it is parked in the DLQ. */
+  readonly ledgerState: 'awaiting' | 'failed';
+  readonly since: string;
+  readonly source?: string;
+}
+
+/** The pending refunds of the records that wait for their order (see `WaitingRefund`). */
+export function waitingRefunds(records: Iterable<OrderRecord>): WaitingRefund[] {
+  const out: WaitingRefund[] = [];
+  for (const record of records) {
+    if (record.state !== 'awaiting' && record.state !== 'failed') continue;
+    for (const refund of Object.values(record.refunds)) {
+      if (refund.status !== 'pending') continue;
+      out.push({
+        program: record.program,
+        externalId: record.externalId,
+        refundId: refund.refundId,
+        ledgerState: record.state,
+        since: refund.receivedAt,
+        ...(refund.source ? { source: refund.source } : {}),
+      });
+    }
+  }
+  return out.sort((a, b) => a.since.localeCompare(b.since));
+}
+
+function waitingText(waiting: readonly WaitingRefund[]): string {
+  if (waiting.length === 0) return '';
+  const table = formatTable(
+    ['WAITING SINCE', 'EXTERNAL ID', 'REFUND ID', 'SOURCE', 'ORDER'],
+    waiting.map((w) => [
+      w.since,
+      w.externalId,
+      cell(w.refundId, 40),
+      w.source ?? '-',
+      w.ledgerState === 'awaiting' ? 'not arrived' : 'parked in the DLQ: replay it',
+    ]),
+  );
+  return `\n${waiting.length} refund${waiting.length === 1 ? '' : 's'} waiting for their order (applied when it is added):\n${table}`;
 }
 
 /** Every conversion of a program created in the period, paged with limit/offset. */
@@ -62,6 +110,7 @@ export async function reconcile(
   const differences: Difference[] = [];
   let ledgerRecords = 0;
   let platformConversions = 0;
+  const waiting: WaitingRefund[] = [];
   for (const program of programs) {
     const conversions = await listAllConversions(client, program, fromIso, toIso);
     platformConversions += conversions.length;
@@ -71,6 +120,7 @@ export async function reconcile(
 
     const records = new Map<string, OrderRecord>();
     for await (const record of ledger.list(program)) records.set(record.externalId, record);
+    waiting.push(...waitingRefunds(records.values()));
 
     for (const [externalId, found] of byExternalId) {
       differences.push(...compareOrder(program, externalId, records.get(externalId), found));
@@ -96,6 +146,7 @@ export async function reconcile(
     ledgerRecords,
     platformConversions,
     differences,
+    waitingRefunds: waiting,
   };
 }
 
@@ -154,7 +205,8 @@ export function reportCsv(report: ReconcileReport): string {
 
 function reportText(report: ReconcileReport): string {
   const head = `${report.from} to ${report.to}, program${report.programs.length === 1 ? '' : 's'} ${report.programs.join(', ')}: ${report.ledgerRecords} ledger record${report.ledgerRecords === 1 ? '' : 's'}, ${report.platformConversions} conversion${report.platformConversions === 1 ? '' : 's'} on the platform`;
-  if (report.differences.length === 0) return `${head}\n✓ no differences`;
+  if (report.differences.length === 0)
+    return `${head}\n✓ no differences${waitingText(report.waitingRefunds)}`;
   const table = formatTable(
     ['KIND', 'EXTERNAL ID', 'CONVERSION', 'LEDGER', 'PLATFORM', 'DETAIL'],
     report.differences.map((d) => [
@@ -169,7 +221,7 @@ function reportText(report: ReconcileReport): string {
     ]),
   );
   const n = report.differences.length;
-  return `${head}\n${table}\n✗ ${n} difference${n === 1 ? '' : 's'}`;
+  return `${head}\n${table}\n✗ ${n} difference${n === 1 ? '' : 's'}${waitingText(report.waitingRefunds)}`;
 }
 
 interface ReconcileOptions {
