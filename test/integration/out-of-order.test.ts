@@ -131,3 +131,42 @@ describe('a refund or cancellation that arrives before its order', () => {
     expect(dlqCount()).toBe(0);
   });
 });
+
+describe('a retried add', () => {
+  it('sends what the ledger records: a corrected order after a parked one, then a refund, agree everywhere', async () => {
+    failNextAdd.add('corrected');
+    await send({
+      type: 'order',
+      orderId: 'corrected',
+      amount: '10.00',
+      currency: 'EUR',
+      clickIds: [CLICK],
+      buyerIp: '198.51.100.4',
+    });
+    await stack.waitForIdle();
+    expect(await stack.ledger.get(ledgerKey(program(), 'corrected'))).toMatchObject({ state: 'failed' });
+
+    await send({
+      type: 'order',
+      orderId: 'corrected',
+      amount: '99.00',
+      currency: 'USD',
+      clickIds: [CLICK],
+      buyerIp: '198.51.100.4',
+    });
+    await stack.waitForIdle();
+    await send({ type: 'refund', orderId: 'corrected', refundId: 'r-c', amount: '94.00', currency: 'USD' });
+    await stack.waitForIdle();
+
+    const [conversion] = conversionsOf('corrected');
+    expect(conversionsOf('corrected')).toHaveLength(1);
+    expect(conversion).toMatchObject({ amount: 500, currency: 'USD' });
+    expect(await stack.ledger.get(ledgerKey(program(), 'corrected'))).toMatchObject({
+      state: 'added',
+      originalAmount: 9_900,
+      currentAmount: 500,
+      currency: 'USD',
+      refunds: { 'r-c': { status: 'applied', resultingAmount: 500 } },
+    });
+  });
+});
