@@ -116,3 +116,34 @@ export function recordRefund(record: OrderRecord, refund: RefundRecord): void {
     configurable: true,
   });
 }
+
+/** A refund or cancellation held in the ledger until its order's conversion exists. */
+export interface WaitingRefund {
+  readonly program: string;
+  readonly externalId: string;
+  readonly refundId: string;
+  /** `awaiting`: the order has not arrived; `failed`: it is parked in the DLQ. */
+  readonly ledgerState: 'awaiting' | 'failed';
+  readonly since: string;
+  readonly source?: string;
+}
+
+/** The pending refunds of the records that wait for their order (see `WaitingRefund`). */
+export function waitingRefunds(records: Iterable<OrderRecord>): WaitingRefund[] {
+  const out: WaitingRefund[] = [];
+  for (const record of records) {
+    if (record.state !== 'awaiting' && record.state !== 'failed') continue;
+    for (const refund of Object.values(record.refunds)) {
+      if (refund.status !== 'pending') continue;
+      out.push({
+        program: record.program,
+        externalId: record.externalId,
+        refundId: refund.refundId,
+        ledgerState: record.state,
+        since: refund.receivedAt,
+        ...(refund.source ? { source: refund.source } : {}),
+      });
+    }
+  }
+  return out.sort((a, b) => a.since.localeCompare(b.since));
+}

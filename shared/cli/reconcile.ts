@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { AffiliateClient } from '../affiliate/client.ts';
 import type { Conversion } from '../affiliate/schemas.ts';
-import type { Ledger, OrderRecord } from '../ledger.ts';
+import { type Ledger, type OrderRecord, type WaitingRefund, waitingRefunds } from '../ledger.ts';
 import { formatMoney } from '../money.ts';
 import { compareOrder, type Difference, money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
@@ -20,37 +20,6 @@ export interface ReconcileReport {
   readonly differences: Difference[];
   /** Refunds the ledger holds for orders not added yet, whenever received (not only in the period). */
   readonly waitingRefunds: WaitingRefund[];
-}
-
-/** A refund or cancellation held in the ledger until its order's conversion exists. */
-export interface WaitingRefund {
-  readonly program: string;
-  readonly externalId: string;
-  readonly refundId: string;
-  /** `awaiting`: the order has not arrived; `failed`: it is parked in the DLQ. */
-  readonly ledgerState: 'awaiting' | 'failed';
-  readonly since: string;
-  readonly source?: string;
-}
-
-/** The pending refunds of the records that wait for their order (see `WaitingRefund`). */
-export function waitingRefunds(records: Iterable<OrderRecord>): WaitingRefund[] {
-  const out: WaitingRefund[] = [];
-  for (const record of records) {
-    if (record.state !== 'awaiting' && record.state !== 'failed') continue;
-    for (const refund of Object.values(record.refunds)) {
-      if (refund.status !== 'pending') continue;
-      out.push({
-        program: record.program,
-        externalId: record.externalId,
-        refundId: refund.refundId,
-        ledgerState: record.state,
-        since: refund.receivedAt,
-        ...(refund.source ? { source: refund.source } : {}),
-      });
-    }
-  }
-  return out.sort((a, b) => a.since.localeCompare(b.since));
 }
 
 function waitingText(waiting: readonly WaitingRefund[]): string {

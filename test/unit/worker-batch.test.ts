@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { SQSRecord } from 'aws-lambda';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { makeHandler, WAITING_REFUNDS_CHECK } from '../../functions/worker.ts';
 import type { FailureQueue } from '../../shared/adapters/sqs.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEventInput } from '../../shared/domain/events.ts';
@@ -16,6 +17,7 @@ import type {
 } from '../../shared/worker/backend.ts';
 import { type BatchDeps, processBatch, type RecordReport } from '../../shared/worker/batch.ts';
 import { NO_PLATFORM_AMOUNT } from '../../shared/worker/process-event.ts';
+import type { WaitingMeasure } from '../../shared/worker/waiting.ts';
 import { FakeClock } from '../support/clock.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 
@@ -770,4 +772,33 @@ describe('processBatch: free-form refund ids that could be taken for something e
       expect(record?.refunds[refundId]).toMatchObject({ refundId, status: 'applied', resultingAmount: 1500 });
     },
   );
+});
+
+describe('the worker’s hourly check of refunds waiting for their order', () => {
+  it('counts a refund held for an order that never came, and how long the oldest has waited', async () => {
+    // Prepare: a refund of an order the platform does not have, then 25 hours without its order
+    const h = harness();
+    const response = await h.clock.run(
+      processBatch(h.deps, [sqsRecord('m1', orderRefunded('2001', 'r1', 500))], START + 30_000),
+    );
+    h.clock.time += 25 * 3_600_000;
+    const measures: WaitingMeasure[] = [];
+    const handler = makeHandler({ ...h.deps, reportWaiting: (m) => measures.push(m) });
+
+    // Act
+    await handler(WAITING_REFUNDS_CHECK, { getRemainingTimeInMillis: () => 60_000 });
+
+    // Assess: acknowledged (not parked), held in the ledger, and measured past a 24 h bound
+    expect(response.batchItemFailures).toEqual([]);
+    expect(h.failures.parked).toEqual([]);
+    expect(h.reports).toEqual([
+      expect.objectContaining({
+        status: 'done',
+        outcome: expect.objectContaining({ result: 'refund_waiting' }),
+      }),
+    ]);
+    expect(measures).toHaveLength(1);
+    expect(measures[0]?.waiting).toBe(1);
+    expect(measures[0]?.oldestSeconds).toBeGreaterThan(24 * 3_600);
+  });
 });
