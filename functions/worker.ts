@@ -19,10 +19,13 @@ import { AwsSecretStore } from '../shared/secrets.ts';
 import { backendFor, legacyClientFromEnv } from '../shared/worker/backends.ts';
 import { type BatchDeps, processBatch } from '../shared/worker/batch.ts';
 import { settleMsFor } from '../shared/worker/process-event.ts';
-import { measureWaitingRefunds, type WaitingMeasure } from '../shared/worker/waiting.ts';
+import {
+  measureWaitingRefunds,
+  WAITING_REFUNDS_CHECK,
+  type WaitingMeasure,
+} from '../shared/worker/waiting.ts';
 
-/** The input of the hourly EventBridge rule that has the worker measure refunds waiting for their order. */
-export const WAITING_REFUNDS_CHECK = { check: 'waiting-refunds' } as const;
+export { WAITING_REFUNDS_CHECK };
 
 export type WorkerHandler = (
   event: SQSEvent | typeof WAITING_REFUNDS_CHECK,

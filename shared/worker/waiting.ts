@@ -1,5 +1,8 @@
 import { type Ledger, waitingRefunds } from '../ledger.ts';
 
+/** The input of the hourly EventBridge rule that has the worker measure refunds waiting for their order. */
+export const WAITING_REFUNDS_CHECK = { check: 'waiting-refunds' } as const;
+
 /** What the scheduled check reports: how many refunds wait for their order, and the oldest's age. */
 export interface WaitingMeasure {
   readonly waiting: number;
