@@ -61,6 +61,11 @@ export interface OrderRecord {
   leaseUntil?: number;
   skipReason?: string;
   lastError?: string;
+  /**
+   * Epoch ms of the last Conversion Add that got no clear answer (timeout, connection lost, 500/502/
+   * 504). No new add is sent until the platform has shown nothing for the verification window after it.
+   */
+  unclearAddAt?: number;
   /** When the first refund waiting for this order (state `awaiting`, or `failed`) was recorded. */
   awaitingSince?: string;
   /** The record was created from the platform's data (order placed before the connector). */

@@ -39,7 +39,18 @@ export interface WorkerDeps {
    * Use `settleMsFor(the client's timeoutMs)`. @default `settleMsFor(5000)` (10 s)
    */
   readonly settleMs?: number;
+  /**
+   * The verification window after an add without a clear answer: no new add for the order until the
+   * platform has been asked (Conversion info) and has shown nothing for this long after that add. A
+   * slow platform may record an add minutes after the connector gave up on it. Spent with the
+   * message hidden (SQS visibility) and the order leased in the ledger, never asleep in a Lambda.
+   * @default 600000 (10 minutes)
+   */
+  readonly verifyMs?: number;
 }
+
+/** Default verification window: see `WorkerDeps.verifyMs`. */
+export const DEFAULT_VERIFY_MS = 600_000;
 
 /** Shortest settle period: a platform's write may land a little after its answer was due. */
 const MIN_SETTLE_MS = 5_000;
@@ -185,6 +196,22 @@ async function placeOrder(
         }
         return { ...outcome, detail: 'conversion found on the platform after an interrupted add' };
       }
+      // A lease that ended without an answer (a worker died mid-add) is as unclear as a timeout.
+      const unclearAt =
+        record.unclearAddAt ?? (existing.state === 'adding' ? existing.leaseUntil : undefined);
+      const verifyMs = deps.verifyMs ?? DEFAULT_VERIFY_MS;
+      const left = unclearAt === undefined || verifyMs <= 0 ? 0 : unclearAt + verifyMs - deps.now();
+      if (left > 0) {
+        // An add may still land: ask again when the window ends, the message hidden until then.
+        record.unclearAddAt = unclearAt;
+        record.leaseUntil = deps.now() + left;
+        await deps.ledger.update(record).catch(() => undefined);
+        throw new TransientError(
+          `the last Conversion Add for this order got no clear answer and the platform shows nothing yet: no new add before ${new Date(deps.now() + left).toISOString()} (verification window)`,
+          { retryAfterMs: left, ambiguous: true },
+        );
+      }
+      record.unclearAddAt = undefined;
       // Nothing on the platform: the add goes out with this event's data (a corrected order replayed
       // after a failure), written to the ledger first so the ledger always holds what was sent.
       const decision = decideAttribution(event, source.unattributed);
@@ -359,6 +386,7 @@ async function addConversion(
       // add now would record it twice. Keep the lease until it settles; the message comes back then
       // and looks the order up first.
       const settleMs = deps.settleMs ?? settleMsFor(5_000);
+      record.unclearAddAt = deps.now();
       record.leaseOwner = deps.workerId;
       record.leaseUntil = deps.now() + settleMs;
       await deps.ledger.update(record).catch(() => undefined);
@@ -414,6 +442,7 @@ async function settleAdded(
   record.leaseOwner = undefined;
   record.leaseUntil = undefined;
   record.lastError = undefined;
+  record.unclearAddAt = undefined;
   if (!(await deps.ledger.update(record))) {
     // Our lease expired and another worker took over; it reconciles through Conversion info.
     return { result: 'duplicate', detail: 'lease taken over by another worker', conversionId };
