@@ -18,7 +18,7 @@ import {
 import { AwsSecretStore } from '../shared/secrets.ts';
 import { backendFor, legacyClientFromEnv } from '../shared/worker/backends.ts';
 import { type BatchDeps, processBatch } from '../shared/worker/batch.ts';
-import { settleMsFor } from '../shared/worker/process-event.ts';
+import { DEFAULT_VERIFY_MS, settleMsFor } from '../shared/worker/process-event.ts';
 import {
   measureWaitingRefunds,
   WAITING_REFUNDS_CHECK,
@@ -80,6 +80,7 @@ async function fromEnv(env: NodeJS.ProcessEnv): Promise<WorkerHandler> {
     workerId: randomUUID(),
     leaseMs,
     settleMs: settleMsFor(AFFILIATE_TIMEOUT_MS),
+    verifyMs: optionalNumber(env, 'ADD_VERIFY_SECONDS', DEFAULT_VERIFY_MS / 1000) * 1000,
     observe: observeWorker(logger, metrics),
     reportWaiting: reportWaitingRefunds(logger, metrics),
   });

@@ -90,6 +90,9 @@ beforeAll(async () => {
     sandbox: { port: 0, faults: { errorRate: 0.1, hangRate: 0.05, hangMs: 2_000, seed: SEED } },
     pollers: 3,
     leaseMs: 1_500,
+    // An add cut by the client's 300 ms timeout is verified for 3 s (10 minutes in production)
+    // before it is sent again; the sandbox's hangs never record.
+    verifyMs: 3_000,
     visibilityBaseSeconds: 1,
     // Hangs are cut by the client's timeout, well before the sandbox would drop them.
     client: { timeoutMs: 300, baseDelayMs: 20, maxDelayMs: 400 },
