@@ -74,6 +74,12 @@ function deliveries(): Delivery[] {
   return out;
 }
 
+/**
+ * Errors, hangs, and late writes: requests the platform leaves unanswered past the client's 300 ms
+ * timeout yet carries out 1.5 s later (an add recorded after the worker gave up on it).
+ */
+const FAULTS = { errorRate: 0.1, hangRate: 0.05, hangMs: 2_000, lateWriteRate: 0.05, lateWriteMs: 1_500 };
+
 let stack: LocalStack;
 /**
  * Ledger writes that "kill" the worker: `added` hits the write after conversions.add (or the one
@@ -87,7 +93,7 @@ let refundWrites = 0;
 beforeAll(async () => {
   stack = await startLocalStack({
     port: 0,
-    sandbox: { port: 0, faults: { errorRate: 0.1, hangRate: 0.05, hangMs: 2_000, seed: SEED } },
+    sandbox: { port: 0, faults: { ...FAULTS, seed: SEED } },
     pollers: 3,
     leaseMs: 1_500,
     // An add cut by the client's 300 ms timeout is verified for 3 s (10 minutes in production)
@@ -177,9 +183,7 @@ describe('the whole pipeline under faults, duplicates, reordering and killed wor
         // A 429 burst on top of the running faults (setFaults restarts the seeded draws).
         burstAt += 1;
         stack.sandbox?.control.setFaults({
-          errorRate: 0.1,
-          hangRate: 0.05,
-          hangMs: 2_000,
+          ...FAULTS,
           seed: SEED + burstAt,
           burst429: 25,
           burstRetryAfterMs: 150,
