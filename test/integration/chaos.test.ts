@@ -76,9 +76,9 @@ function deliveries(): Delivery[] {
 
 /**
  * Errors, hangs, and late writes: requests the platform leaves unanswered past the client's 300 ms
- * timeout yet carries out 1.5 s later (an add recorded after the worker gave up on it).
+ * timeout yet carries out 6 s later, past the 5 s settle period (an add recorded after the worker gave up on it).
  */
-const FAULTS = { errorRate: 0.1, hangRate: 0.05, hangMs: 2_000, lateWriteRate: 0.05, lateWriteMs: 1_500 };
+const FAULTS = { errorRate: 0.1, hangRate: 0.05, hangMs: 2_000, lateWriteRate: 0.05, lateWriteMs: 6_000 };
 
 let stack: LocalStack;
 /**
@@ -96,9 +96,9 @@ beforeAll(async () => {
     sandbox: { port: 0, faults: { ...FAULTS, seed: SEED } },
     pollers: 3,
     leaseMs: 1_500,
-    // An add cut by the client's 300 ms timeout is verified for 3 s (10 minutes in production)
+    // An add cut by the client's 300 ms timeout is verified for 8 s (10 minutes in production)
     // before it is sent again; the sandbox's hangs never record.
-    verifyMs: 3_000,
+    verifyMs: 8_000,
     visibilityBaseSeconds: 1,
     // Hangs are cut by the client's timeout, well before the sandbox would drop them.
     client: { timeoutMs: 300, baseDelayMs: 20, maxDelayMs: 400 },
