@@ -236,7 +236,14 @@ async function placeOrder(
             updatedAt: iso(),
           };
       if (decision.kind === 'skip') {
-        const skipped: OrderRecord = { ...base, state: 'skipped', skipReason: decision.reason };
+        const skipped: OrderRecord = {
+          ...base,
+          state: 'skipped',
+          skipReason: decision.reason,
+          originalAmount: event.amount,
+          currentAmount: event.amount,
+          currency: event.currency,
+        };
         settleHeldRefunds(
           skipped,
           'skipped',

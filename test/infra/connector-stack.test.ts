@@ -450,6 +450,14 @@ describe('ConnectorStack (options)', () => {
       'sources.0.secretRef': SHOPIFY_SECRET_ARN,
       'legacy.credentialsSecret': 'connector/legacy-credentials',
       'affiliate.routes': '{"conversions.add":"/advertiser/conversions.create"}',
+      'alarms.refundWaitingHours': '6',
+    });
+  });
+
+  it('alarms.refundWaitingHours sets the bound of the refund-waiting alarm', () => {
+    s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'OldestWaitingRefundSeconds',
+      Threshold: 6 * 3_600,
     });
   });
 
