@@ -142,7 +142,9 @@ export function statusText(status: OrderStatus): string {
     );
   }
   lines.push('');
-  if (record?.state === 'adding') lines.push('… a Conversion Add is in flight; look again in a moment');
+  if (record?.state === 'adding' && record.unclearAddAt !== undefined)
+    lines.push(unclearLine(record.unclearAddAt));
+  else if (record?.state === 'adding') lines.push('… a Conversion Add is in flight; look again in a moment');
   else if (status.differences.length === 0) lines.push('✓ ledger and platform agree');
   for (const d of status.differences) lines.push(`✗ ${d.kind}: ${d.detail}`);
   const waiting = record ? waitingLine(record) : undefined;
@@ -169,4 +171,12 @@ function waitingLine(record: OrderRecord): string | undefined {
   return record.state === 'awaiting'
     ? `${what}: applied when order ${record.externalId} arrives (if it never does, check the shop sent it)`
     : `${what}: applied when the parked order is replayed (connector dlq list --external-id ${record.externalId})`;
+}
+
+/** An add that got no clear answer: no new add until the platform has shown nothing for a while. */
+function unclearLine(at: number): string {
+  return (
+    `… the Conversion Add of ${new Date(at).toISOString()} got no clear answer: the worker asks the platform ` +
+    'again and sends no new add until it has shown nothing for the verification window (10 minutes by default)'
+  );
 }
