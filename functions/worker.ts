@@ -13,14 +13,22 @@ import {
   makeMetrics,
   observeWorker,
   publishMetrics,
+  reportWaitingRefunds,
 } from '../shared/observability.ts';
 import { AwsSecretStore } from '../shared/secrets.ts';
 import { backendFor, legacyClientFromEnv } from '../shared/worker/backends.ts';
 import { type BatchDeps, processBatch } from '../shared/worker/batch.ts';
-import { settleMsFor } from '../shared/worker/process-event.ts';
+import { DEFAULT_VERIFY_MS, settleMsFor } from '../shared/worker/process-event.ts';
+import {
+  measureWaitingRefunds,
+  WAITING_REFUNDS_CHECK,
+  type WaitingMeasure,
+} from '../shared/worker/waiting.ts';
+
+export { WAITING_REFUNDS_CHECK };
 
 export type WorkerHandler = (
-  event: SQSEvent,
+  event: SQSEvent | typeof WAITING_REFUNDS_CHECK,
   context: Pick<Context, 'getRemainingTimeInMillis'>,
 ) => Promise<SQSBatchResponse>;
 
@@ -30,8 +38,14 @@ const SAFETY_MS = 3_000;
 const AFFILIATE_TIMEOUT_MS = 5_000;
 
 /** SQS FIFO event source: applies events to the platform, answers a partial batch response. */
-export function makeHandler(deps: BatchDeps): WorkerHandler {
+export function makeHandler(
+  deps: BatchDeps & { readonly reportWaiting?: (measure: WaitingMeasure) => void },
+): WorkerHandler {
   return async (event, context) => {
+    if ('check' in event) {
+      deps.reportWaiting?.(await measureWaitingRefunds(deps.ledger, deps.now));
+      return { batchItemFailures: [] };
+    }
     const deadline = deps.now() + Math.max(0, context.getRemainingTimeInMillis() - SAFETY_MS);
     return processBatch(deps, event.Records, deadline);
   };
@@ -69,7 +83,9 @@ async function fromEnv(env: NodeJS.ProcessEnv): Promise<WorkerHandler> {
     workerId: randomUUID(),
     leaseMs,
     settleMs: settleMsFor(AFFILIATE_TIMEOUT_MS),
+    verifyMs: optionalNumber(env, 'ADD_VERIFY_SECONDS', DEFAULT_VERIFY_MS / 1000) * 1000,
     observe: observeWorker(logger, metrics),
+    reportWaiting: reportWaitingRefunds(logger, metrics),
   });
 }
 

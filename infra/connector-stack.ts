@@ -6,6 +6,8 @@ import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
@@ -14,6 +16,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { SourceConfig } from '../shared/config/sources.ts';
+import { WAITING_REFUNDS_CHECK } from '../shared/worker/waiting.ts';
 import { type DeployConfig, workerRatePerSecond } from './deploy-config.ts';
 import { FifoQueuePair } from './fifo-queue-pair.ts';
 import { ConnectorMonitoring } from './monitoring.ts';
@@ -190,8 +193,19 @@ export class ConnectorStack extends Stack {
       workerEnvironment['LEGACY_CREDENTIALS_SECRET'] = config.legacy.credentialsSecret;
     }
     const worker = make('worker', workerEnvironment);
-    // DynamoLedger reads with GetItem and writes whole records with conditional PutItem, nothing else.
-    this.ledger.grant(worker, 'dynamodb:GetItem', 'dynamodb:PutItem');
+    // DynamoLedger reads with GetItem and writes whole records with conditional PutItem; the hourly
+    // check of refunds waiting for their order reads the table with Scan.
+    this.ledger.grant(worker, 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:Scan');
+    new events.Rule(this, 'WaitingRefundsCheck', {
+      description: 'Has the worker measure refunds waiting for their order (the RefundWaitingForOrder alarm)',
+      schedule: events.Schedule.rate(Duration.hours(1)),
+      targets: [
+        new targets.LambdaFunction(worker, {
+          event: events.RuleTargetInput.fromObject(WAITING_REFUNDS_CHECK),
+          retryAttempts: 2,
+        }),
+      ],
+    });
     deadLetterQueue.grant(worker, 'sqs:SendMessage');
     this.#grantSecret(worker, config.affiliate.tokenSecret);
     if (config.legacy.credentialsSecret !== undefined)
@@ -270,6 +284,7 @@ export class ConnectorStack extends Stack {
       functions: this.functions,
       oldestMessageAge: Duration.seconds(config.alarms.oldestMessageAgeSeconds),
       rateLimitedPer5Minutes: config.alarms.rateLimitedPer5Minutes,
+      refundWaitingForOrder: Duration.hours(config.alarms.refundWaitingHours),
       dashboardName: this.stackName,
       alarmEmail: config.alarmEmail,
     });

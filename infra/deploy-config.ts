@@ -186,6 +186,11 @@ export const DeployConfig = z
         oldestMessageAgeSeconds: z.number().int().positive().default(1800),
         /** 429 answers from the platform counted over 5 minutes before the alarm fires. */
         rateLimitedPer5Minutes: z.number().int().nonnegative().default(20),
+        /**
+         * Hours a refund or cancellation may wait in the ledger for its order before the alarm fires
+         * (shops deliver out of order by seconds to minutes; an order a day late is lost or foreign).
+         */
+        refundWaitingHours: z.number().int().positive().max(720).default(24),
       })
       .prefault({}),
   })

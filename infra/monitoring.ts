@@ -8,7 +8,14 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 
 /** The metrics the functions emit with Powertools (EMF), dimension `service`. */
-const ORDER_METRICS = ['ConversionsAdded', 'RefundsApplied', 'ConversionsRefused', 'DuplicatesSkipped'];
+const ORDER_METRICS = [
+  'ConversionsAdded',
+  'RefundsApplied',
+  'ConversionsRefused',
+  'DuplicatesSkipped',
+  'RefundsAwaitingOrder',
+  'RefundsWaitingForOrder',
+];
 const FAILURE_METRICS = ['RateLimited', 'TransientFailures', 'PermanentFailures'];
 const INTAKE_METRICS = ['WebhooksQueued', 'WebhooksRejected', 'OrdersSkipped'];
 export const CONNECTOR_METRICS: readonly string[] = [...INTAKE_METRICS, ...ORDER_METRICS, ...FAILURE_METRICS];
@@ -27,6 +34,11 @@ export interface ConnectorMonitoringProps {
   readonly oldestMessageAge: Duration;
   /** Alarm when the platform answered 429 more often than this in 5 minutes. */
   readonly rateLimitedPer5Minutes: number;
+  /**
+   * Alarm when a refund has waited in the ledger this long for its order (the worker's hourly
+   * check measures it). @default Duration.hours(24)
+   */
+  readonly refundWaitingForOrder?: Duration;
   readonly dashboardName: string;
   /**
    * E-mail address subscribed to an SNS topic that receives every alarm and its recovery.
@@ -97,6 +109,17 @@ export class ConnectorMonitoring extends Construct {
           period: Duration.minutes(5),
         }),
         threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+      new cloudwatch.Alarm(this, 'RefundWaitingForOrder', {
+        alarmDescription:
+          'A refund or cancellation has waited too long for its order: the shop never sent the order, or it came under another id or source. `connector reconcile` lists them.',
+        metric: connectorMetric('OldestWaitingRefundSeconds', cloudwatch.Stats.MAXIMUM).with({
+          period: Duration.hours(1),
+        }),
+        threshold: (props.refundWaitingForOrder ?? Duration.hours(24)).toSeconds(),
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         evaluationPeriods: 1,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,

@@ -11,7 +11,12 @@ export type OrderState =
   | 'skipped'
   | 'refused'
   /** The add failed permanently; the message is in the DLQ and a replay may try again. */
-  | 'failed';
+  | 'failed'
+  /**
+   * A refund or cancellation came before its order (shops do not deliver in order): the record holds
+   * it, with no conversion yet, and the order applies it when it arrives.
+   */
+  | 'awaiting';
 
 export type RefundStatus = 'pending' | 'applied' | 'skipped' | 'rejected';
 
@@ -21,6 +26,10 @@ export interface RefundRecord {
   readonly amount: number;
   readonly full: boolean;
   readonly origin: 'shop' | 'finance';
+  /** The source whose webhook sent it (absent on records written before sources were checked). */
+  readonly source?: string;
+  /** The refund's currency when it named one, checked against the order's when that arrives later. */
+  readonly currency?: string;
   readonly reason?: string;
   readonly receivedAt: string;
   status: RefundStatus;
@@ -52,6 +61,13 @@ export interface OrderRecord {
   leaseUntil?: number;
   skipReason?: string;
   lastError?: string;
+  /**
+   * Epoch ms of the last Conversion Add that got no clear answer (timeout, connection lost, 500/502/
+   * 504). No new add is sent until the platform has shown nothing for the verification window after it.
+   */
+  unclearAddAt?: number;
+  /** When the first refund waiting for this order (state `awaiting`, or `failed`) was recorded. */
+  awaitingSince?: string;
   /** The record was created from the platform's data (order placed before the connector). */
   imported?: boolean;
   /**
@@ -104,4 +120,35 @@ export function recordRefund(record: OrderRecord, refund: RefundRecord): void {
     writable: true,
     configurable: true,
   });
+}
+
+/** A refund or cancellation held in the ledger until its order's conversion exists. */
+export interface WaitingRefund {
+  readonly program: string;
+  readonly externalId: string;
+  readonly refundId: string;
+  /** `awaiting`: the order has not arrived; `failed`: it is parked in the DLQ. */
+  readonly ledgerState: 'awaiting' | 'failed';
+  readonly since: string;
+  readonly source?: string;
+}
+
+/** The pending refunds of the records that wait for their order (see `WaitingRefund`). */
+export function waitingRefunds(records: Iterable<OrderRecord>): WaitingRefund[] {
+  const out: WaitingRefund[] = [];
+  for (const record of records) {
+    if (record.state !== 'awaiting' && record.state !== 'failed') continue;
+    for (const refund of Object.values(record.refunds)) {
+      if (refund.status !== 'pending') continue;
+      out.push({
+        program: record.program,
+        externalId: record.externalId,
+        refundId: refund.refundId,
+        ledgerState: record.state,
+        since: refund.receivedAt,
+        ...(refund.source ? { source: refund.source } : {}),
+      });
+    }
+  }
+  return out.sort((a, b) => a.since.localeCompare(b.since));
 }

@@ -2,6 +2,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { IngestOutcome } from './ingest.ts';
 import type { RecordReport } from './worker/batch.ts';
+import type { WaitingMeasure } from './worker/waiting.ts';
 
 /**
  * Logs and metrics of the connector. Log lines carry externalId, source and message id; never a
@@ -11,6 +12,11 @@ export const METRIC = {
   conversionsAdded: 'ConversionsAdded',
   refundsApplied: 'RefundsApplied',
   conversionsRefused: 'ConversionsRefused',
+  /** A refund or cancellation recorded before its order's conversion exists (held in the ledger). */
+  refundsAwaitingOrder: 'RefundsAwaitingOrder',
+  /** Hourly: refunds the ledger holds for orders not added yet, and the age of the oldest (seconds). */
+  refundsWaitingForOrder: 'RefundsWaitingForOrder',
+  oldestWaitingRefundSeconds: 'OldestWaitingRefundSeconds',
   duplicatesSkipped: 'DuplicatesSkipped',
   ordersSkipped: 'OrdersSkipped',
   rateLimited: 'RateLimited',
@@ -98,6 +104,7 @@ export function observeWorker(logger: Logger, metrics: Metrics): (report: Record
         refund_duplicate: METRIC.duplicatesSkipped,
         skipped: METRIC.ordersSkipped,
         refund_skipped: undefined,
+        refund_waiting: METRIC.refundsAwaitingOrder,
         already_refused: undefined,
         refund_applied: METRIC.refundsApplied,
         refused: METRIC.conversionsRefused,
@@ -113,5 +120,14 @@ export function observeWorker(logger: Logger, metrics: Metrics): (report: Record
     } else {
       logger.info('event deferred behind a failed message of its group', line);
     }
+  };
+}
+
+/** The hourly measure of refunds waiting for their order, as the metrics an alarm watches. */
+export function reportWaitingRefunds(logger: Logger, metrics: Metrics): (measure: WaitingMeasure) => void {
+  return (measure) => {
+    metrics.addMetric(METRIC.refundsWaitingForOrder, MetricUnit.Count, measure.waiting);
+    metrics.addMetric(METRIC.oldestWaitingRefundSeconds, MetricUnit.Seconds, measure.oldestSeconds);
+    if (measure.waiting > 0) logger.info('refunds waiting for their order', { ...measure });
   };
 }

@@ -10,7 +10,7 @@ import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import { SqsEventQueue, SqsFailureQueue } from '../../shared/adapters/sqs.ts';
 import { CurrentApiBackend } from '../../shared/affiliate/backend.ts';
 import { AffiliateClient, type AffiliateClientOptions } from '../../shared/affiliate/client.ts';
-import type { Env } from '../../shared/config/env.ts';
+import { type Env, optionalNumber } from '../../shared/config/env.ts';
 import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
 import type { Ledger } from '../../shared/ledger.ts';
 import { LegacyClient } from '../../shared/legacy/client.ts';
@@ -20,7 +20,7 @@ import { EnvSecretStore } from '../../shared/secrets.ts';
 import type { ConversionBackend } from '../../shared/worker/backend.ts';
 import { backendFor, legacyClientFromEnv } from '../../shared/worker/backends.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
-import { settleMsFor } from '../../shared/worker/process-event.ts';
+import { DEFAULT_VERIFY_MS, settleMsFor } from '../../shared/worker/process-event.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
 import { toRecord } from './sqs-record.ts';
 
@@ -65,6 +65,8 @@ export interface LocalStackOptions {
   readonly leaseMs?: number;
   /** After an add without a clear answer; default `settleMsFor(client.timeoutMs)`. */
   readonly settleMs?: number;
+  /** The verification window after an unclear add (`WorkerDeps.verifyMs`); default 10 minutes. */
+  readonly verifyMs?: number;
   readonly visibilityBaseSeconds?: number;
   /** Lets tests wrap the ledger or the backend (to kill a worker mid-flight). */
   readonly wrapLedger?: (ledger: Ledger) => Ledger;
@@ -165,6 +167,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     workerId: randomUUID(),
     leaseMs: options.leaseMs ?? 60_000,
     settleMs: options.settleMs ?? settleMsFor(options.client?.timeoutMs ?? 5_000),
+    verifyMs: options.verifyMs ?? optionalNumber(env, 'ADD_VERIFY_SECONDS', DEFAULT_VERIFY_MS / 1000) * 1000,
     visibilityBaseSeconds: options.visibilityBaseSeconds ?? 2,
     observe: (report) => {
       options.observe?.(report);

@@ -4,6 +4,7 @@ import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
 import type { AffiliateClient } from '../affiliate/client.ts';
 import type { AdvertiserInfo } from '../affiliate/schemas.ts';
+import type { SourceConfig } from '../config/sources.ts';
 import { ConfigurationError } from '../errors.ts';
 import { MIN_FINANCE_KEY_LENGTH, weakFinanceKey } from '../finance.ts';
 import { previousVariable } from '../secrets.ts';
@@ -98,6 +99,19 @@ async function tokenCheck(ctx: CliContext): Promise<{ result: CheckResult; info?
   }
 }
 
+/**
+ * How the source's order ids reach the platform: its `externalIdPrefix`, or a warning when another
+ * source of the same program has none either (the same order id from both would be parked).
+ */
+function idPrefixNote(source: SourceConfig, sources: readonly SourceConfig[]): string {
+  if (source.externalIdPrefix) return `, order ids prefixed "${source.externalIdPrefix}"`;
+  const sharing = sources.filter(
+    (s) => s.id !== source.id && s.program === source.program && !s.externalIdPrefix,
+  );
+  if (sharing.length === 0) return '';
+  return `; shares program ${source.program} with ${sharing.map((s) => s.id).join(', ')}, neither with an externalIdPrefix: an order id both use is parked`;
+}
+
 function sourceChecks(ctx: CliContext, info: AdvertiserInfo | undefined): CheckResult[] {
   const sources = ctx.sources();
   if (sources.length === 0)
@@ -114,7 +128,10 @@ function sourceChecks(ctx: CliContext, info: AdvertiserInfo | undefined): CheckR
     if (!program.rules.some((r) => r.id.toLowerCase() === source.rule.toLowerCase())) {
       return fail(name, `rule ${source.rule} is not a rule of program ${source.program}`, hint);
     }
-    return pass(name, `program ${source.program}, rule ${source.rule} (${source.platform})`);
+    return pass(
+      name,
+      `program ${source.program}, rule ${source.rule} (${source.platform})${idPrefixNote(source, sources)}`,
+    );
   });
 }
 

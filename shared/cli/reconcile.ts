@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { AffiliateClient } from '../affiliate/client.ts';
 import type { Conversion } from '../affiliate/schemas.ts';
-import type { Ledger, OrderRecord } from '../ledger.ts';
+import { type Ledger, type OrderRecord, type WaitingRefund, waitingRefunds } from '../ledger.ts';
 import { formatMoney } from '../money.ts';
 import { compareOrder, type Difference, money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
@@ -19,6 +19,23 @@ export interface ReconcileReport {
   readonly ledgerRecords: number;
   readonly platformConversions: number;
   readonly differences: Difference[];
+  /** Refunds the ledger holds for orders not added yet, whenever received (not only in the period). */
+  readonly waitingRefunds: WaitingRefund[];
+}
+
+function waitingText(waiting: readonly WaitingRefund[]): string {
+  if (waiting.length === 0) return '';
+  const table = formatTable(
+    ['WAITING SINCE', 'EXTERNAL ID', 'REFUND ID', 'SOURCE', 'ORDER'],
+    waiting.map((w) => [
+      w.since,
+      w.externalId,
+      cell(w.refundId, 40),
+      w.source ?? '-',
+      w.ledgerState === 'awaiting' ? 'not arrived' : 'parked in the DLQ: replay it',
+    ]),
+  );
+  return `\n${waiting.length} refund${waiting.length === 1 ? '' : 's'} waiting for their order (applied when it is added):\n${table}`;
 }
 
 /** Every conversion of a program created in the period, paged with limit/offset. */
@@ -63,6 +80,7 @@ export async function reconcile(
   const differences: Difference[] = [];
   let ledgerRecords = 0;
   let platformConversions = 0;
+  const waiting: WaitingRefund[] = [];
   for (const program of programs) {
     const conversions = await listAllConversions(client, program, fromIso, toIso);
     platformConversions += conversions.length;
@@ -72,6 +90,7 @@ export async function reconcile(
 
     const records = new Map<string, OrderRecord>();
     for await (const record of ledger.list(program)) records.set(record.externalId, record);
+    waiting.push(...waitingRefunds(records.values()));
 
     for (const [externalId, found] of byExternalId) {
       differences.push(...compareOrder(program, externalId, records.get(externalId), found));
@@ -97,6 +116,7 @@ export async function reconcile(
     ledgerRecords,
     platformConversions,
     differences,
+    waitingRefunds: waiting,
   };
 }
 
@@ -151,7 +171,8 @@ export function reportCsv(report: ReconcileReport): string {
 
 function reportText(report: ReconcileReport): string {
   const head = `${report.from} to ${report.to}, program${report.programs.length === 1 ? '' : 's'} ${report.programs.join(', ')}: ${report.ledgerRecords} ledger record${report.ledgerRecords === 1 ? '' : 's'}, ${report.platformConversions} conversion${report.platformConversions === 1 ? '' : 's'} on the platform`;
-  if (report.differences.length === 0) return `${head}\n✓ no differences`;
+  if (report.differences.length === 0)
+    return `${head}\n✓ no differences${waitingText(report.waitingRefunds)}`;
   const table = formatTable(
     ['KIND', 'EXTERNAL ID', 'CONVERSION', 'LEDGER', 'PLATFORM', 'DETAIL'],
     report.differences.map((d) => [
@@ -166,7 +187,7 @@ function reportText(report: ReconcileReport): string {
     ]),
   );
   const n = report.differences.length;
-  return `${head}\n${table}\n✗ ${n} difference${n === 1 ? '' : 's'}`;
+  return `${head}\n${table}\n✗ ${n} difference${n === 1 ? '' : 's'}${waitingText(report.waitingRefunds)}`;
 }
 
 interface ReconcileOptions {

@@ -142,14 +142,41 @@ export function statusText(status: OrderStatus): string {
     );
   }
   lines.push('');
-  if (record?.state === 'adding') lines.push('… a Conversion Add is in flight; look again in a moment');
+  if (record?.state === 'adding' && record.unclearAddAt !== undefined)
+    lines.push(unclearLine(record.unclearAddAt));
+  else if (record?.state === 'adding') lines.push('… a Conversion Add is in flight; look again in a moment');
   else if (status.differences.length === 0) lines.push('✓ ledger and platform agree');
   for (const d of status.differences) lines.push(`✗ ${d.kind}: ${d.detail}`);
+  const waiting = record ? waitingLine(record) : undefined;
   const pending = refunds.filter((r) => r.status === 'pending').length;
-  if (pending > 0) {
+  if (waiting) {
+    lines.push(waiting);
+  } else if (pending > 0) {
     lines.push(
       `… ${pending} refund${pending === 1 ? '' : 's'} pending: being applied, or parked (connector dlq list --external-id ${status.externalId})`,
     );
   }
   return lines.join('\n');
+}
+
+/**
+ * The line for refunds the ledger holds until their order is added: the order has not arrived
+ * (`awaiting`), or it is parked in the DLQ (`failed`) and its replay applies them.
+ */
+function waitingLine(record: OrderRecord): string | undefined {
+  if (record.state !== 'awaiting' && record.state !== 'failed') return undefined;
+  const n = Object.values(record.refunds).filter((r) => r.status === 'pending').length;
+  if (n === 0) return undefined;
+  const what = `… ${n} refund${n === 1 ? '' : 's'} waiting for the order since ${record.awaitingSince ?? record.createdAt}`;
+  return record.state === 'awaiting'
+    ? `${what}: applied when order ${record.externalId} arrives (if it never does, check the shop sent it)`
+    : `${what}: applied when the parked order is replayed (connector dlq list --external-id ${record.externalId})`;
+}
+
+/** An add that got no clear answer: no new add until the platform has shown nothing for a while. */
+function unclearLine(at: number): string {
+  return (
+    `… the Conversion Add of ${new Date(at).toISOString()} got no clear answer: the worker asks the platform ` +
+    'again and sends no new add until it has shown nothing for the verification window (10 minutes by default)'
+  );
 }

@@ -39,6 +39,19 @@ export const SourceConfig = z.strictObject({
   unattributed: UnattributedPolicy.default({ mode: 'skip' }),
   /** Which platform interface the program lives on (legacy 2.0 accounts: see README). */
   backend: z.enum(['current', 'legacy']).default('current'),
+  /**
+   * Put before every order id of this source, on the platform and in the ledger (`shopA-1001`). Set
+   * it when two sources of one program may use the same order ids (two shops both with order 1001):
+   * otherwise the second source's order is parked. Finance refunds name the prefixed id. Changing it
+   * later splits the ledger: orders already added keep the old id. @default none
+   */
+  externalIdPrefix: z
+    .string()
+    .regex(
+      /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,31}$/,
+      'up to 32 letters, digits, _ . : - starting with a letter or digit',
+    )
+    .optional(),
   /** Stripe: signature timestamp tolerance. */
   toleranceSeconds: z.number().int().positive().default(300),
 });

@@ -13,6 +13,8 @@ export const FaultSettingsSchema = z.strictObject({
   jitterMs: millis.optional(),
   hangRate: share.optional(),
   hangMs: millis.optional(),
+  lateWriteRate: share.optional(),
+  lateWriteMs: millis.optional(),
   burst429: z.number().int().min(0).optional(),
   burstRetryAfterMs: millis.optional(),
   routes: z
@@ -22,6 +24,7 @@ export const FaultSettingsSchema = z.strictObject({
 });
 
 export const DEFAULT_HANG_MS = 30_000;
+export const DEFAULT_LATE_WRITE_MS = 20_000;
 export const DEFAULT_BURST_RETRY_AFTER_MS = 200;
 const DEFAULT_FAULT_SEED = 1;
 
@@ -30,6 +33,7 @@ export type FaultDecision =
   | { kind: 'none'; delayMs: number }
   | { kind: 'burst'; delayMs: number; retryAfterMs: number }
   | { kind: 'hang'; delayMs: number; hangMs: number }
+  | { kind: 'late'; delayMs: number; hangMs: number; lateMs: number }
   | { kind: 'error'; delayMs: number; status: number };
 
 /**
@@ -61,6 +65,14 @@ export class FaultInjector {
     }
     if (s.hangRate && this.random() < s.hangRate) {
       return { kind: 'hang', delayMs, hangMs: s.hangMs ?? DEFAULT_HANG_MS };
+    }
+    if (s.lateWriteRate && this.random() < s.lateWriteRate) {
+      return {
+        kind: 'late',
+        delayMs,
+        hangMs: s.hangMs ?? DEFAULT_HANG_MS,
+        lateMs: s.lateWriteMs ?? DEFAULT_LATE_WRITE_MS,
+      };
     }
     if (s.errorRate && this.random() < s.errorRate) {
       return { kind: 'error', delayMs, status: s.errorStatus ?? 503 };

@@ -194,6 +194,15 @@ async function handle(
     count('hang');
     return hang(res, fault.hangMs, p.closing);
   }
+  if (fault.kind === 'late') {
+    count('hang');
+    lateWrite(fault.lateMs - fault.delayMs, p.closing, () => {
+      if (rawBody instanceof Error) return;
+      const body = route.body ? parseJsonBody(rawBody as string) : undefined;
+      route.handle({ query: parseQuery(url.searchParams), body, params }, p.world);
+    });
+    return hang(res, fault.hangMs, p.closing);
+  }
   if (fault.kind === 'error') {
     return respond(
       fault.status,
@@ -242,6 +251,23 @@ async function handleControl(
     if (!(error instanceof HttpError)) throw error;
     sendJson(res, error.status, error.body());
   }
+}
+
+/** Carries out a request's work later, whatever became of its connection; dropped if the server closes. */
+function lateWrite(afterMs: number, closing: AbortSignal, work: () => void): void {
+  const timer = setTimeout(
+    () => {
+      closing.removeEventListener('abort', cancel);
+      try {
+        work();
+      } catch {
+        // A late write the platform refuses (an HttpError) leaves nothing behind, as a refusal would.
+      }
+    },
+    Math.max(0, afterMs),
+  );
+  const cancel = () => clearTimeout(timer);
+  closing.addEventListener('abort', cancel, { once: true });
 }
 
 /** Holds the socket without answering until the client gives up, `hangMs` passes or the server closes. */

@@ -14,6 +14,14 @@ export interface FaultSettings {
   hangRate?: number;
   /** How long a hung request holds its socket before the sandbox drops it; default 30 000. */
   hangMs?: number;
+  /**
+   * Share 0..1 of requests done late: not answered (held like a hang, until the client gives up or
+   * `hangMs`), yet carried out `lateWriteMs` after they arrived, as a slow platform behind a proxy
+   * records an add after its caller timed out.
+   */
+  lateWriteRate?: number;
+  /** How long after the request a late write is carried out; default 20 000. */
+  lateWriteMs?: number;
   /** The next N requests are answered 429 (a forced burst). */
   burst429?: number;
   /** `retry-after` announced during a forced burst; default 200. */

@@ -128,7 +128,9 @@ async function processRecord(
       if (failureClassOf(error) !== 'transient') return park(deps, record, summary, error, count);
       const hinted = isConnectorError(error) ? error.retryAfterMs : undefined;
       const wait = hinted ?? Math.round(random() * 200 * 2 ** attempt);
-      if (attempt < inlineRetries && deps.now() + wait + 1000 < deadline) {
+      // After an add without a clear answer the wait is spent hidden in the queue, not asleep here.
+      const unclear = isConnectorError(error) && error.ambiguous === true;
+      if (!unclear && attempt < inlineRetries && deps.now() + wait + 1000 < deadline) {
         await sleep(wait);
         continue;
       }

@@ -18,7 +18,7 @@ import {
 } from '../ledger.ts';
 import { formatMinor } from '../money.ts';
 import { decideAttribution, toApiDate } from './attribution.ts';
-import type { CallOptions, ConversionBackend } from './backend.ts';
+import type { CallOptions, ConversionBackend, PlatformConversion } from './backend.ts';
 
 export interface WorkerDeps {
   readonly ledger: Ledger;
@@ -40,7 +40,18 @@ export interface WorkerDeps {
    * Use `settleMsFor(the client's timeoutMs)`. @default `settleMsFor(5000)` (10 s)
    */
   readonly settleMs?: number;
+  /**
+   * The verification window after an add without a clear answer: no new add for the order until the
+   * platform has been asked (Conversion info) and has shown nothing for this long after that add. A
+   * slow platform may record an add minutes after the connector gave up on it. Spent with the
+   * message hidden (SQS visibility) and the order leased in the ledger, never asleep in a Lambda.
+   * @default 600000 (10 minutes)
+   */
+  readonly verifyMs?: number;
 }
+
+/** Default verification window: see `WorkerDeps.verifyMs`. */
+export const DEFAULT_VERIFY_MS = 600_000;
 
 /** Shortest settle period: a platform's write may land a little after its answer was due. */
 const MIN_SETTLE_MS = 5_000;
@@ -74,6 +85,8 @@ export type OutcomeResult =
   | 'refused'
   | 'refund_duplicate'
   | 'refund_skipped'
+  /** Held in the ledger until its order is added (it came first, or the order is in the DLQ). */
+  | 'refund_waiting'
   | 'already_refused';
 
 export interface Outcome {
@@ -89,11 +102,12 @@ const CANCELLATION_REFUND_ID = connectorRefundId('cancellation');
 /** Applies one event to the platform, exactly once, using the ledger. Throws classified errors. */
 export async function processEvent(
   deps: WorkerDeps,
-  event: ConnectorEvent,
+  received: ConnectorEvent,
   call: CallOptions = {},
 ): Promise<Outcome> {
-  const source = deps.sources.get(event.source);
-  if (!source) throw new PermanentError(`source "${event.source}" is not configured`);
+  const source = deps.sources.get(received.source);
+  if (!source) throw new PermanentError(`source "${received.source}" is not configured`);
+  const event = withPrefix(source, received);
   switch (event.type) {
     case 'OrderPlaced':
       return placeOrder(deps, source, event, call);
@@ -102,6 +116,13 @@ export async function processEvent(
     case 'OrderCancelled':
       return refundOrder(deps, source, asCancellationRefund(event), call);
   }
+}
+
+/** The shop's order id as the platform and the ledger know it. Finance already names that id. */
+function withPrefix(source: SourceConfig, event: ConnectorEvent): ConnectorEvent {
+  if (!source.externalIdPrefix) return event;
+  if (event.type === 'OrderRefunded' && event.origin === 'finance') return event;
+  return { ...event, externalId: `${source.externalIdPrefix}${event.externalId}` };
 }
 
 function asCancellationRefund(event: OrderCancelled): OrderRefunded {
@@ -130,7 +151,14 @@ async function placeOrder(
     const existing = await deps.ledger.get(key);
     let record: OrderRecord;
 
-    if (existing) {
+    if (existing && existing.state !== 'awaiting' && existing.source !== source.id && !existing.imported) {
+      throw new PermanentError(
+        `order ${event.externalId} from source "${source.id}" has the externalId of an order from source ` +
+          `"${existing.source}" in program ${source.program}: set "externalIdPrefix" on one of the two ` +
+          'sources to keep their order ids apart, then replay this message',
+      );
+    }
+    if (existing && existing.state !== 'awaiting') {
       if (existing.state === 'added' || existing.state === 'skipped' || existing.state === 'refused') {
         return {
           result: 'duplicate',
@@ -162,49 +190,153 @@ async function placeOrder(
           throw error;
         });
       if (found) {
-        record.state = 'added';
-        record.conversionId = found.id;
-        record.leaseOwner = undefined;
-        record.leaseUntil = undefined;
-        await deps.ledger.update(record);
-        return {
-          result: 'reconciled',
-          conversionId: found.id,
-          detail: 'conversion found on the platform after an interrupted add',
-        };
+        const outcome = await settleAdded(deps, record, found.id, 'reconciled');
+        // Refunds recorded while the order sat in the DLQ apply now, to the conversion found.
+        if (outcome.result === 'reconciled' && countedRefunds(record).some((r) => r.status === 'pending')) {
+          return applyRefunds(deps, backend, source, record, undefined, call);
+        }
+        return { ...outcome, detail: 'conversion found on the platform after an interrupted add' };
       }
+      // A lease that ended without an answer (a worker died mid-add) is as unclear as a timeout.
+      const unclearAt =
+        record.unclearAddAt ?? (existing.state === 'adding' ? existing.leaseUntil : undefined);
+      const verifyMs = deps.verifyMs ?? DEFAULT_VERIFY_MS;
+      const left = unclearAt === undefined || verifyMs <= 0 ? 0 : unclearAt + verifyMs - deps.now();
+      if (left > 0) {
+        // An add may still land: ask again when the window ends, the message hidden until then.
+        record.unclearAddAt = unclearAt;
+        record.leaseUntil = deps.now() + left;
+        await deps.ledger.update(record).catch(() => undefined);
+        throw new TransientError(
+          `the last Conversion Add for this order got no clear answer and the platform shows nothing yet: no new add before ${new Date(deps.now() + left).toISOString()} (verification window)`,
+          { retryAfterMs: left, ambiguous: true },
+        );
+      }
+      record.unclearAddAt = undefined;
+      // Nothing on the platform: the add goes out with this event's data (a corrected order replayed
+      // after a failure), written to the ledger first so the ledger always holds what was sent.
+      const decision = decideAttribution(event, source.unattributed);
+      if (decision.kind !== 'skip') takeOrder(record, event, decision.kind);
+      if (!(await deps.ledger.update(record))) continue;
     } else {
       const decision = decideAttribution(event, source.unattributed);
-      const base: OrderRecord = {
-        key,
-        program: source.program,
-        externalId: event.externalId,
-        source: source.id,
-        state: 'adding',
-        version: 0,
-        originalAmount: event.amount,
-        currentAmount: event.amount,
-        currency: event.currency,
-        refunds: {},
-        createdAt: iso(),
-        updatedAt: iso(),
-      };
+      const base: OrderRecord = existing
+        ? { ...existing, source: source.id, state: 'adding' }
+        : {
+            key,
+            program: source.program,
+            externalId: event.externalId,
+            source: source.id,
+            state: 'adding',
+            version: 0,
+            originalAmount: event.amount,
+            currentAmount: event.amount,
+            currency: event.currency,
+            refunds: {},
+            createdAt: iso(),
+            updatedAt: iso(),
+          };
       if (decision.kind === 'skip') {
-        if (!(await deps.ledger.create({ ...base, state: 'skipped', skipReason: decision.reason }))) continue;
+        const skipped: OrderRecord = {
+          ...base,
+          state: 'skipped',
+          skipReason: decision.reason,
+          originalAmount: event.amount,
+          currentAmount: event.amount,
+          currency: event.currency,
+        };
+        settleHeldRefunds(
+          skipped,
+          'skipped',
+          `order was skipped (${decision.reason}): no conversion to change`,
+          iso(),
+        );
+        if (!(await (existing ? deps.ledger.update(skipped) : deps.ledger.create(skipped)))) continue;
         return { result: 'skipped', detail: decision.reason };
       }
-      record = {
-        ...base,
-        kind: decision.kind,
-        leaseOwner: deps.workerId,
-        leaseUntil: deps.now() + deps.leaseMs,
-      };
-      if (!(await deps.ledger.create(record))) continue;
+      record = { ...base, leaseOwner: deps.workerId, leaseUntil: deps.now() + deps.leaseMs };
+      takeOrder(record, event, decision.kind);
+      if (existing) {
+        rejectForeignRefunds(record, event, iso());
+        const cancelled = refundsCoverOrder(record);
+        if (cancelled) {
+          record.state = 'skipped';
+          record.skipReason = cancelled;
+          record.currentAmount = 0;
+          record.leaseOwner = undefined;
+          record.leaseUntil = undefined;
+          settleHeldRefunds(record, 'applied', cancelled, iso());
+          if (!(await deps.ledger.update(record))) continue;
+          return { result: 'skipped', detail: cancelled };
+        }
+      }
+      if (!(await (existing ? deps.ledger.update(record) : deps.ledger.create(record)))) continue;
     }
 
     return addConversion(deps, backend, source, event, record, call);
   }
   throw new TransientError('the ledger record kept changing under this worker; will retry');
+}
+
+/**
+ * Writes the order's data into the record, as the add will send it: the amount is the order's minus
+ * the refunds already recorded against it (refunds that came before the order).
+ */
+function takeOrder(record: OrderRecord, event: OrderPlaced, kind: 'tracking' | 'manual'): void {
+  record.kind = kind;
+  record.originalAmount = event.amount;
+  record.currency = event.currency;
+  record.currentAmount = event.amount - countedRefunds(record).reduce((sum, r) => sum + r.amount, 0);
+}
+
+/**
+ * Held refunds the order shows were not its own: a shop refund from another source, or one in
+ * another currency. They are rejected with the reason; the order goes ahead.
+ */
+function rejectForeignRefunds(record: OrderRecord, event: OrderPlaced, at: string): void {
+  for (const refund of countedRefunds(record)) {
+    if (refund.status !== 'pending') continue;
+    let why: string | undefined;
+    if (refund.origin === 'shop' && refund.source !== undefined && refund.source !== event.source) {
+      why = `refund from source "${refund.source}" for an order of source "${event.source}": not applied`;
+    } else if (refund.currency && refund.currency !== event.currency) {
+      why = `refund currency ${refund.currency} differs from the order's ${event.currency}`;
+    }
+    if (why) {
+      refund.status = 'rejected';
+      refund.outcome = why;
+      refund.appliedAt = at;
+    }
+  }
+  record.currentAmount = record.originalAmount - countedRefunds(record).reduce((sum, r) => sum + r.amount, 0);
+}
+
+/** Why an order whose refunds came first is never added (a cancellation, or refunds of it all), if so. */
+function refundsCoverOrder(record: OrderRecord): string | undefined {
+  const counted = countedRefunds(record);
+  if (counted.some((r) => r.refundId === CANCELLATION_REFUND_ID))
+    return 'cancelled before the order arrived: never added';
+  if (counted.some((r) => r.full) || (counted.length > 0 && record.currentAmount <= 0)) {
+    return 'refunded in full before the order arrived: never added';
+  }
+  return undefined;
+}
+
+/** Closes the refunds an order held when it turns out to need no conversion. */
+function settleHeldRefunds(
+  record: OrderRecord,
+  status: 'applied' | 'skipped',
+  outcome: string,
+  at: string,
+): void {
+  for (const refund of Object.values(record.refunds)) {
+    if (refund.status !== 'pending') continue;
+    refund.status = status;
+    refund.outcome = outcome;
+    refund.appliedAt = at;
+    if (status === 'applied') refund.resultingAmount = 0;
+  }
+  record.awaitingSince = undefined;
 }
 
 async function addConversion(
@@ -231,8 +363,9 @@ async function addConversion(
         rule: source.rule,
         externalId: event.externalId,
         kind: decision.kind,
-        amount: event.amount,
-        currency: event.currency,
+        // What the ledger holds (written before this call), never the event's own figures.
+        amount: record.currentAmount,
+        currency: record.currency ?? event.currency,
         ...(decision.kind === 'tracking'
           ? { cids: decision.cids, ip: decision.ip }
           : { affiliateTrackingId: decision.affiliateTrackingId }),
@@ -261,6 +394,7 @@ async function addConversion(
       // add now would record it twice. Keep the lease until it settles; the message comes back then
       // and looks the order up first.
       const settleMs = deps.settleMs ?? settleMsFor(5_000);
+      record.unclearAddAt = deps.now();
       record.leaseOwner = deps.workerId;
       record.leaseUntil = deps.now() + settleMs;
       await deps.ledger.update(record).catch(() => undefined);
@@ -282,7 +416,12 @@ async function addConversion(
   }
   // The add is done: a failed id lookup must not undo that. Without an id, refunds look it up later.
   id ??= (await backend.find(source.program, event.externalId, call).catch(() => undefined))?.id;
-  return settleAdded(deps, record, id, 'added');
+  const outcome = await settleAdded(deps, record, id, 'added');
+  if (outcome.result === 'added' && countedRefunds(record).some((r) => r.status === 'pending')) {
+    // The add already subtracted the refunds that came first: this records them as applied.
+    await applyRefunds(deps, backend, source, record, undefined, call);
+  }
+  return outcome;
 }
 
 /**
@@ -311,11 +450,12 @@ async function settleAdded(
   record.leaseOwner = undefined;
   record.leaseUntil = undefined;
   record.lastError = undefined;
+  record.unclearAddAt = undefined;
   if (!(await deps.ledger.update(record))) {
     // Our lease expired and another worker took over; it reconciles through Conversion info.
     return { result: 'duplicate', detail: 'lease taken over by another worker', conversionId };
   }
-  return { result, conversionId, amount: record.originalAmount };
+  return { result, conversionId, amount: record.currentAmount };
 }
 
 async function refundOrder(
@@ -331,32 +471,42 @@ async function refundOrder(
   for (let round = 0; round < 3; round++) {
     let record = await deps.ledger.get(key);
     if (!record) {
-      record = await importFromPlatform(deps, backend, source, event, call);
+      const found = await backend.find(source.program, event.externalId, call);
+      // No conversion and no record: the order has not come yet (shops do not deliver in order). The
+      // ledger holds the refund and the message is done, so it never blocks its order's FIFO group.
+      record = found ? importFromPlatform(deps, source, event, found) : awaitingRecord(deps, source, event);
+      if (!found) {
+        recordRefund(record, refundEntry(event, source, iso));
+        if (!(await deps.ledger.create(record))) continue;
+        return waiting(event);
+      }
       if (!(await deps.ledger.create(record))) continue;
     }
     if (record.state === 'adding') {
       throw new TransientError('the order’s conversion is still being added; the refund waits for it');
     }
-    if (record.state === 'failed') {
+    if (event.origin === 'shop' && record.source !== source.id && record.state !== 'awaiting') {
       throw new PermanentError(
-        `the order’s conversion was never added (${record.lastError ?? 'unknown reason'}): replay the order first`,
+        `refund from source "${source.id}" for order ${event.externalId} of source "${record.source}": a shop ` +
+          'may only refund its own orders; check which shop this order belongs to, or refund it through ' +
+          'finance (POST /refunds)',
       );
     }
 
     const known = refundOf(record, event.refundId);
+    if (record.state === 'awaiting' || record.state === 'failed') {
+      // The order is yet to come, or parked in the DLQ: its arrival or replay applies this refund.
+      if (known) return waiting(event, `refund ${event.refundId} already ${known.status}`);
+      recordRefund(record, refundEntry(event, source, iso));
+      record.awaitingSince ??= iso;
+      if (!(await deps.ledger.update(record))) continue;
+      return waiting(event);
+    }
     if (known && known.status !== 'pending') {
       return { result: 'refund_duplicate', detail: `refund ${event.refundId} already ${known.status}` };
     }
     if (!known) {
-      const entry: RefundRecord = {
-        refundId: event.refundId,
-        amount: event.full ? 0 : (event.amount ?? 0),
-        full: event.full,
-        origin: event.origin,
-        reason: event.reason,
-        receivedAt: iso,
-        status: 'pending',
-      };
+      const entry = refundEntry(event, source, iso);
       if (record.state === 'skipped') {
         entry.status = 'skipped';
         entry.outcome = `order was skipped (${record.skipReason ?? 'no affiliate signal'}): no conversion to change`;
@@ -383,16 +533,56 @@ async function refundOrder(
   throw new TransientError('the ledger record kept changing under this worker; will retry');
 }
 
+function waiting(event: OrderRefunded, detail?: string): Outcome {
+  return {
+    result: 'refund_waiting',
+    detail: detail ?? `refund ${event.refundId} held until order ${event.externalId} is added`,
+  };
+}
+
+function refundEntry(event: OrderRefunded, source: SourceConfig, receivedAt: string): RefundRecord {
+  return {
+    refundId: event.refundId,
+    amount: event.full ? 0 : (event.amount ?? 0),
+    full: event.full,
+    origin: event.origin,
+    source: source.id,
+    ...(event.currency ? { currency: event.currency } : {}),
+    reason: event.reason,
+    receivedAt,
+    status: !event.full && event.amount === undefined ? 'rejected' : 'pending',
+    ...(!event.full && event.amount === undefined
+      ? { outcome: 'refund has neither an amount nor full' }
+      : {}),
+  };
+}
+
+/** A record holding refunds of an order that has not arrived: no conversion, nothing to compare. */
+function awaitingRecord(deps: WorkerDeps, source: SourceConfig, event: OrderRefunded): OrderRecord {
+  const iso = new Date(deps.now()).toISOString();
+  return {
+    key: ledgerKey(source.program, event.externalId),
+    program: source.program,
+    externalId: event.externalId,
+    source: source.id,
+    state: 'awaiting',
+    version: 0,
+    originalAmount: 0,
+    currentAmount: 0,
+    refunds: {},
+    awaitingSince: iso,
+    createdAt: iso,
+    updatedAt: iso,
+  };
+}
+
 /** An order the connector never saw (placed before it existed): adopt the platform's conversion. */
-async function importFromPlatform(
+function importFromPlatform(
   deps: WorkerDeps,
-  backend: ConversionBackend,
   source: SourceConfig,
   event: OrderRefunded,
-  call: CallOptions,
-): Promise<OrderRecord> {
-  const found = await backend.find(source.program, event.externalId, call);
-  if (!found) throw new PermanentError(`no conversion for externalId ${event.externalId}`);
+  found: PlatformConversion,
+): OrderRecord {
   const iso = new Date(deps.now()).toISOString();
   return {
     key: ledgerKey(source.program, event.externalId),
@@ -423,10 +613,12 @@ async function applyRefunds(
   backend: ConversionBackend,
   source: SourceConfig,
   record: OrderRecord,
-  event: OrderRefunded,
+  event: OrderRefunded | undefined,
   call: CallOptions,
 ): Promise<Outcome> {
   const counted = countedRefunds(record);
+  // Held refunds applied by their order's arrival are described by the last of them.
+  const described = event ?? counted.filter((r) => r.status === 'pending').at(-1) ?? counted.at(-1);
   const refundedTotal = counted.reduce((sum, r) => sum + r.amount, 0);
   const target = record.originalAmount - refundedTotal;
   const refuse = counted.some((r) => r.full) || target <= 0;
@@ -435,7 +627,7 @@ async function applyRefunds(
   if (!conversionId) throw new PermanentError(`no conversion for externalId ${record.externalId}`);
   record.conversionId = conversionId;
 
-  const reason = refundReason(event, refuse, target);
+  const reason = described ? refundReason(described, refuse, target, record.currency) : 'refunds recorded before the order';
   if (refuse) {
     await refuseOnce(backend, source.program, record.externalId, conversionId, reason, call);
   } else if (target !== record.currentAmount) {
@@ -453,6 +645,7 @@ async function applyRefunds(
       refund.outcome = `refunds exceed the conversion amount by ${formatMinor(-target, record.currency)}: conversion refused`;
   }
   record.currentAmount = resultingAmount;
+  record.awaitingSince = undefined;
   if (refuse) record.state = 'refused';
   if (!(await deps.ledger.update(record))) {
     // The platform already has the absolute target; a concurrent writer will record it on its turn.
@@ -483,7 +676,12 @@ async function refuseOnce(
   }
 }
 
-function refundReason(event: OrderRefunded, refuse: boolean, target: number): string {
+function refundReason(
+  event: Pick<RefundRecord, 'refundId' | 'reason' | 'full'>,
+  refuse: boolean,
+  target: number,
+  currency: string | undefined,
+): string {
   const why = event.reason ? `: ${event.reason}` : '';
   if (event.refundId === CANCELLATION_REFUND_ID) return (event.reason ?? 'order cancelled').slice(0, 250);
   if (refuse) {
@@ -493,7 +691,7 @@ function refundReason(event: OrderRefunded, refuse: boolean, target: number): st
         : `refunds reached the order amount${why}`
     ).slice(0, 250);
   }
-  return `partial refund ${event.refundId}: amount now ${formatMinor(target, event.currency)}${why}`.slice(
+  return `partial refund ${event.refundId}: amount now ${formatMinor(target, currency)}${why}`.slice(
     0,
     250,
   );

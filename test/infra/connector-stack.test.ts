@@ -321,11 +321,12 @@ describe('ConnectorStack (example config)', () => {
       expect(JSON.stringify(statements)).not.toContain('webhooks/');
     });
 
-    it('worker: ledger get/put (no UpdateItem, which no code path uses), DLQ send, main queue consume, the token secret', () => {
+    it('worker: ledger get/put/scan (no UpdateItem, which no code path uses), DLQ send, main queue consume, the token secret', () => {
       const statements = statementsOf(s, 'worker');
       expect(actionsOf(statements)).toEqual([
         'dynamodb:GetItem',
         'dynamodb:PutItem',
+        'dynamodb:Scan',
         'logs:CreateLogStream',
         'logs:PutLogEvents',
         'secretsmanager:GetSecretValue',
@@ -409,7 +410,29 @@ describe('ConnectorStack (example config)', () => {
         Period: 300,
         Threshold: 20,
       });
-      s.template.resourceCountIs('AWS::CloudWatch::Alarm', 5);
+      s.template.resourceCountIs('AWS::CloudWatch::Alarm', 6);
+    });
+
+    it('alarms when a refund has waited a day for its order, measured by an hourly run of the worker', () => {
+      s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: 'ConversionConnector',
+        MetricName: 'OldestWaitingRefundSeconds',
+        Dimensions: [{ Name: 'service', Value: 'conversion-connector' }],
+        Statistic: 'Maximum',
+        Period: 3600,
+        Threshold: 86_400,
+        ComparisonOperator: 'GreaterThanThreshold',
+        TreatMissingData: 'notBreaching',
+      });
+      s.template.hasResourceProperties('AWS::Events::Rule', {
+        ScheduleExpression: 'rate(1 hour)',
+        Targets: [
+          {
+            Arn: { 'Fn::GetAtt': [s.id(s.stack.functions.worker), 'Arn'] },
+            Input: JSON.stringify({ check: 'waiting-refunds' }),
+          },
+        ],
+      });
     });
 
     it('has no SNS topic and no alarm actions without alarmEmail', () => {
@@ -467,6 +490,14 @@ describe('ConnectorStack (options)', () => {
       'sources.0.secretRef': SHOPIFY_SECRET_ARN,
       'legacy.credentialsSecret': 'connector/legacy-credentials',
       'affiliate.routes': '{"conversions.add":"/advertiser/conversions.create"}',
+      'alarms.refundWaitingHours': '6',
+    });
+  });
+
+  it('alarms.refundWaitingHours sets the bound of the refund-waiting alarm', () => {
+    s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'OldestWaitingRefundSeconds',
+      Threshold: 6 * 3_600,
     });
   });
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { localStateDir, runCli } from '../support/cli.ts';
+import { genericWebhook, post } from '../support/webhooks.ts';
 
 const CLICK = '0123456789abcdef01234567';
 const IP = '203.0.113.7';
@@ -147,5 +148,58 @@ describe('connector doctor', () => {
       /✗ source stripe\s+rule ffffffffffffffffffffffff is not a rule of program/,
     );
     expect(badRule.stdout).toMatch(/✓ source shopify/);
+  });
+
+  it('shows each source’s externalIdPrefix, and warns of sources sharing a program without one', async () => {
+    // Prepare
+    const sources = [...stack.sources.values()].map((s) =>
+      s.id === 'generic' ? { ...s, externalIdPrefix: 'web-' } : s,
+    );
+    // Act
+    const checked = await runCli(['doctor'], { cwd: state.dir, env: { SOURCES: JSON.stringify(sources) } });
+    // Assess
+    expect(checked.code, checked.stdout).toBe(0);
+    expect(checked.stdout).toMatch(/✓ source generic\s+program .*, order ids prefixed "web-"/);
+    expect(checked.stdout).toMatch(
+      /✓ source shopify\s+.*shares program [0-9a-f]{24} with woocommerce, stripe, neither with an externalIdPrefix/,
+    );
+  });
+});
+
+describe('refunds waiting for their order', () => {
+  it('are listed by status and reconcile until the order comes', async () => {
+    // Prepare: a refund of an order the shop has not sent (yet)
+    const body = JSON.stringify({
+      type: 'refund',
+      eventId: 'wait-1',
+      orderId: '9099',
+      refundId: 'early-1',
+      amount: '5.00',
+      currency: 'EUR',
+    });
+    const answer = await post(
+      `${stack.url}/webhooks/generic`,
+      genericWebhook(body, stack.secrets['GENERIC_WEBHOOK_SECRET'] ?? ''),
+    );
+    expect(answer.status).toBe(202);
+    await stack.waitForIdle();
+    // Act
+    const shown = await cli('status', '9099');
+    const reconciled = await cli('reconcile', '--from', startedAt, '--json');
+    const table = await cli('reconcile', '--from', startedAt);
+    // Assess
+    expect(shown.stdout).toMatch(/state\s+awaiting\s+-/);
+    expect(shown.stdout).toMatch(/1 refund waiting for the order since .*: applied when order 9099 arrives/);
+    expect(JSON.parse(reconciled.stdout).waitingRefunds).toEqual([
+      expect.objectContaining({
+        externalId: '9099',
+        refundId: 'early-1',
+        ledgerState: 'awaiting',
+        source: 'generic',
+      }),
+    ]);
+    expect(table.stdout).toMatch(
+      /1 refund waiting for their order[\s\S]*9099\s+early-1\s+generic\s+not arrived/,
+    );
   });
 });

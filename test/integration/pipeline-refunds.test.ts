@@ -41,6 +41,27 @@ async function placeOrder(id: string): Promise<void> {
   await stack.waitForIdle();
 }
 
+/**
+ * Places a 587.00 USD order through the generic source (a shop refunds only its own orders), with a
+ * click id unless `attributed` is false.
+ */
+async function placeGenericOrder(id: string, attributed = true): Promise<void> {
+  const body = JSON.stringify({
+    type: 'order',
+    eventId: randomUUID(),
+    orderId: id,
+    amount: '587.00',
+    currency: 'USD',
+    ...(attributed ? { clickIds: [CLICK], buyerIp: IP } : {}),
+  });
+  const answer = await post(
+    `${stack.url}/webhooks/generic`,
+    genericWebhook(body, secret('GENERIC_WEBHOOK_SECRET')),
+  );
+  expect(answer.status).toBe(202);
+  await stack.waitForIdle();
+}
+
 async function genericRefund(orderId: string, refund: Record<string, unknown>): Promise<number> {
   const body = JSON.stringify({ type: 'refund', orderId, eventId: randomUUID(), ...refund });
   const answer = await post(
@@ -78,7 +99,7 @@ async function dlqMessages() {
 
 describe('refunds reach the platform exactly once', () => {
   it('applies partial, partial, then full refunds, ending refused, with every delivery repeated', async () => {
-    await placeOrder('8001');
+    await placeGenericOrder('8001');
     const steps = [
       { refundId: 'r1', amount: '100.00', currency: 'USD' },
       { refundId: 'r2', amount: '87.00', currency: 'USD' },
@@ -147,7 +168,7 @@ describe('refunds reach the platform exactly once', () => {
   });
 
   it('parks a refund of a locked conversion in the DLQ at once, with the platform’s reason', async () => {
-    await placeOrder('8004');
+    await placeGenericOrder('8004');
     const locked = conversion('8004');
     stack.sandbox?.control.accept(locked.id);
     stack.sandbox?.control.lock(locked.id);
@@ -169,7 +190,7 @@ describe('refunds reach the platform exactly once', () => {
   });
 
   it('keeps refund ids that are names of object properties, through the DynamoDB ledger', async () => {
-    await placeOrder('8008');
+    await placeGenericOrder('8008');
 
     for (const step of [
       { refundId: '__proto__', amount: '100.00', currency: 'USD' },
@@ -210,18 +231,9 @@ describe('refunds reach the platform exactly once', () => {
     expect(conversion('8005')).toMatchObject({ status: 'refused' });
   });
 
-  it('records a refund of a skipped order as skipped, and parks an unknown order and a currency mismatch', async () => {
-    const order = JSON.parse(sampleFixture('shopify/order_2026-07_docs_example.json')) as Record<
-      string,
-      unknown
-    >;
-    const skippedBody = JSON.stringify(order).replace('"id":450789469', '"id":8006');
-    await post(
-      `${stack.url}/webhooks/shopify`,
-      shopifyWebhook(skippedBody, secret('SHOPIFY_WEBHOOK_SECRET'), 'orders/create'),
-    );
-    await stack.waitForIdle();
-    await placeOrder('8007');
+  it('records a refund of a skipped order as skipped, holds one of an unknown order, and parks a currency mismatch', async () => {
+    await placeGenericOrder('8006', false);
+    await placeGenericOrder('8007');
 
     await genericRefund('8006', { refundId: 's1', amount: '5.00', currency: 'USD' });
     await genericRefund('no-such-order', { refundId: 'u1', amount: '5.00', currency: 'USD' });
@@ -231,13 +243,27 @@ describe('refunds reach the platform exactly once', () => {
     const program = stack.sources.get('generic')?.program ?? '';
     const skipped = await stack.ledger.get(ledgerKey(program, '8006'));
     expect(skipped?.refunds['s1']).toMatchObject({ status: 'skipped' });
+    expect(await stack.ledger.get(ledgerKey(program, 'no-such-order'))).toMatchObject({
+      state: 'awaiting',
+      refunds: { u1: { status: 'pending', amount: 500 } },
+    });
     const parked = await dlqMessages();
-    expect(parked.find((m) => m.body['externalId'] === 'no-such-order')?.attributes['reason']).toBe(
-      'no conversion for externalId no-such-order',
-    );
+    expect(parked.find((m) => m.body['externalId'] === 'no-such-order')).toBeUndefined();
     expect(parked.find((m) => m.body['externalId'] === '8007')?.attributes['reason']).toMatch(
       /currency EUR differs/,
     );
     expect(conversion('8007').amountHistory).toEqual([]);
+  });
+
+  it('parks a refund from another source than the order’s, naming both, and leaves the amount alone', async () => {
+    await placeOrder('8009');
+
+    expect(await genericRefund('8009', { refundId: 'x1', amount: '500.00', currency: 'USD' })).toBe(202);
+    await stack.waitForIdle();
+
+    expect(conversion('8009')).toMatchObject({ amount: 58_700, amountHistory: [] });
+    const parked = (await dlqMessages()).find((m) => m.body['externalId'] === '8009');
+    expect(parked?.attributes).toMatchObject({ failureClass: 'permanent', eventType: 'OrderRefunded' });
+    expect(parked?.attributes['reason']).toMatch(/source "generic" for order 8009 of source "shopify"/);
   });
 });

@@ -901,6 +901,32 @@ describe('sandbox: faults', () => {
     expect(sandbox.control.calls()['/advertiser/advertisers.me']?.byStatus).toEqual({ hang: 1, '200': 1 });
   });
 
+  it('records a late write after the client gave up, lateWriteMs after the request', async () => {
+    // Prepare
+    sandbox.control.setFaults({
+      lateWriteRate: 1,
+      lateWriteMs: 400,
+      routes: ['/advertiser/conversions.add'],
+    });
+
+    // Act
+    const unanswered = fetch(`${sandbox.url}/advertiser/conversions.add`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${sandbox.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(trackingBody({ externalId: 'late-1' })),
+      signal: AbortSignal.timeout(100),
+    });
+    await expect(unanswered).rejects.toMatchObject({ name: 'TimeoutError' });
+    const rightAfter = sandbox.control.conversions().filter((c) => c.externalId === 'late-1').length;
+
+    // Assess: nothing when the client gave up, the conversion once the late write lands
+    expect(rightAfter).toBe(0);
+    await expect
+      .poll(() => sandbox.control.conversions().filter((c) => c.externalId === 'late-1').length)
+      .toBe(1);
+    expect(sandbox.control.calls()['/advertiser/conversions.add']?.byStatus).toEqual({ hang: 1 });
+  });
+
   it('drops a hung request after hangMs without answering', async () => {
     // Prepare
     sandbox.control.setFaults({ hangRate: 1, hangMs: 100 });

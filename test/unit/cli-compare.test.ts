@@ -3,6 +3,7 @@ import type { Conversion } from '../../shared/affiliate/schemas.ts';
 import { compareOrder } from '../../shared/cli/compare.ts';
 import { formatAge, parseWhen } from '../../shared/cli/io.ts';
 import { periodBound } from '../../shared/cli/reconcile.ts';
+import { statusText } from '../../shared/cli/status.ts';
 import type { OrderRecord } from '../../shared/ledger.ts';
 
 const PROGRAM = '5ad000000000000000000101';
@@ -100,5 +101,21 @@ describe('time flags', () => {
       '2h',
       '3d',
     ]);
+  });
+});
+
+describe('statusText of an order whose add got no clear answer', () => {
+  it('says the worker is verifying with the platform, not that an add is in flight', () => {
+    const text = statusText({
+      program: 'p',
+      externalId: '1001',
+      record: record({ state: 'adding', unclearAddAt: Date.parse('2026-05-01T10:00:00Z') }),
+      conversion: undefined,
+      differences: [],
+    });
+    expect(text).toContain(
+      '… the Conversion Add of 2026-05-01T10:00:00.000Z got no clear answer: the worker asks the platform again',
+    );
+    expect(text).not.toContain('in flight');
   });
 });

@@ -38,6 +38,7 @@ describe('CSV output', () => {
       programs: ['p'],
       ledgerRecords: 1,
       platformConversions: 0,
+      waitingRefunds: [],
       differences: [
         {
           kind: 'missing',

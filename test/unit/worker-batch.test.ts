@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { SQSRecord } from 'aws-lambda';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { makeHandler, WAITING_REFUNDS_CHECK } from '../../functions/worker.ts';
 import type { FailureQueue } from '../../shared/adapters/sqs.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEventInput } from '../../shared/domain/events.ts';
@@ -16,6 +17,7 @@ import type {
 } from '../../shared/worker/backend.ts';
 import { type BatchDeps, processBatch, type RecordReport } from '../../shared/worker/batch.ts';
 import { NO_PLATFORM_AMOUNT } from '../../shared/worker/process-event.ts';
+import type { WaitingMeasure } from '../../shared/worker/waiting.ts';
 import { FakeClock } from '../support/clock.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 
@@ -543,15 +545,17 @@ class SlowPlatform implements ConversionBackend {
   readonly adds: AddConversionInput[] = [];
   readonly #writes: { at: number; conversion: PlatformConversion }[] = [];
   readonly #clock: FakeClock;
+  readonly #lateMs: number;
 
-  constructor(clock: FakeClock) {
+  constructor(clock: FakeClock, lateMs = 1_500) {
     this.#clock = clock;
+    this.#lateMs = lateMs;
   }
 
   async add(input: AddConversionInput): Promise<{ id: string | undefined }> {
     this.adds.push(input);
     this.#writes.push({
-      at: this.#clock.now() + 1_500,
+      at: this.#clock.now() + this.#lateMs,
       conversion: {
         id: `conv-${this.adds.length}`,
         externalId: input.externalId,
@@ -581,19 +585,26 @@ describe('processBatch: an add that got no clear answer', () => {
     return { ...h, platform, deps: { ...h.deps, backendFor: () => platform, settleMs: SETTLE_MS } };
   }
 
-  it('is looked up after the settle period, not sent again: one conversion', async () => {
+  it('is hidden for the settle period (not retried asleep), then looked up, not sent again: one conversion', async () => {
     // Prepare
     const h = slowHarness();
-    const record = sqsRecord('m1', orderPlaced('1001'));
 
     // Act
-    const response = await h.clock.run(processBatch(h.deps, [record], START + 60_000));
+    const first = await h.clock.run(
+      processBatch(h.deps, [sqsRecord('m1', orderPlaced('1001'))], START + 60_000),
+    );
+    h.clock.time += SETTLE_MS;
+    const response = await h.clock.run(
+      processBatch(h.deps, [sqsRecord('m1', orderPlaced('1001'), { receiveCount: 2 })], START + 120_000),
+    );
 
-    // Assess: no inline retry before the platform settled; then Conversion info has the first add.
+    // Assess: given back hidden for the settle period; then Conversion info has the first add.
+    expect(first.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }]);
+    expect(h.failures.delays).toEqual([{ receiptHandle: 'rh-m1-1', seconds: 10 }]);
     expect(response.batchItemFailures).toEqual([]);
     expect(h.platform.adds).toHaveLength(1);
-    expect(h.clock.sleeps).toEqual([SETTLE_MS]);
-    expect(h.reports).toEqual([
+    expect(h.clock.sleeps).toEqual([]);
+    expect(h.reports.slice(1)).toEqual([
       expect.objectContaining({
         status: 'done',
         outcome: expect.objectContaining({ result: 'reconciled', conversionId: 'conv-1' }),
@@ -676,7 +687,12 @@ describe('processBatch: an add that got no clear answer', () => {
 
     // Act
     await h.clock.run(
-      processBatch({ ...h.deps, inlineRetries: 0 }, [sqsRecord('m1', orderPlaced('1001'))], START + 30_000),
+      processBatch(
+        // No verification window here: this is about leases (the window is tested below).
+        { ...h.deps, inlineRetries: 0, verifyMs: 0 },
+        [sqsRecord('m1', orderPlaced('1001'))],
+        START + 30_000,
+      ),
     );
 
     // Assess
@@ -770,4 +786,97 @@ describe('processBatch: free-form refund ids that could be taken for something e
       expect(record?.refunds[refundId]).toMatchObject({ refundId, status: 'applied', resultingAmount: 1500 });
     },
   );
+});
+
+describe('the worker’s hourly check of refunds waiting for their order', () => {
+  it('counts a refund held for an order that never came, and how long the oldest has waited', async () => {
+    // Prepare: a refund of an order the platform does not have, then 25 hours without its order
+    const h = harness();
+    const response = await h.clock.run(
+      processBatch(h.deps, [sqsRecord('m1', orderRefunded('2001', 'r1', 500))], START + 30_000),
+    );
+    h.clock.time += 25 * 3_600_000;
+    const measures: WaitingMeasure[] = [];
+    const handler = makeHandler({ ...h.deps, reportWaiting: (m) => measures.push(m) });
+
+    // Act
+    await handler(WAITING_REFUNDS_CHECK, { getRemainingTimeInMillis: () => 60_000 });
+
+    // Assess: acknowledged (not parked), held in the ledger, and measured past a 24 h bound
+    expect(response.batchItemFailures).toEqual([]);
+    expect(h.failures.parked).toEqual([]);
+    expect(h.reports).toEqual([
+      expect.objectContaining({
+        status: 'done',
+        outcome: expect.objectContaining({ result: 'refund_waiting' }),
+      }),
+    ]);
+    expect(measures).toHaveLength(1);
+    expect(measures[0]?.waiting).toBe(1);
+    expect(measures[0]?.oldestSeconds).toBeGreaterThan(24 * 3_600);
+  });
+});
+
+describe('processBatch: a platform that records an add late', () => {
+  /** Delivers the message again whenever it was given back, after the time it was hidden for. */
+  async function deliverUntilDone(h: Harness, deps: BatchDeps): Promise<number> {
+    for (let receiveCount = 1; receiveCount <= 6; receiveCount++) {
+      const before = h.failures.delays.length;
+      await h.clock.run(
+        processBatch(deps, [sqsRecord('m1', orderPlaced('1001'), { receiveCount })], h.clock.now() + 60_000),
+      );
+      const given = h.failures.delays[before];
+      if (!given) return receiveCount;
+      h.clock.time += given.seconds * 1_000;
+    }
+    throw new Error('still not done after maxReceiveCount (6) receives: it would be redriven to the DLQ');
+  }
+
+  it.each([7_000, 20_000, 60_000, 240_000])(
+    'sends no second add while the platform may still record the first (recorded %i ms late): one conversion',
+    async (lateMs) => {
+      // Prepare: every add times out; the platform records it lateMs after the request
+      const h = harness({ random: 0 });
+      const platform = new SlowPlatform(h.clock, lateMs);
+      const deps: BatchDeps = { ...h.deps, backendFor: () => platform, settleMs: 10_000 };
+
+      // Act
+      const receives = await deliverUntilDone(h, deps);
+
+      // Assess: one add, adopted once the platform shows it; the waits spent hidden in the queue
+      expect(platform.adds).toHaveLength(1);
+      expect(await h.ledger.get(ledgerKey(PROGRAM, '1001'))).toMatchObject({
+        state: 'added',
+        conversionId: 'conv-1',
+      });
+      expect(h.clock.sleeps).toEqual([]);
+      expect(receives).toBeLessThanOrEqual(3);
+    },
+  );
+
+  it('adds again once the platform has shown nothing for the whole verification window', async () => {
+    // Prepare: the first add never reaches the platform's store; the second is answered
+    const h = harness({ random: 0 });
+    const platform = new SlowPlatform(h.clock, Number.POSITIVE_INFINITY);
+    let calls = 0;
+    const deps: BatchDeps = {
+      ...h.deps,
+      settleMs: 10_000,
+      backendFor: () => ({
+        ...h.backend,
+        add: (input) => (++calls === 1 ? platform.add(input) : h.backend.add(input)),
+        find: h.backend.find.bind(h.backend),
+        updateAmount: h.backend.updateAmount.bind(h.backend),
+        refuse: h.backend.refuse.bind(h.backend),
+      }),
+    };
+
+    // Act
+    await deliverUntilDone(h, deps);
+
+    // Assess: hidden for the settle period, then for the rest of the 10 minutes, then added
+    expect(h.failures.delays.map((d) => d.seconds)).toEqual([10, 590]);
+    expect(calls).toBe(2);
+    expect(await h.ledger.get(ledgerKey(PROGRAM, '1001'))).toMatchObject({ state: 'added' });
+  });
 });
