@@ -1,5 +1,5 @@
 import type { SourceConfig } from './config/sources.ts';
-import { ConnectorEvent } from './domain/events.ts';
+import type { ConnectorEvent } from './domain/events.ts';
 import { BadInputError, ConfigurationError, UnauthorizedError } from './errors.ts';
 import { checkEvents } from './platforms/mapping.ts';
 import type { PlatformAdapter, WebhookRequest } from './platforms/types.ts';

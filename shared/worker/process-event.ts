@@ -627,7 +627,9 @@ async function applyRefunds(
   if (!conversionId) throw new PermanentError(`no conversion for externalId ${record.externalId}`);
   record.conversionId = conversionId;
 
-  const reason = described ? refundReason(described, refuse, target, record.currency) : 'refunds recorded before the order';
+  const reason = described
+    ? refundReason(described, refuse, target, record.currency)
+    : 'refunds recorded before the order';
   if (refuse) {
     await refuseOnce(backend, source.program, record.externalId, conversionId, reason, call);
   } else if (target !== record.currentAmount) {
@@ -691,8 +693,5 @@ function refundReason(
         : `refunds reached the order amount${why}`
     ).slice(0, 250);
   }
-  return `partial refund ${event.refundId}: amount now ${formatMinor(target, currency)}${why}`.slice(
-    0,
-    250,
-  );
+  return `partial refund ${event.refundId}: amount now ${formatMinor(target, currency)}${why}`.slice(0, 250);
 }
