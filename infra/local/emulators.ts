@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import type { InitializeMiddleware, MetadataBearer } from '@smithy/types';
 import dynalite from 'dynalite';
 import { startFauxqs } from 'fauxqs';
 
@@ -15,6 +16,12 @@ export interface EmulatorOptions {
   readonly dynamoPort?: number;
   /** Directory for dynalite's LevelDB; in memory when absent. */
   readonly dynamoPath?: string;
+  /**
+   * Directory for fauxqs's SQLite file (queues and their messages, in flight ones included); in
+   * memory when absent. fauxqs 2.4.1 does not keep the FIFO deduplication cache: a copy sent again
+   * after a restart is queued twice, and the ledger makes the second one a no-op.
+   */
+  readonly sqsDataDir?: string;
   readonly maxReceiveCount?: number;
   readonly visibilityTimeoutSeconds?: number;
   readonly queueName?: string;
@@ -60,17 +67,26 @@ export async function startEmulators(options: EmulatorOptions = {}): Promise<Emu
   const tableName = options.tableName ?? 'connector-ledger';
   const maxReceiveCount = options.maxReceiveCount ?? 6;
 
-  const fauxqs = await startFauxqs({ port: options.sqsPort ?? 0, host: '127.0.0.1', logger: false });
-  const sqsEndpoint = `http://127.0.0.1:${fauxqs.port}`;
-  const dlq = fauxqs.createQueue(dlqName, {
-    attributes: { FifoQueue: 'true', MessageRetentionPeriod: '1209600' },
+  const fauxqs = await startFauxqs({
+    port: options.sqsPort ?? 0,
+    host: '127.0.0.1',
+    logger: false,
+    ...(options.sqsDataDir ? { dataDir: options.sqsDataDir } : {}),
   });
-  const main = fauxqs.createQueue(queueName, {
-    attributes: {
-      FifoQueue: 'true',
-      VisibilityTimeout: String(options.visibilityTimeoutSeconds ?? 30),
-      RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlq.queueArn, maxReceiveCount }),
-    },
+  const sqsEndpoint = `http://127.0.0.1:${fauxqs.port}`;
+  // A queue loaded from the data directory is kept as it is: createQueue would replace it with an
+  // empty one, and its INSERT OR REPLACE would cascade-delete the persisted messages.
+  const ensureQueue = (name: string, attributes: Record<string, string>) => {
+    const loaded = fauxqs.inspectQueue(name);
+    if (!loaded) return fauxqs.createQueue(name, { attributes });
+    // Its stored URL names the port of the previous run.
+    return { queueUrl: loaded.url.replace(/:\d+\//, `:${fauxqs.port}/`), queueArn: loaded.arn };
+  };
+  const dlq = ensureQueue(dlqName, { FifoQueue: 'true', MessageRetentionPeriod: '1209600' });
+  const main = ensureQueue(queueName, {
+    FifoQueue: 'true',
+    VisibilityTimeout: String(options.visibilityTimeoutSeconds ?? 30),
+    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlq.queueArn, maxReceiveCount }),
   });
 
   const dynaliteServer = dynalite({ path: options.dynamoPath, createTableMs: 0 });
@@ -81,6 +97,7 @@ export async function startEmulators(options: EmulatorOptions = {}): Promise<Emu
   const dynamoEndpoint = `http://127.0.0.1:${(dynaliteServer.address() as AddressInfo).port}`;
 
   const sqs = new SQSClient({ ...LOCAL_AWS, endpoint: sqsEndpoint });
+  if (options.sqsDataDir) sqs.middlewareStack.add(noZeroVisibility, { step: 'initialize' });
   const dynamo = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoEndpoint });
   await ensureTable(dynamo, tableName);
 
@@ -130,6 +147,21 @@ export async function startEmulators(options: EmulatorOptions = {}): Promise<Emu
   };
 }
 
+/**
+ * fauxqs 2.4.1 with a data directory loses a message made visible with VisibilityTimeout 0: it
+ * takes it out of flight, then its SQLite write fails (NULL receive count) before the message is put
+ * back. One second takes the other path, which keeps it.
+ */
+const noZeroVisibility: InitializeMiddleware<object, MetadataBearer> = (next) => async (args) => {
+  const input = args.input as {
+    VisibilityTimeout?: number;
+    Entries?: { VisibilityTimeout?: number }[];
+  };
+  if (input.VisibilityTimeout === 0) input.VisibilityTimeout = 1;
+  for (const entry of input.Entries ?? []) if (entry.VisibilityTimeout === 0) entry.VisibilityTimeout = 1;
+  return next(args);
+};
+
 async function ensureTable(dynamo: DynamoDBClient, tableName: string): Promise<void> {
   try {
     await dynamo.send(new DescribeTableCommand({ TableName: tableName }));
@@ -145,4 +177,12 @@ async function ensureTable(dynamo: DynamoDBClient, tableName: string): Promise<v
       BillingMode: 'PAY_PER_REQUEST',
     }),
   );
+  // dynalite answers CREATING first (even with createTableMs 0): a Scan at once is ResourceNotFound.
+  const until = Date.now() + 5_000;
+  for (;;) {
+    const out = await dynamo.send(new DescribeTableCommand({ TableName: tableName }));
+    if (out.Table?.TableStatus === 'ACTIVE') return;
+    if (Date.now() > until) throw new Error(`DynamoDB table ${tableName} not active after 5 s`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }
