@@ -25,7 +25,7 @@ function inside(path: string): boolean {
 }
 
 /** The paths `text` (the content of `file`) names that resolve outside the repository. */
-export function pathsLeavingRepo(file: string, text: string): string[] {
+function pathsLeavingRepo(file: string, text: string): string[] {
   const found: string[] = [];
   const base = dirname(file);
   // A quoted relative path ('../x', "./../x", new URL('../../x', import.meta.url)).
