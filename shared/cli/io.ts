@@ -191,6 +191,8 @@ export function explain(error: unknown): string {
   if (error.name === 'TimeoutError' || error.name === 'AbortError') return 'timed out';
   const failure = unreachable(error);
   if (failure) return failure.address ? `${failure.code} at ${failure.address}` : failure.code;
-  // The message, not the class name: the user acts on what happened, not on how it is typed.
+  // An AWS service's error name is its documented error code (ResourceNotFoundException); our own
+  // and JavaScript's class names tell the user nothing, so only the message is shown for those.
+  if ('$metadata' in error && error.name && error.name !== 'Error') return `${error.name}: ${error.message}`;
   return error.message || error.name;
 }

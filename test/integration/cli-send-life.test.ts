@@ -108,7 +108,10 @@ describe('every command against a stopped stack', () => {
     const gone = await startLocalStack({ port: 0, sandbox: { port: 0 } });
     stopped = localStateDir(gone);
     await gone.close();
-    writeFileSync(join(stopped.dir, 'refunds.csv'), 'externalId,refundId,amount,currency\n1001,r1,1.00,EUR\n');
+    writeFileSync(
+      join(stopped.dir, 'refunds.csv'),
+      'externalId,refundId,amount,currency\n1001,r1,1.00,EUR\n',
+    );
   });
   afterAll(() => stopped?.remove());
 
