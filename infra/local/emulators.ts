@@ -1,7 +1,8 @@
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import type { InitializeMiddleware, MetadataBearer } from '@smithy/types';
 import dynalite from 'dynalite';
 import { startFauxqs } from 'fauxqs';
 
@@ -73,6 +74,7 @@ export async function startEmulators(options: EmulatorOptions = {}): Promise<Emu
     logger: false,
     ...(options.sqsDataDir ? { dataDir: options.sqsDataDir } : {}),
   });
+  if (options.sqsDataDir) keepMessagesMadeVisible(options.sqsDataDir);
   const sqsEndpoint = `http://127.0.0.1:${fauxqs.port}`;
   // A queue loaded from the data directory is kept as it is: createQueue would replace it with an
   // empty one, and its INSERT OR REPLACE would cascade-delete the persisted messages.
@@ -97,7 +99,6 @@ export async function startEmulators(options: EmulatorOptions = {}): Promise<Emu
   const dynamoEndpoint = `http://127.0.0.1:${(dynaliteServer.address() as AddressInfo).port}`;
 
   const sqs = new SQSClient({ ...LOCAL_AWS, endpoint: sqsEndpoint });
-  if (options.sqsDataDir) sqs.middlewareStack.add(noZeroVisibility, { step: 'initialize' });
   const dynamo = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoEndpoint });
   await ensureTable(dynamo, tableName);
 
@@ -148,19 +149,23 @@ export async function startEmulators(options: EmulatorOptions = {}): Promise<Emu
 }
 
 /**
- * fauxqs 2.4.1 with a data directory loses a message made visible with VisibilityTimeout 0: it
- * takes it out of flight, then its SQLite write fails (NULL receive count) before the message is put
- * back. One second takes the other path, which keeps it.
+ * fauxqs 2.4.1 with a data directory loses a message made visible again with VisibilityTimeout 0
+ * (what `connector dlq list` does after peeking): it takes the message out of flight, then its
+ * SQLite write (receive count NULL into a NOT NULL column) throws before the message is put back.
+ * This trigger skips that one write instead; the row keeps its in-flight deadline, which a restart
+ * reads as ready once it has passed.
  */
-const noZeroVisibility: InitializeMiddleware<object, MetadataBearer> = (next) => async (args) => {
-  const input = args.input as {
-    VisibilityTimeout?: number;
-    Entries?: { VisibilityTimeout?: number }[];
-  };
-  if (input.VisibilityTimeout === 0) input.VisibilityTimeout = 1;
-  for (const entry of input.Entries ?? []) if (entry.VisibilityTimeout === 0) entry.VisibilityTimeout = 1;
-  return next(args);
-};
+function keepMessagesMadeVisible(dataDir: string): void {
+  const db = new DatabaseSync(join(dataDir, 'fauxqs.db'));
+  try {
+    db.exec(`CREATE TRIGGER IF NOT EXISTS connector_keep_made_visible
+      BEFORE UPDATE OF approximate_receive_count ON sqs_messages
+      WHEN NEW.approximate_receive_count IS NULL
+      BEGIN SELECT RAISE(IGNORE); END`);
+  } finally {
+    db.close();
+  }
+}
 
 async function ensureTable(dynamo: DynamoDBClient, tableName: string): Promise<void> {
   try {

@@ -9,7 +9,7 @@ import type { Emulators } from './emulators.ts';
  * then asks the platform (Conversion info) whether each add went through before adding again.
  */
 export interface RecoveredAfterCrash {
-  /** Messages made visible again. */
+  /** Messages of the queue and the DLQ made visible again. */
   readonly messages: number;
   /** `adding` records whose lease was expired. */
   readonly leases: number;
@@ -25,21 +25,26 @@ export async function recoverAfterCrash(
   expireLeases: boolean,
 ): Promise<RecoveredAfterCrash> {
   let messages = 0;
-  for (const m of emulators.messages(emulators.queueName)) {
-    if (m.state !== 'inflight' || !m.receiptHandle) continue;
-    try {
-      await emulators.sqs.send(
-        new ChangeMessageVisibilityCommand({
-          QueueUrl: emulators.queueUrl,
-          ReceiptHandle: m.receiptHandle,
-          // 1, not 0: see noZeroVisibility in emulators.ts.
-          VisibilityTimeout: 1,
-        }),
-      );
-      messages += 1;
-    } catch (error) {
-      // Its visibility ran out since it was listed: it is visible again already.
-      if ((error as Error).name !== 'MessageNotInflight') throw error;
+  const queues = [
+    [emulators.queueName, emulators.queueUrl],
+    [emulators.dlqName, emulators.dlqUrl],
+  ] as const;
+  for (const [name, url] of queues) {
+    for (const m of emulators.messages(name)) {
+      if (m.state !== 'inflight' || !m.receiptHandle) continue;
+      try {
+        await emulators.sqs.send(
+          new ChangeMessageVisibilityCommand({
+            QueueUrl: url,
+            ReceiptHandle: m.receiptHandle,
+            VisibilityTimeout: 0,
+          }),
+        );
+        messages += 1;
+      } catch (error) {
+        // Its visibility ran out since it was listed: it is visible again already.
+        if ((error as Error).name !== 'MessageNotInflight') throw error;
+      }
     }
   }
   let leases = 0;
