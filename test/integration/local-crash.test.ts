@@ -150,4 +150,14 @@ describe('npm start with LOCAL_DATA_DIR killed with SIGKILL mid-drain', () => {
     expect(byOrder.size).toBe(ORDERS);
     expect([...byOrder.values()].every((n) => n === 1)).toBe(true);
   }, 180_000);
+
+  it('says in its banner, without LOCAL_DATA_DIR, that a crash loses queued work', async () => {
+    // Act
+    const memory = await start({});
+    memory.child.kill('SIGKILL');
+    await memory.exited;
+    // Assess
+    expect(memory.output()).toContain('in memory: stopping or a crash loses queued work and the ledger');
+    expect(memory.output()).not.toContain('survive a crash');
+  });
 });
