@@ -1,4 +1,6 @@
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import dynalite from 'dynalite';
@@ -16,6 +18,12 @@ export interface EmulatorOptions {
   readonly dynamoPort?: number;
   /** Directory for dynalite's LevelDB; in memory when absent. */
   readonly dynamoPath?: string;
+  /**
+   * Directory for fauxqs's SQLite file (queues and their messages, in flight ones included); in
+   * memory when absent. fauxqs 2.4.1 does not keep the FIFO deduplication cache: a copy sent again
+   * after a restart is queued twice, and the ledger makes the second one a no-op.
+   */
+  readonly sqsDataDir?: string;
   readonly maxReceiveCount?: number;
   readonly visibilityTimeoutSeconds?: number;
   readonly queueName?: string;
@@ -61,24 +69,34 @@ export async function startEmulators(options: EmulatorOptions = {}): Promise<Emu
   const tableName = options.tableName ?? 'connector-ledger';
   const maxReceiveCount = options.maxReceiveCount ?? 6;
 
-  const fauxqs = await startFauxqs({ port: options.sqsPort ?? 0, host: '127.0.0.1', logger: false });
+  const fauxqs = await startFauxqs({
+    port: options.sqsPort ?? 0,
+    host: '127.0.0.1',
+    logger: false,
+    ...(options.sqsDataDir ? { dataDir: options.sqsDataDir } : {}),
+  });
+  if (options.sqsDataDir) keepMessagesMadeVisible(options.sqsDataDir);
   const sqsEndpoint = `http://127.0.0.1:${fauxqs.port}`;
+  // A queue loaded from the data directory is kept as it is: createQueue would replace it with an
+  // empty one, and its INSERT OR REPLACE would cascade-delete the persisted messages.
+  const ensureQueue = (name: string, attributes: Record<string, string>) => {
+    const loaded = fauxqs.inspectQueue(name);
+    if (!loaded) return fauxqs.createQueue(name, { attributes });
+    // Its stored URL names the port of the previous run.
+    return { queueUrl: loaded.url.replace(/:\d+\//, `:${fauxqs.port}/`), queueArn: loaded.arn };
+  };
   // The same message size limit as the deployed queues (ingest answers 413 above it).
   const maximumMessageSize = String(SQS_MAX_MESSAGE_BYTES);
-  const dlq = fauxqs.createQueue(dlqName, {
-    attributes: {
-      FifoQueue: 'true',
-      MessageRetentionPeriod: '1209600',
-      MaximumMessageSize: maximumMessageSize,
-    },
+  const dlq = ensureQueue(dlqName, {
+    FifoQueue: 'true',
+    MessageRetentionPeriod: '1209600',
+    MaximumMessageSize: maximumMessageSize,
   });
-  const main = fauxqs.createQueue(queueName, {
-    attributes: {
-      FifoQueue: 'true',
-      MaximumMessageSize: maximumMessageSize,
-      VisibilityTimeout: String(options.visibilityTimeoutSeconds ?? 30),
-      RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlq.queueArn, maxReceiveCount }),
-    },
+  const main = ensureQueue(queueName, {
+    FifoQueue: 'true',
+    MaximumMessageSize: maximumMessageSize,
+    VisibilityTimeout: String(options.visibilityTimeoutSeconds ?? 30),
+    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlq.queueArn, maxReceiveCount }),
   });
 
   const dynaliteServer = dynalite({ path: options.dynamoPath, createTableMs: 0 });
@@ -138,6 +156,25 @@ export async function startEmulators(options: EmulatorOptions = {}): Promise<Emu
   };
 }
 
+/**
+ * fauxqs 2.4.1 with a data directory loses a message made visible again with VisibilityTimeout 0
+ * (what `connector dlq list` does after peeking): it takes the message out of flight, then its
+ * SQLite write (receive count NULL into a NOT NULL column) throws before the message is put back.
+ * This trigger skips that one write instead; the row keeps its in-flight deadline, which a restart
+ * reads as ready once it has passed.
+ */
+function keepMessagesMadeVisible(dataDir: string): void {
+  const db = new DatabaseSync(join(dataDir, 'fauxqs.db'));
+  try {
+    db.exec(`CREATE TRIGGER IF NOT EXISTS connector_keep_made_visible
+      BEFORE UPDATE OF approximate_receive_count ON sqs_messages
+      WHEN NEW.approximate_receive_count IS NULL
+      BEGIN SELECT RAISE(IGNORE); END`);
+  } finally {
+    db.close();
+  }
+}
+
 async function ensureTable(dynamo: DynamoDBClient, tableName: string): Promise<void> {
   try {
     await dynamo.send(new DescribeTableCommand({ TableName: tableName }));
@@ -153,4 +190,12 @@ async function ensureTable(dynamo: DynamoDBClient, tableName: string): Promise<v
       BillingMode: 'PAY_PER_REQUEST',
     }),
   );
+  // dynalite answers CREATING first (even with createTableMs 0): a Scan at once is ResourceNotFound.
+  const until = Date.now() + 5_000;
+  for (;;) {
+    const out = await dynamo.send(new DescribeTableCommand({ TableName: tableName }));
+    if (out.Table?.TableStatus === 'ACTIVE') return;
+    if (Date.now() > until) throw new Error(`DynamoDB table ${tableName} not active after 5 s`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }

@@ -22,6 +22,7 @@ import { backendFor, legacyClientFromEnv } from '../../shared/worker/backends.ts
 import type { RecordReport } from '../../shared/worker/batch.ts';
 import { DEFAULT_VERIFY_MS, settleMsFor } from '../../shared/worker/process-event.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
+import { recoverAfterCrash } from './recover.ts';
 import { toRecord } from './sqs-record.ts';
 
 /**
@@ -75,6 +76,8 @@ export interface LocalStackOptions {
   readonly autoPoll?: boolean;
   readonly observe?: (report: RecordReport) => void;
   readonly log?: (line: string) => void;
+  /** Kept data from a process that died: hand back its in-flight messages and add leases at start. */
+  readonly recoverAfterCrash?: boolean;
 }
 
 export interface LocalStack {
@@ -215,6 +218,13 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
 
+  if (options.recoverAfterCrash) {
+    const recovered = await recoverAfterCrash(emulators, baseLedger, sandbox !== undefined);
+    if (recovered.messages + recovered.leases > 0)
+      log(
+        `recovered after a crash: ${recovered.messages} messages in flight, ${recovered.leases} add leases`,
+      );
+  }
   const pollers = new Pollers(emulators, worker, options.pollers ?? 2);
   if (options.autoPoll ?? true) pollers.start();
 

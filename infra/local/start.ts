@@ -1,4 +1,5 @@
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { LOCAL_STATE_FILE, localState, startLocalStack } from './stack.ts';
 
@@ -33,6 +34,12 @@ function port(name: string, fallback: number): number {
   return value;
 }
 
+// The ledger, the queues and the sandbox's conversions are kept together, or a restart would find
+// ledger records for conversions the platform forgot, or queued events for orders the ledger lacks.
+const dataDir = env['LOCAL_DATA_DIR'] || undefined;
+if (dataDir) mkdirSync(dataDir, { recursive: true });
+const persistPath = env['SANDBOX_PERSIST'] || (dataDir ? join(dataDir, 'sandbox.json') : undefined);
+
 const external =
   env['AFFILIATE_BASE_URL'] && env['AFFILIATE_TOKEN']
     ? { external: { url: env['AFFILIATE_BASE_URL'], token: env['AFFILIATE_TOKEN'] } }
@@ -45,9 +52,10 @@ try {
     sandbox: external ?? {
       port: port('SANDBOX_PORT', 4010),
       ...(env['SANDBOX_TOKEN'] ? { token: env['SANDBOX_TOKEN'] } : {}),
-      ...(env['SANDBOX_PERSIST'] ? { persistPath: env['SANDBOX_PERSIST'] } : {}),
+      ...(persistPath ? { persistPath } : {}),
     },
-    emulators: env['LOCAL_DATA_DIR'] ? { dynamoPath: `${env['LOCAL_DATA_DIR']}/ledger` } : {},
+    emulators: dataDir ? { dynamoPath: join(dataDir, 'ledger'), sqsDataDir: join(dataDir, 'queues') } : {},
+    recoverAfterCrash: dataDir !== undefined,
     log: values.quiet ? undefined : (line) => console.log(`${new Date().toISOString()} ${line}`),
   });
   const lines = [
@@ -63,6 +71,9 @@ try {
     `  SQS (fauxqs)    ${stack.emulators.sqsEndpoint}   queue ${stack.emulators.queueUrl}`,
     `                  DLQ ${stack.emulators.dlqUrl}`,
     `  DynamoDB        ${stack.emulators.dynamoEndpoint}   table ${stack.emulators.tableName}`,
+    dataDir
+      ? `  data            ${dataDir}   (ledger, queues and sandbox survive a crash or Ctrl-C)`
+      : '  data            in memory: stopping or a crash loses queued work and the ledger (set LOCAL_DATA_DIR to keep them)',
     '',
     'Send a signed sample:  npx connector send shopify --click-id <24 hex> --ip 203.0.113.7',
     'Ctrl-C stops everything.',

@@ -1,12 +1,20 @@
 import type { Conversion } from '../affiliate/schemas.ts';
 import type { OrderRecord } from '../ledger.ts';
 import { formatMinor } from '../money.ts';
+import { isStuckAdd, stuckAddDifference } from './stuck.ts';
 
 /**
  * How an order's ledger record and its conversion on the platform disagree, for `status` and
  * `reconcile`. The ledger is what the connector did; the platform is what is paid on.
  */
-export type DifferenceKind = 'missing' | 'unexpected' | 'amount_mismatch' | 'status_mismatch' | 'duplicate';
+export type DifferenceKind =
+  | 'missing'
+  | 'unexpected'
+  | 'amount_mismatch'
+  | 'status_mismatch'
+  | 'duplicate'
+  /** `adding` long after its lease: see `stuck.ts`. */
+  | 'stuck_add';
 
 export interface Difference {
   readonly kind: DifferenceKind;
@@ -33,13 +41,14 @@ export function money(amount: number | undefined, currency: string | undefined):
 
 /**
  * The differences between one order's record and its conversion(s) on the platform; none when they
- * agree. An add in flight (`adding`) is not judged.
+ * agree. An add in flight (`adding`) is not judged, unless it was left unfinished long before `now`.
  */
 export function compareOrder(
   program: string,
   externalId: string,
   record: OrderRecord | undefined,
   conversions: readonly Conversion[],
+  now?: number,
 ): Difference[] {
   const [conversion] = conversions;
   const base = {
@@ -64,7 +73,10 @@ export function compareOrder(
     if (conversion) out.push({ ...base, kind: 'unexpected', detail: 'on the platform, not in the ledger' });
     return out;
   }
-  if (record.state === 'adding') return out;
+  if (record.state === 'adding') {
+    if (now !== undefined && isStuckAdd(record, now)) out.push(stuckAddDifference(program, record, now));
+    return out;
+  }
   if (!conversion) {
     if (ON_PLATFORM.has(record.state)) {
       out.push({

@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import { DynamoLedger } from '../adapters/dynamo-ledger.ts';
 import { AffiliateClient } from '../affiliate/client.ts';
 import { parseSources, SourceConfig } from '../config/sources.ts';
-import { CliError, type CliIo, explain } from './io.ts';
+import { CliError, type CliIo, explain, unreachableHint } from './io.ts';
 
 /**
  * How the CLI reaches the connector, the queues, the ledger and the platform: each setting from its
@@ -407,6 +407,19 @@ export async function withContext<T>(
   const ctx = new CliContext(io, flags);
   try {
     return await run(ctx);
+  } catch (error) {
+    const hint = unreachableHint(
+      error,
+      (['connectorUrl', 'sqsEndpoint', 'dynamoEndpoint', 'affiliateBaseUrl'] as const).map((name) => {
+        try {
+          return ctx.get(name);
+        } catch {
+          return undefined;
+        }
+      }),
+    );
+    if (hint) throw new CliError(hint, 1);
+    throw error;
   } finally {
     ctx.close();
   }

@@ -148,6 +148,59 @@ export async function ask(io: CliIo, question: string): Promise<string | undefin
   }
 }
 
+/** Codes of a connection that never got an answer: nothing listens there, or no such host. */
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ECONNRESET',
+]);
+
+export interface Unreachable {
+  readonly code: string;
+  /** `host:port` when the failure names it. */
+  readonly address?: string;
+}
+
+/** The connection failure somewhere in an error's cause chain (fetch, the AWS SDK, our clients). */
+export function unreachable(error: unknown): Unreachable | undefined {
+  let found: Unreachable | undefined;
+  let current: unknown = error;
+  for (let depth = 0; depth < 8 && current instanceof Error; depth++) {
+    const e = current as Error & { code?: unknown; address?: unknown; port?: unknown; hostname?: unknown };
+    const code = typeof e.code === 'string' ? e.code : /\b(E[A-Z_]+)\b/.exec(e.message)?.[1];
+    if (code && UNREACHABLE.has(code)) {
+      const host =
+        typeof e.address === 'string' ? e.address : typeof e.hostname === 'string' ? e.hostname : undefined;
+      const fromMessage = /(\d{1,3}(?:\.\d{1,3}){3}:\d+|\[[0-9a-f:]+\]:\d+)/i.exec(e.message)?.[1];
+      const address = host && typeof e.port === 'number' ? `${host}:${e.port}` : (fromMessage ?? host);
+      // Wrappers name the code; the innermost failure names the address.
+      found = { code, ...(address ? { address } : found?.address ? { address: found.address } : {}) };
+      if (address) return found;
+    }
+    current = (e as { cause?: unknown }).cause;
+  }
+  return found;
+}
+
+/**
+ * What to tell the user when `error` is a connection that got no answer, naming the address tried
+ * and how to start the local stack; undefined for any other failure.
+ */
+export function unreachableHint(
+  error: unknown,
+  urls: readonly (string | undefined)[] = [],
+): string | undefined {
+  const failure = unreachable(error);
+  if (!failure) return undefined;
+  const port = failure.address?.split(':').at(-1);
+  const url = urls.find((u) => u !== undefined && port !== undefined && new RegExp(`:${port}(/|$)`).test(u));
+  const where = url ?? (failure.address ? `http://${failure.address}` : 'the service');
+  return `could not reach ${where} (${failure.code}). Is the local stack running? Start it with npm start, or point the command at your deployment (see --help)`;
+}
+
 /** A short, safe description of anything thrown: the message and, for network failures, the code. */
 export function explain(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
@@ -158,5 +211,10 @@ export function explain(error: unknown): string {
   }
   // The CLI aborts an AWS call only when its time is up (awsCall), so an abort is a timeout.
   if (error.name === 'TimeoutError' || error.name === 'AbortError') return 'timed out';
-  return error.name && error.name !== 'Error' ? `${error.name}: ${error.message}` : error.message;
+  const failure = unreachable(error);
+  if (failure) return failure.address ? `${failure.code} at ${failure.address}` : failure.code;
+  // An AWS service's error name is its documented error code (ResourceNotFoundException); our own
+  // and JavaScript's class names tell the user nothing, so only the message is shown for those.
+  if ('$metadata' in error && error.name && error.name !== 'Error') return `${error.name}: ${error.message}`;
+  return error.message || error.name;
 }

@@ -1,12 +1,13 @@
 import type { Command } from 'commander';
 import type { AffiliateClient } from '../affiliate/client.ts';
 import type { Conversion } from '../affiliate/schemas.ts';
-import { type Ledger, type OrderRecord, type WaitingRefund, waitingRefunds } from '../ledger.ts';
+import { type Ledger, ledgerKey, type OrderRecord, type WaitingRefund, waitingRefunds } from '../ledger.ts';
 import { formatMoney } from '../money.ts';
 import { compareOrder, type Difference, money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
 import { csvCell } from './csv.ts';
-import { CliError, type CliIo, cell, formatTable, nowOf, parseWhen, writeLine } from './io.ts';
+import { ask, CliError, type CliIo, cell, formatTable, nowOf, parseWhen, writeLine } from './io.ts';
+import { isStuckAdd, repairStuckAdd, type StuckRepair, stuckAddDifference } from './stuck.ts';
 
 /** Page size of Conversions list (the API allows up to 10 000). */
 const PAGE = 1000;
@@ -74,6 +75,7 @@ export async function reconcile(
   programs: readonly string[],
   from: Date,
   to: Date,
+  now: Date = new Date(),
 ): Promise<ReconcileReport> {
   const fromIso = from.toISOString();
   const toIso = to.toISOString();
@@ -93,19 +95,23 @@ export async function reconcile(
     waiting.push(...waitingRefunds(records.values()));
 
     for (const [externalId, found] of byExternalId) {
-      differences.push(...compareOrder(program, externalId, records.get(externalId), found));
+      differences.push(...compareOrder(program, externalId, records.get(externalId), found, now.getTime()));
     }
     for (const record of records.values()) {
       const created = Date.parse(record.createdAt);
       if (!(created >= from.getTime() && created <= to.getTime())) continue;
       ledgerRecords++;
       if (byExternalId.has(record.externalId)) continue;
+      if (isStuckAdd(record, now.getTime())) {
+        differences.push(stuckAddDifference(program, record, now.getTime()));
+        continue;
+      }
       if (record.state !== 'added' && record.state !== 'refused') continue;
       const elsewhere = await client.conversionInfo({ program, externalId: record.externalId });
       differences.push(...compareOrder(program, record.externalId, record, elsewhere ? [elsewhere] : []));
     }
   }
-  const order = ['missing', 'unexpected', 'duplicate', 'status_mismatch', 'amount_mismatch'];
+  const order = ['stuck_add', 'missing', 'unexpected', 'duplicate', 'status_mismatch', 'amount_mismatch'];
   differences.sort(
     (a, b) => order.indexOf(a.kind) - order.indexOf(b.kind) || a.externalId.localeCompare(b.externalId),
   );
@@ -197,6 +203,9 @@ interface ReconcileOptions {
   source?: string;
   csv?: boolean;
   json?: boolean;
+  repair?: boolean;
+  dryRun?: boolean;
+  yes?: boolean;
 }
 
 /** `connector reconcile`: the platform's conversions of a period against the ledger. */
@@ -213,7 +222,10 @@ export function registerReconcile(program: Command, io: CliIo): void {
     .option('--program <id>', 'one program (default: every configured source program)')
     .option('--source <id>', 'the program of this source')
     .option('--csv', 'print CSV (amounts as decimals)')
-    .option('--json', 'print JSON (amounts in minor units)');
+    .option('--json', 'print JSON (amounts in minor units)')
+    .option('--repair', 'settle stuck adds through the platform lookup (shows the plan and asks first)')
+    .option('--dry-run', 'with --repair: show what would be repaired; change nothing')
+    .option('--yes', 'with --repair: do not ask for confirmation');
   settingOptions(command, ['ledgerTable', 'dynamoEndpoint', 'region', 'affiliateBaseUrl']);
   command
     .addHelpText(
@@ -225,24 +237,98 @@ Differences:
   duplicate        several conversions for one order
   amount_mismatch  ledger amount (after refunds) differs from the platform amount
   status_mismatch  refused on one side only
+  stuck_add        "adding" long after its lease: the worker died mid-add and its message is gone;
+                   --repair asks the platform (Conversion info): added there → added, else failed
+                   (send the order again or replay it from the DLQ to add it once)
 
 Examples:
   $ npx connector reconcile --from 2026-05-01 --to 2026-05-31
-  $ npx connector reconcile --from 7d --csv > differences.csv`,
+  $ npx connector reconcile --from 7d --csv > differences.csv
+  $ npx connector reconcile --from 7d --repair --dry-run
+
+Exit codes: 0 clean (or every stuck add repaired and nothing else differs), 1 differences found or
+a repair not confirmed, 2 a wrong option or setting.`,
     )
     .action(async (options: ReconcileOptions) => {
       if (options.csv && options.json) throw new CliError('--csv and --json: choose one');
+      if ((options.dryRun || options.yes) && !options.repair)
+        throw new CliError('--dry-run and --yes go with --repair');
       await withContext(io, options, async (ctx) => {
         const now = nowOf(io);
         const from = periodBound(options.from ?? '', '--from', now, false);
         const to = options.to === undefined ? now : periodBound(options.to, '--to', now, true);
         if (from.getTime() > to.getTime()) throw new CliError('--from: must not be after --to');
         const programs = ctx.programs(options.program, options.source);
-        const report = await reconcile(ctx.ledger(), await ctx.affiliate(), programs, from, to);
+        const ledger = ctx.ledger();
+        const client = await ctx.affiliate();
+        const report = await reconcile(ledger, client, programs, from, to, now);
         if (options.json) writeLine(io.stdout, JSON.stringify(report, null, 2));
         else if (options.csv) writeLine(io.stdout, reportCsv(report));
         else writeLine(io.stdout, reportText(report));
+        const stuck = report.differences.filter((d) => d.kind === 'stuck_add');
+        const others = report.differences.length - stuck.length;
+        if (options.repair && stuck.length > 0) {
+          const repaired = await repairStuck(io, ledger, client, stuck, now, options);
+          if (repaired && others === 0) return;
+        }
         if (report.differences.length > 0) throw new CliError('', 1);
       });
     });
+}
+
+/**
+ * `reconcile --repair`: the plan first (a dry run through Conversion info), then, once confirmed,
+ * the same again for real. True when every stuck add was repaired.
+ */
+async function repairStuck(
+  io: CliIo,
+  ledger: Pick<Ledger, 'get' | 'update'>,
+  client: Pick<AffiliateClient, 'conversionInfo'>,
+  stuck: readonly Difference[],
+  now: Date,
+  options: { dryRun?: boolean; yes?: boolean },
+): Promise<boolean> {
+  const records: OrderRecord[] = [];
+  for (const d of stuck) {
+    const record = await ledger.get(ledgerKey(d.program, d.externalId));
+    if (record) records.push(record);
+  }
+  const plan = [];
+  for (const record of records) plan.push(await repairStuckAdd(ledger, client, record, now.getTime(), false));
+  const n = (count: number) => `${count} stuck add${count === 1 ? '' : 's'}`;
+  writeLine(io.stdout, '');
+  writeLine(
+    io.stdout,
+    formatTable(
+      ['EXTERNAL ID', 'REPAIR'],
+      plan.map((r) => [r.externalId, repairText(r)]),
+    ),
+  );
+  if (options.dryRun) {
+    writeLine(io.stdout, `dry run: ${n(plan.length)} would be repaired`);
+    return false;
+  }
+  if (!options.yes) {
+    const answer = await ask(io, `Repair ${n(plan.length)} as shown? [y/N] `);
+    if (answer === undefined)
+      throw new CliError('no confirmation could be read: pass --yes to repair without a prompt');
+    if (!/^y(es)?$/i.test(answer.trim())) throw new CliError('not confirmed; nothing repaired', 1);
+  }
+  const done: StuckRepair[] = [];
+  for (const record of records) done.push(await repairStuckAdd(ledger, client, record, now.getTime(), true));
+  const unchanged = done.filter((r) => r.action === 'unchanged');
+  for (const r of unchanged) writeLine(io.stdout, `${r.externalId}: ${repairText(r)}`);
+  writeLine(io.stdout, `repaired ${n(done.length - unchanged.length)}`);
+  return unchanged.length === 0;
+}
+
+function repairText(r: StuckRepair): string {
+  switch (r.action) {
+    case 'added':
+      return `added: the platform has conversion ${r.conversionId}`;
+    case 'failed':
+      return 'failed: no conversion on the platform (send the order again or replay it to add it once)';
+    case 'unchanged':
+      return `unchanged: ${r.why}`;
+  }
 }

@@ -5,7 +5,7 @@ import { ledgerKey, type OrderRecord } from '../ledger.ts';
 import { formatMinor, parseMoney } from '../money.ts';
 import { CliContext, missingMessage, settingOptions } from './context.ts';
 import { parseCsv } from './csv.ts';
-import { CliError, type CliIo, cell, explain, writeLine } from './io.ts';
+import { CliError, type CliIo, cell, explain, unreachable, writeLine } from './io.ts';
 import { rowProgress } from './progress.ts';
 import { readBodyFile } from './samples.ts';
 
@@ -454,7 +454,9 @@ async function postRefund(url: string, key: string, request: FinanceRefundReques
         signal: AbortSignal.timeout(15_000),
       });
     } catch (error) {
-      const reason = `could not reach ${url}: ${explain(error)}`;
+      const reason = unreachable(error)
+        ? `could not reach ${url}: ${explain(error)}. Is the connector running (npm start)?`
+        : `could not reach ${url}: ${explain(error)}`;
       return { ok: false, text: `not sent (${reason})`, stop: reason };
     }
     const body = await readJson(response);

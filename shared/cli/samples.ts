@@ -18,25 +18,185 @@ export const PLATFORMS: readonly Platform[] = ['shopify', 'woocommerce', 'stripe
 
 const SAMPLES_DIR = new URL('../../test/fixtures/samples/', import.meta.url);
 
-/** The built-in sample of a platform and topic, or undefined when there is none for that topic. */
-export function samplePath(platform: Platform, topic: string): string | undefined {
-  let file: string | undefined;
-  if (platform === 'shopify') {
-    if (topic.startsWith('orders/')) file = 'shopify-order.json';
-    else if (topic === 'refunds/create') file = 'shopify-refund.json';
-  } else if (platform === 'woocommerce') {
-    if (topic.startsWith('order.')) file = 'woocommerce-order.json';
-  } else if (platform === 'stripe') {
-    if (topic === 'checkout.session.completed' || topic === 'checkout.session.async_payment_succeeded') {
-      file = 'stripe-checkout-session-completed.json';
-    }
-  } else {
-    file = 'generic-order.json';
-  }
-  return file === undefined ? undefined : fileURLToPath(new URL(file, SAMPLES_DIR));
+/** What a built-in sample demonstrates in the life of an order. */
+export type SampleKind = 'order' | 'partial-refund' | 'full-refund' | 'cancel';
+export const SAMPLE_KINDS: readonly SampleKind[] = ['order', 'partial-refund', 'full-refund', 'cancel'];
+
+export interface Sample {
+  readonly platform: Platform;
+  readonly kind: SampleKind;
+  /** Shopify/WooCommerce topic or Stripe event type; Generic bodies carry their own `type`. */
+  readonly topic: string | undefined;
+  readonly file: string;
+  readonly about: string;
 }
 
-/** The topic (Shopify, WooCommerce) or event type (Stripe) sent when none is given. */
+/**
+ * Every built-in sample. Each platform's samples are one order (Shopify 450789469, WooCommerce 727,
+ * Stripe PaymentIntent pi_1PgafyB7WZ01zgkWSjxsAJo3, Generic 1001), so order → partial refund → full
+ * refund can be walked on it; `--order-id` moves the whole walk to another order.
+ */
+export const SAMPLES: readonly Sample[] = [
+  {
+    platform: 'shopify',
+    kind: 'order',
+    topic: 'orders/create',
+    file: 'shopify-order.json',
+    about: 'order 587.00 USD net',
+  },
+  {
+    platform: 'shopify',
+    kind: 'partial-refund',
+    topic: 'refunds/create',
+    file: 'shopify-refund.json',
+    about: 'refund of 2 of its 3 items, 391.33 net',
+  },
+  {
+    platform: 'shopify',
+    kind: 'full-refund',
+    topic: 'refunds/create',
+    file: 'shopify-refund-rest.json',
+    about: 'refund of the item left, 195.67 (after partial-refund: all of it)',
+  },
+  {
+    platform: 'shopify',
+    kind: 'cancel',
+    topic: 'orders/cancelled',
+    file: 'shopify-order-cancelled.json',
+    about: 'the order cancelled',
+  },
+  {
+    platform: 'woocommerce',
+    kind: 'order',
+    topic: 'order.created',
+    file: 'woocommerce-order.json',
+    about: 'order 29.35 USD',
+  },
+  {
+    platform: 'woocommerce',
+    kind: 'partial-refund',
+    topic: 'order.updated',
+    file: 'woocommerce-order-refunded-partly.json',
+    about: 'refunds[] with one 10.00 refund',
+  },
+  {
+    platform: 'woocommerce',
+    kind: 'full-refund',
+    topic: 'order.updated',
+    file: 'woocommerce-order-refunded.json',
+    about: 'status refunded',
+  },
+  {
+    platform: 'woocommerce',
+    kind: 'cancel',
+    topic: 'order.updated',
+    file: 'woocommerce-order-cancelled.json',
+    about: 'status cancelled',
+  },
+  {
+    platform: 'stripe',
+    kind: 'order',
+    topic: 'checkout.session.completed',
+    file: 'stripe-checkout-session-completed.json',
+    about: 'paid session 68.90 EUR',
+  },
+  {
+    platform: 'stripe',
+    kind: 'partial-refund',
+    topic: 'charge.refunded',
+    file: 'stripe-charge-refunded-partly.json',
+    about: 'charge refunded 20.00 of 68.90',
+  },
+  {
+    platform: 'stripe',
+    kind: 'partial-refund',
+    topic: 'refund.created',
+    file: 'stripe-refund-created.json',
+    about: 'a 10.00 refund',
+  },
+  {
+    platform: 'stripe',
+    kind: 'full-refund',
+    topic: 'charge.refunded',
+    file: 'stripe-charge-refunded.json',
+    about: 'charge wholly refunded',
+  },
+  {
+    platform: 'generic',
+    kind: 'order',
+    topic: undefined,
+    file: 'generic-order.json',
+    about: '{"type":"order"} 49.90 EUR',
+  },
+  {
+    platform: 'generic',
+    kind: 'partial-refund',
+    topic: undefined,
+    file: 'generic-refund-partial.json',
+    about: '{"type":"refund"} 10.00',
+  },
+  {
+    platform: 'generic',
+    kind: 'full-refund',
+    topic: undefined,
+    file: 'generic-refund-full.json',
+    about: '{"type":"refund","full":true}',
+  },
+  {
+    platform: 'generic',
+    kind: 'cancel',
+    topic: undefined,
+    file: 'generic-cancel.json',
+    about: '{"type":"cancel"}',
+  },
+];
+
+/** Generic `--topic` names the body's type; the kinds of sample each type has. */
+const GENERIC_TOPIC_KINDS: Readonly<Record<string, readonly SampleKind[]>> = {
+  order: ['order'],
+  refund: ['partial-refund', 'full-refund'],
+  cancel: ['cancel'],
+};
+
+/**
+ * The built-in sample for `--sample` and/or `--topic`, or undefined when there is none. A topic
+ * alone picks that topic's first sample (any Shopify `orders/…` order topic sends the order); no
+ * kind and no topic is the order.
+ */
+export function findSample(platform: Platform, kind?: SampleKind, topic?: string): Sample | undefined {
+  const own = SAMPLES.filter((s) => s.platform === platform);
+  if (platform === 'generic' && topic !== undefined) {
+    const allowed = GENERIC_TOPIC_KINDS[topic];
+    const wanted = kind ?? allowed?.[0];
+    return wanted && allowed?.includes(wanted) ? own.find((s) => s.kind === wanted) : undefined;
+  }
+  const sameTopic = (s: Sample) =>
+    topic === undefined ||
+    s.topic === topic ||
+    (platform === 'shopify' &&
+      s.kind === 'order' &&
+      topic.startsWith('orders/') &&
+      topic !== 'orders/cancelled') ||
+    (platform === 'stripe' && s.kind === 'order' && topic === 'checkout.session.async_payment_succeeded');
+  return own.find(
+    (s) => (kind === undefined ? topic !== undefined || s.kind === 'order' : s.kind === kind) && sameTopic(s),
+  );
+}
+
+/** The file of a sample, inside the repository. */
+export function samplePath(sample: Sample): string {
+  return fileURLToPath(new URL(sample.file, SAMPLES_DIR));
+}
+
+/** `--help`'s list of the built-in samples. */
+export function samplesHelp(): string {
+  const rows = SAMPLES.map(
+    (s) => `  ${s.platform.padEnd(12)}${s.kind.padEnd(16)}${(s.topic ?? '-').padEnd(28)}${s.about}`,
+  );
+  return [`  ${'PLATFORM'.padEnd(12)}${'--sample'.padEnd(16)}${'TOPIC'.padEnd(28)}WHAT`, ...rows].join('\n');
+}
+
+/** The topic (Shopify, WooCommerce) or event type (Stripe) of an order sent when none is given. */
 export function defaultTopic(platform: Platform, source: SourceConfig | undefined): string | undefined {
   switch (platform) {
     case 'shopify':

@@ -1,4 +1,4 @@
-import { Argument, type Command } from 'commander';
+import { Argument, type Command, Option } from 'commander';
 import type { SourceConfig } from '../config/sources.ts';
 import { parseJsonBody } from '../json.ts';
 import { CliContext, settingOptions } from './context.ts';
@@ -7,18 +7,23 @@ import {
   applyChanges,
   checkChanges,
   defaultTopic,
+  findSample,
   freshEventId,
   isOrderBody,
   PLATFORMS,
   type Platform,
   readBodyFile,
+  SAMPLE_KINDS,
   type SampleChanges,
+  type SampleKind,
   samplePath,
+  samplesHelp,
   signedHeaders,
 } from './samples.ts';
 
 interface SendOptions {
   source?: string;
+  sample?: SampleKind;
   topic?: string;
   file?: string;
   clickId?: string;
@@ -37,10 +42,16 @@ Examples:
   $ npx connector send woocommerce --order-id 1002 --click-id 0123456789abcdef01234567 --ip 203.0.113.7
   # a manual-mode conversion (affiliate tracking id instead of a click)
   $ npx connector send generic --order-id A-17 --tracking-id 1001
-  # then refund the Shopify sample order
-  $ npx connector send shopify --topic refunds/create
+  # the life of one order: order, partial refund, the rest refunded (see the samples below)
+  $ npx connector send stripe --order-id A-1 --click-id 0123456789abcdef01234567 --ip 203.0.113.7
+  $ npx connector send stripe --order-id A-1 --sample partial-refund
+  $ npx connector send stripe --order-id A-1 --sample full-refund
   # a body of your own, signed like the platform would
   $ npx connector send stripe --file ./my-event.json --secret "$STRIPE_WEBHOOK_SECRET" --url https://abc.execute-api.eu-west-1.amazonaws.com
+
+Built-in samples (--sample, or --topic alone). The samples of a platform are one order, so they
+can be sent one after another; --order-id moves them all to another order:
+${samplesHelp()}
 
 Samples are the platforms' documentation examples (test/fixtures/samples/). The signing secret is
 --secret, else the source's secret (env <PLATFORM>_WEBHOOK_SECRET, or .local-stack.json), else, for
@@ -57,10 +68,16 @@ export function registerSend(program: Command, io: CliIo): void {
     )
     .addArgument(new Argument('<platform>', 'shop platform').choices(PLATFORMS))
     .option('--source <id>', 'source id in the webhook URL (default: the platform name)')
+    .addOption(
+      new Option('--sample <kind>', 'which built-in sample: an order, a refund or a cancellation').choices(
+        SAMPLE_KINDS,
+      ),
+    )
     .option(
       '--topic <topic>',
-      'Shopify topic (orders/create, orders/paid, refunds/create), WooCommerce topic (order.created, ' +
-        'order.updated) or Stripe event type; default: the order topic',
+      'Shopify topic (orders/create, orders/paid, refunds/create, orders/cancelled), WooCommerce topic ' +
+        '(order.created, order.updated), Stripe event type (checkout.session.completed, charge.refunded, ' +
+        "refund.created) or Generic type (order, refund, cancel); default: the sample's",
     )
     .option('--file <json>', 'send this body instead of the sample')
     .option('--click-id <24hex>', 'affiliate click id (aecid), put where the platform carries it')
@@ -87,12 +104,23 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
   if (source && source.platform !== platform) {
     throw new CliError(`--source: ${sourceId} is a ${source.platform} source, not ${platform}`);
   }
-  if (platform === 'generic' && options.topic !== undefined) {
+  if (options.file && options.sample) throw new CliError('--sample and --file: choose one');
+  if (options.file && platform === 'generic' && options.topic !== undefined) {
+    throw new CliError('--topic: a Generic body carries its own type ("order", "refund", "cancel")');
+  }
+  const sample = options.file ? undefined : findSample(platform, options.sample, options.topic);
+  if (!options.file && !sample) {
+    const what = [options.sample, options.topic].filter(Boolean).join(' / ');
     throw new CliError(
-      '--topic: a Generic body carries its own type ("order", "refund", "cancel"): give one with --file',
+      `${options.topic === undefined ? '--sample' : '--topic'}: no built-in ${platform} sample for ${what} ` +
+        `(see connector send --help for the list), or give a body with --file`,
     );
   }
-  const topic = options.topic ?? defaultTopic(platform, source);
+  const topic =
+    platform === 'generic'
+      ? undefined
+      : (options.topic ??
+        (sample?.kind === 'order' || !sample ? defaultTopic(platform, source) : sample.topic));
   const changes: SampleChanges = {
     clickId: options.clickId,
     ip: options.ip,
@@ -108,10 +136,7 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
   if (options.file) {
     raw = readBodyFile(options.file, '--file');
   } else {
-    const path = samplePath(platform, topic ?? '');
-    if (!path)
-      throw new CliError(`--topic: no built-in ${platform} sample for ${topic}: give a body with --file`);
-    raw = readBodyFile(path, 'sample');
+    raw = readBodyFile(samplePath(sample as NonNullable<typeof sample>), 'sample');
   }
   const changed = [changes.clickId, changes.ip, changes.trackingId, changes.orderId, changes.eventId].some(
     (v) => v !== undefined,

@@ -3,7 +3,7 @@ import type { Conversion } from '../affiliate/schemas.ts';
 import { ledgerKey, type OrderRecord } from '../ledger.ts';
 import { compareOrder, type Difference, money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
-import { CliError, type CliIo, cell, formatTable, writeLine } from './io.ts';
+import { CliError, type CliIo, cell, formatTable, nowOf, writeLine } from './io.ts';
 
 interface StatusOptions {
   source?: string;
@@ -26,7 +26,8 @@ export function registerStatus(program: Command, io: CliIo): void {
     .summary("an order's ledger record and its conversion on the platform")
     .description(
       "Shows what the connector recorded for an order (ledger) next to the platform's conversion, with its\n" +
-        'refunds. Exit code 0 when both agree, 1 when they differ or the order is unknown.',
+        'refunds. Exit code 0 when both agree, 1 when they differ, the order is unknown, or its add was left\n' +
+        'unfinished long ago (stuck_add: see connector reconcile --repair).',
     )
     .argument('<externalId>', "the shop's order id")
     .option('--source <id>', "look in this source's program")
@@ -56,7 +57,13 @@ secret AFFILIATE_TOKEN_SECRET names.`,
             client.conversionInfo({ program, externalId }),
           ]);
           if (record || conversion) {
-            const differences = compareOrder(program, externalId, record, conversion ? [conversion] : []);
+            const differences = compareOrder(
+              program,
+              externalId,
+              record,
+              conversion ? [conversion] : [],
+              nowOf(io).getTime(),
+            );
             found = { program, externalId, record, conversion, differences };
             break;
           }
@@ -142,9 +149,11 @@ export function statusText(status: OrderStatus): string {
     );
   }
   lines.push('');
-  if (record?.state === 'adding' && record.unclearAddAt !== undefined)
+  const stuck = status.differences.some((d) => d.kind === 'stuck_add');
+  if (record?.state === 'adding' && !stuck && record.unclearAddAt !== undefined)
     lines.push(unclearLine(record.unclearAddAt));
-  else if (record?.state === 'adding') lines.push('… a Conversion Add is in flight; look again in a moment');
+  else if (record?.state === 'adding' && !stuck)
+    lines.push('… a Conversion Add is in flight; look again in a moment');
   else if (status.differences.length === 0) lines.push('✓ ledger and platform agree');
   for (const d of status.differences) lines.push(`✗ ${d.kind}: ${d.detail}`);
   const waiting = record ? waitingLine(record) : undefined;

@@ -5,9 +5,11 @@ import {
   applyChanges,
   checkChanges,
   defaultTopic,
+  findSample,
   freshEventId,
   PLATFORMS,
   type Platform,
+  SAMPLES,
   samplePath,
   signedHeaders,
 } from '../../shared/cli/samples.ts';
@@ -22,9 +24,9 @@ function sampleOf(
   platform: Platform,
   topic = defaultTopic(platform, undefined) ?? '',
 ): Record<string, unknown> {
-  const path = samplePath(platform, topic);
-  if (!path) throw new Error(`no sample for ${platform} ${topic}`);
-  return JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  const sample = findSample(platform, undefined, platform === 'generic' ? undefined : topic);
+  if (!sample) throw new Error(`no sample for ${platform} ${topic}`);
+  return JSON.parse(readFileSync(samplePath(sample), 'utf8')) as Record<string, unknown>;
 }
 
 /** What the connector's own adapter makes of a body signed by `send`. */
@@ -83,7 +85,7 @@ describe('send: samples signed like the platform', () => {
   ] as const)('%s: matches the shared signature test vector over the sample bytes', (platform, header) => {
     // Prepare
     const vector = signatureVector(platform);
-    const raw = readFileSync(samplePath(platform, defaultTopic(platform, undefined) ?? '') ?? '', 'utf8');
+    const raw = readFileSync(samplePath(findSample(platform) ?? SAMPLES[0]!), 'utf8');
     // Act
     const headers = signedHeaders(platform, raw, vector.secret, { now: NOW });
     // Assess
@@ -139,8 +141,53 @@ describe('send: samples signed like the platform', () => {
 
   it('has no built-in sample for a topic it cannot fake', () => {
     // Act and assess
-    expect(samplePath('stripe', 'refund.created')).toBeUndefined();
-    expect(samplePath('shopify', 'products/update')).toBeUndefined();
+    expect(findSample('shopify', undefined, 'products/update')).toBeUndefined();
+    expect(findSample('stripe', 'cancel')).toBeUndefined();
+    expect(findSample('generic', 'cancel', 'refund')).toBeUndefined();
+  });
+
+  const LIFE = [
+    ['shopify', 'order', 'OrderPlaced', '450789469'],
+    ['shopify', 'partial-refund', 'OrderRefunded', '450789469'],
+    ['shopify', 'full-refund', 'OrderRefunded', '450789469'],
+    ['shopify', 'cancel', 'OrderCancelled', '450789469'],
+    ['woocommerce', 'order', 'OrderPlaced', '727'],
+    ['woocommerce', 'partial-refund', 'OrderRefunded', '727'],
+    ['woocommerce', 'full-refund', 'OrderRefunded', '727'],
+    ['woocommerce', 'cancel', 'OrderCancelled', '727'],
+    ['stripe', 'order', 'OrderPlaced', 'pi_1PgafyB7WZ01zgkWSjxsAJo3'],
+    ['stripe', 'partial-refund', 'OrderRefunded', 'pi_1PgafyB7WZ01zgkWSjxsAJo3'],
+    ['stripe', 'full-refund', 'OrderRefunded', 'pi_1PgafyB7WZ01zgkWSjxsAJo3'],
+    ['generic', 'order', 'OrderPlaced', '1001'],
+    ['generic', 'partial-refund', 'OrderRefunded', '1001'],
+    ['generic', 'full-refund', 'OrderRefunded', '1001'],
+    ['generic', 'cancel', 'OrderCancelled', '1001'],
+  ] as const;
+
+  it.each(LIFE)('%s %s: the connector reads a %s of order %s', (platform, kind, type, externalId) => {
+    // Prepare
+    const sample = findSample(platform, kind);
+    const body = readFileSync(samplePath(sample ?? SAMPLES[0]!), 'utf8');
+    // Act
+    const result = received(
+      platform,
+      body,
+      signedHeaders(platform, body, SECRET, { topic: sample?.topic, now: NOW }),
+    );
+    // Assess
+    expect(result.kind).toBe('events');
+    const events = result.kind === 'events' ? result.events : [];
+    expect(events.map((e) => [e.type, e.externalId])).toEqual(events.map(() => [type, externalId]));
+    expect(events.length).toBeGreaterThan(0);
+    if (kind === 'full-refund' && platform !== 'shopify') expect(events.at(-1)).toMatchObject({ full: true });
+    if (kind === 'partial-refund') expect(events[0]).toMatchObject({ full: false });
+  });
+
+  it('lists every sample in order of the life of an order, for each platform', () => {
+    // Act and assess
+    expect(SAMPLES.filter((s) => s.topic !== 'refund.created').map((s) => [s.platform, s.kind])).toEqual(
+      LIFE.map(([platform, kind]) => [platform, kind]),
+    );
   });
 });
 

@@ -28,7 +28,10 @@ const source = SourceConfig.parse({
   unattributed: { mode: 'manual', affiliateTrackingId: 7 },
 });
 const sources = new Map([[source.id, source]]);
-const secrets = new EnvSecretStore({ GENERIC_SECRET: SECRET, FINANCE_KEY: 'door-finance-key-0123456789abcdef0123' });
+const secrets = new EnvSecretStore({
+  GENERIC_SECRET: SECRET,
+  FINANCE_KEY: 'door-finance-key-0123456789abcdef0123',
+});
 
 class MemoryQueue implements EventQueue {
   readonly sent: ConnectorEvent[] = [];

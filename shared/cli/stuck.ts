@@ -1,0 +1,75 @@
+import type { AffiliateClient } from '../affiliate/client.ts';
+import type { Ledger, OrderRecord } from '../ledger.ts';
+import type { Difference } from './compare.ts';
+
+/**
+ * A ledger record left in `adding` for good: its worker died mid-add and its message is gone (a
+ * crash of a local stack without LOCAL_DATA_DIR, a purged queue), so no redelivery will ever settle
+ * it. The lease and the settle period are seconds; a quarter of an hour past both is not in flight.
+ */
+export const STUCK_ADD_AFTER_MS = 15 * 60_000;
+
+export function isStuckAdd(record: OrderRecord, now: number): boolean {
+  return record.state === 'adding' && now - leftAt(record) > STUCK_ADD_AFTER_MS;
+}
+
+/** When the add was last held: its lease's end, or the last write when the lease was released (0). */
+function leftAt(record: OrderRecord): number {
+  return record.leaseUntil ? record.leaseUntil : Date.parse(record.updatedAt) || 0;
+}
+
+export function stuckAddDifference(program: string, record: OrderRecord, now: number): Difference {
+  const minutes = Math.floor((now - leftAt(record)) / 60_000);
+  return {
+    kind: 'stuck_add',
+    program,
+    externalId: record.externalId,
+    ...(record.conversionId ? { conversionId: record.conversionId } : {}),
+    ledgerState: record.state,
+    ...(record.currency ? { currency: record.currency } : {}),
+    detail: `an add left unfinished ${minutes} min ago and no worker will settle it: connector reconcile --repair looks it up on the platform`,
+  };
+}
+
+export type StuckRepair =
+  | { readonly action: 'added'; readonly externalId: string; readonly conversionId: string }
+  | { readonly action: 'failed'; readonly externalId: string }
+  | { readonly action: 'unchanged'; readonly externalId: string; readonly why: string };
+
+/**
+ * What repairing a stuck add does, decided by the platform (Conversion info by externalId): the add
+ * went through → `added` with its conversion; it did not → `failed`, so that the order sent again
+ * (or replayed) is added once. Nothing is written when `apply` is false (the dry run).
+ */
+export async function repairStuckAdd(
+  ledger: Pick<Ledger, 'get' | 'update'>,
+  client: Pick<AffiliateClient, 'conversionInfo'>,
+  record: OrderRecord,
+  now: number,
+  apply: boolean,
+): Promise<StuckRepair> {
+  const { externalId } = record;
+  const found = await client.conversionInfo({ program: record.program, externalId });
+  const current = await ledger.get(record.key);
+  if (!current || !isStuckAdd(current, now)) {
+    return { action: 'unchanged', externalId, why: 'no longer stuck (a worker settled it)' };
+  }
+  if (apply) {
+    current.leaseOwner = undefined;
+    current.leaseUntil = undefined;
+    current.updatedAt = new Date(now).toISOString();
+    if (found) {
+      current.state = 'added';
+      current.conversionId = found.id;
+      current.lastError = undefined;
+    } else {
+      current.state = 'failed';
+      current.lastError =
+        'repaired a stuck add: the platform has no conversion; send the order again or replay it from the DLQ';
+    }
+    if (!(await ledger.update(current))) {
+      return { action: 'unchanged', externalId, why: 'changed by a worker meanwhile' };
+    }
+  }
+  return found ? { action: 'added', externalId, conversionId: found.id } : { action: 'failed', externalId };
+}
