@@ -192,7 +192,9 @@ export class PlatformHttp<R extends string> {
         adaptive:
           options.initialRatePerSecond === undefined
             ? undefined
-            : { initialRatePerSecond: positive(client, 'initialRatePerSecond', options.initialRatePerSecond) },
+            : {
+                initialRatePerSecond: positive(client, 'initialRatePerSecond', options.initialRatePerSecond),
+              },
         now: this.now,
         sleep: this.sleep,
       });
