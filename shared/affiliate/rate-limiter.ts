@@ -115,8 +115,9 @@ export class RateLimiter {
    * - when an answer saw less than HEADROOM (10%) of the route left, it is at its edge: -10%;
    * - otherwise, if callers had to wait (the allowance, not demand, bounded the rate; an idle
    *   instance does not grow it, as in RFC 7661's cwnd validation), +1 plus half of this instance's
-   *   share of the headroom left (its answers over the route's consumption), so N instances fill
-   *   the headroom together in a few windows instead of N x 1 per second, without coordinating.
+   *   share of the headroom left (its answers over the route's consumption; all of it while more
+   *   than half the route is free, a slow start), so N instances fill the headroom together in a
+   *   few windows instead of N x 1 per second, without coordinating.
    * Adaptive admissions are also spaced evenly over the window (one per window/allowance): bursts
    * of several instances landing in one server window are what drew the 429s in the simulation.
    * The allowance never exceeds the ceiling (`ratePerSecond`), counted from send to answer: one
@@ -221,7 +222,7 @@ export class RateLimiter {
       if (limit !== undefined && least !== undefined) {
         const consumed = limit - least;
         const share = consumed > 0 ? Math.min(1, state.epochOwn / consumed) : 1;
-        step += HEADROOM_GAIN * (least - headroom) * share;
+        step += (least > limit / 2 ? 1 : HEADROOM_GAIN) * (least - headroom) * share;
       }
       state.allowance = Math.min(this.limit, state.allowance + step);
     }
