@@ -65,6 +65,11 @@ async function fromEnv(env: NodeJS.ProcessEnv): Promise<WorkerHandler> {
     tokenSource: (options) => secrets.get(tokenRef, options),
     routes: parseRouteOverrides(env['AFFILIATE_ROUTES']),
     ratePerSecond: optionalNumber(env, 'AFFILIATE_RATE_PER_SECOND', 100),
+    // Set by the stack: pacing adapts from here to the ceiling above (see RateLimiter.observe).
+    initialRatePerSecond:
+      env['AFFILIATE_INITIAL_RATE_PER_SECOND'] === undefined
+        ? undefined
+        : optionalNumber(env, 'AFFILIATE_INITIAL_RATE_PER_SECOND', 1),
     timeoutMs: AFFILIATE_TIMEOUT_MS,
     onEvent: countPlatform429s(metrics),
   });

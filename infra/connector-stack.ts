@@ -17,7 +17,7 @@ import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { SourceConfig } from '../shared/config/sources.ts';
 import { WAITING_REFUNDS_CHECK } from '../shared/worker/waiting.ts';
-import { type DeployConfig, workerRatePerSecond } from './deploy-config.ts';
+import { type DeployConfig, workerInitialRatePerSecond, workerRatePerSecond } from './deploy-config.ts';
 import { FifoQueuePair } from './fifo-queue-pair.ts';
 import { ConnectorMonitoring } from './monitoring.ts';
 
@@ -184,6 +184,7 @@ export class ConnectorStack extends Stack {
       AFFILIATE_BASE_URL: config.affiliate.baseUrl,
       AFFILIATE_TOKEN_SECRET: config.affiliate.tokenSecret,
       AFFILIATE_RATE_PER_SECOND: String(workerRatePerSecond(config)),
+      AFFILIATE_INITIAL_RATE_PER_SECOND: String(workerInitialRatePerSecond(config)),
       LEGACY_BASE_URL: config.legacy.baseUrl ?? config.affiliate.baseUrl,
     };
     if (config.affiliate.routes !== undefined) {
@@ -212,10 +213,12 @@ export class ConnectorStack extends Stack {
       this.#grantSecret(worker, config.legacy.credentialsSecret);
     // Receive, delete and ChangeMessageVisibility on the main queue come with the event source.
     // The platform allows 100 requests/s per route and token, and nearly every message ends in the
-    // same route (conversions.add). One worker instance handles one batch at a time, in order, and
-    // paces itself at AFFILIATE_RATE_PER_SECOND; instances share nothing, so the platform sees up to
-    // maxConcurrency x that rate. With the defaults, 5 instances x 16/s = 80/s: under the limit with
-    // room for the CLI on the same token, and still about 7 million orders a day.
+    // same route (conversions.add). One worker instance handles one batch at a time, in order, so
+    // maxConcurrency instances offer about maxConcurrency round trips at once. Instances share
+    // nothing: each starts at AFFILIATE_INITIAL_RATE_PER_SECOND (its share of 80% of the limit) and
+    // adapts from the platform's rate-limit headers, which every client of the token sees alike, up
+    // to AFFILIATE_RATE_PER_SECOND; together they settle just under the limit, and under what a
+    // foreign client on the same token (the CLI, a shop plugin) leaves.
     worker.addEventSource(
       new SqsEventSource(queue, {
         batchSize: 10,
@@ -283,7 +286,8 @@ export class ConnectorStack extends Stack {
       worker,
       functions: this.functions,
       oldestMessageAge: Duration.seconds(config.alarms.oldestMessageAgeSeconds),
-      rateLimitedPer5Minutes: config.alarms.rateLimitedPer5Minutes,
+      rateLimitedPer5Minutes:
+        config.alarms.rateLimitedPer5Minutes ?? Math.ceil(config.affiliate.rateLimitPerSecond * 300 * 0.01),
       refundWaitingForOrder: Duration.hours(config.alarms.refundWaitingHours),
       dashboardName: this.stackName,
       alarmEmail: config.alarmEmail,

@@ -142,11 +142,17 @@ export const DeployConfig = z
       .prefault({}),
     worker: z
       .strictObject({
-        /** Event source mapping `maxConcurrency` (AWS allows 2 to 1000). */
-        maxConcurrency: z.number().int().min(2).max(1000).default(5),
         /**
-         * Platform calls per second ONE worker instance allows itself (AFFILIATE_RATE_PER_SECOND).
-         * @default 80% of affiliate.rateLimitPerSecond shared by maxConcurrency instances
+         * Event source mapping `maxConcurrency` (AWS allows 2 to 1000). One instance applies one
+         * batch at a time, in order, so it makes one platform call per round trip (7–10 calls/s at
+         * 100–150 ms); 20 instances offer about twice the route's 100/s, which keeps a backlog
+         * draining at the limit while the pacing, not the instance count, decides the rate.
+         * @default 20
+         */
+        maxConcurrency: z.number().int().min(2).max(1000).default(20),
+        /**
+         * Ceiling of ONE worker instance's adaptive pace, per route (AFFILIATE_RATE_PER_SECOND).
+         * @default affiliate.rateLimitPerSecond: one instance alone may use the whole route
          */
         ratePerSecond: z.number().positive().optional(),
       })
@@ -184,8 +190,12 @@ export const DeployConfig = z
          * so the default sits above that: this alarm means a stalled worker, not one bad message.
          */
         oldestMessageAgeSeconds: z.number().int().positive().default(1800),
-        /** 429 answers from the platform counted over 5 minutes before the alarm fires. */
-        rateLimitedPer5Minutes: z.number().int().nonnegative().default(20),
+        /**
+         * 429 answers from the platform counted over 5 minutes before the alarm fires. The adaptive
+         * pacing probes the limit and draws a few 429s (under 1% of calls) by design.
+         * @default 1% of affiliate.rateLimitPerSecond over 5 minutes (300 at 100/s)
+         */
+        rateLimitedPer5Minutes: z.number().int().nonnegative().optional(),
         /**
          * Hours a refund or cancellation may wait in the ledger for its order before the alarm fires
          * (shops deliver out of order by seconds to minutes; an order a day late is lost or foreign).
@@ -212,11 +222,11 @@ export const DeployConfig = z
       });
     }
     const rate = workerRatePerSecond(config);
-    if (rate * config.worker.maxConcurrency > config.affiliate.rateLimitPerSecond) {
+    if (rate > config.affiliate.rateLimitPerSecond) {
       ctx.addIssue({
         code: 'custom',
         path: ['worker', 'ratePerSecond'],
-        message: `${rate}/s x maxConcurrency ${config.worker.maxConcurrency} exceeds the platform's ${config.affiliate.rateLimitPerSecond}/s per route`,
+        message: `${rate}/s exceeds the platform's ${config.affiliate.rateLimitPerSecond}/s per route`,
       });
     }
   });
@@ -224,16 +234,25 @@ export type DeployConfig = z.infer<typeof DeployConfig>;
 export type DeployConfigInput = z.input<typeof DeployConfig>;
 
 /**
- * Platform calls per second one worker instance may make. Each Lambda instance runs its own
- * limiter (instances share no memory), so the platform sees up to maxConcurrency times this rate on
- * one route: the default keeps that at 80% of the platform's limit, leaving the rest for the CLI
- * (backfills, reconciliation) that uses the same token.
+ * The ceiling of one worker instance's pace per route. Instances share no memory; each paces itself
+ * from the platform's rate-limit headers (RateLimiter.observe), which every client of the token sees
+ * alike, so the ceiling is a safety bound (one instance alone never draws a 429), not a share.
  */
 export function workerRatePerSecond(config: Pick<DeployConfig, 'worker' | 'affiliate'>): number {
-  return (
-    config.worker.ratePerSecond ??
-    Math.max(1, Math.floor((config.affiliate.rateLimitPerSecond * 0.8) / config.worker.maxConcurrency))
+  return config.worker.ratePerSecond ?? config.affiliate.rateLimitPerSecond;
+}
+
+/**
+ * Where each instance's pace starts: its share of 80% of the platform limit across maxConcurrency
+ * instances (the old static split), so a fleet that cold-starts at once stays under the limit before
+ * the headers have told it anything; never above the ceiling.
+ */
+export function workerInitialRatePerSecond(config: Pick<DeployConfig, 'worker' | 'affiliate'>): number {
+  const share = Math.max(
+    1,
+    Math.floor((config.affiliate.rateLimitPerSecond * 0.8) / config.worker.maxConcurrency),
   );
+  return Math.min(share, workerRatePerSecond(config));
 }
 
 /** A deploy configuration that cannot be used; the message names the file and the wrong setting. */

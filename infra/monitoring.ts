@@ -126,7 +126,7 @@ export class ConnectorMonitoring extends Construct {
       }),
       new cloudwatch.Alarm(this, 'RateLimited', {
         alarmDescription:
-          'The affiliate platform keeps answering 429: another client shares the token, or the limit changed (lower worker.ratePerSecond).',
+          'The affiliate platform keeps answering 429: more than the pacing’s own probes: a client that ignores the limit shares the token, or the limit changed (check affiliate.rateLimitPerSecond).',
         metric: connectorMetric('RateLimited'),
         threshold: props.rateLimitedPer5Minutes,
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,

@@ -339,14 +339,14 @@ function toApiGatewayEvent(
 type Worker = ReturnType<typeof makeWorkerHandler>;
 
 /** Drives the worker like Lambda's SQS event source mapping does. */
-class Pollers {
-  readonly #emulators: Emulators;
+export class Pollers {
+  readonly #emulators: Pick<Emulators, 'sqs' | 'queueUrl' | 'queueName'>;
   readonly #worker: Worker;
   readonly #count: number;
   #running = false;
   #loops: Promise<void>[] = [];
 
-  constructor(emulators: Emulators, worker: Worker, count: number) {
+  constructor(emulators: Pick<Emulators, 'sqs' | 'queueUrl' | 'queueName'>, worker: Worker, count: number) {
     this.#emulators = emulators;
     this.#worker = worker;
     this.#count = count;

@@ -86,6 +86,7 @@ export class AffiliateClient {
       unknownRoute: (path) => `the route ${path} is unknown to the platform (check the routes)`,
       wrongMethod: (path) => `the platform serves ${path} with another method (check the routes)`,
       retryAfterSuffix: '-ratelimit-route-second-retry-after',
+      windowHeaderSuffix: '-ratelimit-route-second',
       onEvent: options.onEvent,
     });
   }

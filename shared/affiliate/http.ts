@@ -46,6 +46,11 @@ export interface HttpClientOptions {
    * legacy interface documents none)
    */
   readonly ratePerSecond?: number;
+  /**
+   * Adaptive pacing: the rate per route starts here and follows the platform's rate-limit headers,
+   * with `ratePerSecond` as its ceiling (see `RateLimiter.observe`). Absent: `ratePerSecond` fixed.
+   */
+  readonly initialRatePerSecond?: number;
   /** A limiter shared by every client of the same credentials (the platform counts per token). */
   readonly rateLimiter?: RateLimiter;
   /** Per request, including reading the answer. @default 5000 */
@@ -96,6 +101,11 @@ export interface HttpClientProfile<R extends string> {
   readonly wrongMethod?: (path: string) => string;
   /** Suffix of a vendor header giving a 429's wait in decimal seconds, read before `Retry-After`. */
   readonly retryAfterSuffix?: string;
+  /**
+   * Common part of the vendor headers carrying the route's window (`…<suffix>-limit`,
+   * `…<suffix>-remaining`), read on every answer to pace the client; none when absent.
+   */
+  readonly windowHeaderSuffix?: string;
   /** Names a network failure that carries no error code. @default the error's message */
   readonly networkFailure?: (error: unknown) => string;
   readonly onEvent?: (event: HttpEvent<R>) => void;
@@ -179,6 +189,12 @@ export class PlatformHttp<R extends string> {
       options.rateLimiter ??
       new RateLimiter({
         ratePerSecond: positive(client, 'ratePerSecond', options.ratePerSecond ?? 100),
+        adaptive:
+          options.initialRatePerSecond === undefined
+            ? undefined
+            : {
+                initialRatePerSecond: positive(client, 'initialRatePerSecond', options.initialRatePerSecond),
+              },
         now: this.now,
         sleep: this.sleep,
       });
@@ -301,6 +317,10 @@ export class PlatformHttp<R extends string> {
       status: answer.status,
       durationMs: this.now() - started,
     });
+    if (this.profile.windowHeaderSuffix !== undefined) {
+      const window = windowState(answer.headers, this.profile.windowHeaderSuffix);
+      this.limiter.observe(path, { ...window, rateLimited: answer.status === 429 });
+    }
 
     if (answer.status >= 200 && answer.status < 300) return request.read(answer);
     if (answer.status === 404 && request.notFound && !isUnknownRoute(answer)) return request.notFound();
@@ -509,6 +529,18 @@ function retryAfter(headers: Headers, now: number, vendorSuffix: string | undefi
   if (ms !== undefined) return ms;
   const date = Date.parse(standard);
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+/** The route window's `limit` and `remaining` from vendor headers matched by suffix. */
+function windowState(headers: Headers, suffix: string): { limit?: number; remaining?: number } {
+  let limit: number | undefined;
+  let remaining: number | undefined;
+  for (const [name, value] of headers) {
+    if (!/^\d+$/.test(value.trim())) continue;
+    if (name.endsWith(`${suffix}-limit`)) limit = Number(value);
+    else if (name.endsWith(`${suffix}-remaining`)) remaining = Number(value);
+  }
+  return { limit, remaining };
 }
 
 function secondsToMs(value: string): number | undefined {

@@ -10,6 +10,21 @@ export interface RateLimiterOptions {
   /** @default Date.now */
   readonly now?: () => number;
   readonly sleep?: Sleep;
+  /**
+   * Adaptive pacing: the rate starts here and follows the platform's rate-limit headers (`observe`)
+   * within `ratePerSecond`, which then is a ceiling, not the operating point. Absent: a fixed rate.
+   */
+  readonly adaptive?: { readonly initialRatePerSecond: number };
+}
+
+/** The platform's view of a route's window, read from an answer (`x-…-ratelimit-route-second-*`). */
+export interface RouteWindowState {
+  /** Requests the route allows per window, across every client of the token. */
+  readonly limit?: number;
+  /** Requests left in the current window when this request arrived. */
+  readonly remaining?: number;
+  /** The answer was a 429. */
+  readonly rateLimited: boolean;
 }
 
 export interface AcquireOptions {
@@ -26,6 +41,17 @@ export interface Permit {
 }
 
 interface KeyState {
+  /** Requests admitted per window now: the ceiling for a fixed rate, moved by `observe` when adaptive. */
+  allowance: number;
+  /** The current pacing epoch (one window long) and what the platform said during it. */
+  epochStart: number;
+  epochLeast: number | undefined;
+  epochServerLimit: number | undefined;
+  epochOwn: number;
+  epochWaited: boolean;
+  epochCut: boolean;
+  /** When the last request was admitted: adaptive pacing spaces them evenly over the window. */
+  lastAdmit: number;
   inFlight: number;
   /** Completion times of requests within the last window, oldest first. */
   finished: number[];
@@ -53,6 +79,8 @@ export class RateLimiter {
   private readonly now: () => number;
   private readonly sleep: Sleep;
   private readonly keys = new Map<string, KeyState>();
+  private readonly initialAllowance: number;
+  private readonly adaptive: boolean;
 
   constructor(options: RateLimiterOptions = {}) {
     const rate = options.ratePerSecond ?? 100;
@@ -62,6 +90,53 @@ export class RateLimiter {
     this.windowMs = rate === Number.POSITIVE_INFINITY ? 0 : (1000 * this.limit) / rate;
     this.now = options.now ?? Date.now;
     this.sleep = options.sleep ?? realSleep;
+    this.adaptive = options.adaptive !== undefined && this.limit !== Number.POSITIVE_INFINITY;
+    const initial = options.adaptive?.initialRatePerSecond ?? rate;
+    if (!(initial > 0))
+      throw new RangeError(`initialRatePerSecond must be a positive number, got ${initial}`);
+    this.initialAllowance = this.adaptive
+      ? Math.min(this.limit, Math.max(1, (initial * this.windowMs) / 1000))
+      : this.limit;
+  }
+
+  /** Requests per window `key` admits now (the ceiling unless adaptive pacing moved it). */
+  allowance(key: string): number {
+    return Math.floor(this.state(key).allowance);
+  }
+
+  /**
+   * Feeds an answer's rate-limit headers to the pacing of `key` (a no-op for a fixed rate).
+   *
+   * Additive increase / multiplicative decrease per route, as TCP congestion avoidance (RFC 5681)
+   * and adaptive concurrency limiters (Netflix concurrency-limits' AIMD) do, but driven by the
+   * platform's own count instead of loss alone: the `remaining` header is the same number for every
+   * client of the token, so instances that share no memory still see one budget. Once per window:
+   * - a 429 halves the allowance at once (and `holdUntil` keeps the retry-after);
+   * - when an answer saw less than HEADROOM (10%) of the route left, it is at its edge: -10%;
+   * - otherwise, if callers had to wait (the allowance, not demand, bounded the rate; an idle
+   *   instance does not grow it, as in RFC 7661's cwnd validation), +1 plus half of this instance's
+   *   share of the headroom left (its answers over the route's consumption; all of it while more
+   *   than half the route is free, a slow start), so N instances fill the headroom together in a
+   *   few windows instead of N x 1 per second, without coordinating.
+   * The allowance is a rate: admissions are spaced evenly over the window (one per
+   * window/allowance), since bursts of several instances landing in one server window are what drew
+   * the 429s in the simulation. The send-to-answer window count stays at the ceiling
+   * (`ratePerSecond`), so one instance alone still cannot draw a 429 on a burst; counting the
+   * allowance that way too let only allowance ÷ (1 + latency) through (66 adds/s instead of 75 in
+   * the bench with two instances).
+   */
+  observe(key: string, window: RouteWindowState): void {
+    if (!this.adaptive) return;
+    const state = this.state(key);
+    this.roll(state, this.now());
+    state.epochOwn += 1;
+    if (window.limit !== undefined && window.limit > 0) state.epochServerLimit = window.limit;
+    if (window.remaining !== undefined)
+      state.epochLeast = Math.min(state.epochLeast ?? window.remaining, window.remaining);
+    if (window.rateLimited && !state.epochCut) {
+      state.allowance = Math.max(1, state.allowance * DECREASE_ON_429);
+      state.epochCut = true;
+    }
   }
 
   /** Waits until a request on `key` may be sent. Throws the signal's reason on abort. */
@@ -108,12 +183,18 @@ export class RateLimiter {
       const now = this.now();
       while (state.finished.length > 0 && (state.finished[0] ?? 0) <= now - this.windowMs)
         state.finished.shift();
+      this.roll(state, now);
       let waitMs: number;
       if (state.heldUntil > now) waitMs = state.heldUntil - now;
-      else if (state.inFlight + state.finished.length < this.limit) return;
-      else if (state.finished.length > 0) waitMs = (state.finished[0] ?? now) + this.windowMs - now;
+      else if (this.adaptive && state.lastAdmit + this.windowMs / state.allowance > now)
+        waitMs = Math.max(1, Math.ceil(state.lastAdmit + this.windowMs / state.allowance - now));
+      else if (state.inFlight + state.finished.length < (this.adaptive ? this.limit : state.allowance)) {
+        state.lastAdmit = now;
+        return;
+      } else if (state.finished.length > 0) waitMs = (state.finished[0] ?? now) + this.windowMs - now;
       else waitMs = Number.POSITIVE_INFINITY; // every slot in flight: the first completion starts the clock
 
+      state.epochWaited = true;
       if (deadline !== undefined && now + waitMs >= deadline) {
         if (waitMs !== Number.POSITIVE_INFINITY || now >= deadline) {
           throw new TransientError(
@@ -126,6 +207,32 @@ export class RateLimiter {
         await this.pause(state, waitMs, signal);
       }
     }
+  }
+
+  // Closes the pacing epoch once a window has passed, moving the allowance by what it saw.
+  private roll(state: KeyState, now: number): void {
+    if (!this.adaptive || now - state.epochStart < this.windowMs) return;
+    const limit = state.epochServerLimit;
+    const least = state.epochLeast;
+    const headroom = limit === undefined ? 0 : Math.max(1, Math.ceil(limit * HEADROOM));
+    if (state.epochCut) {
+      // Already halved by a 429 in this epoch.
+    } else if (least !== undefined && least < headroom) {
+      state.allowance = Math.max(1, state.allowance * DECREASE_AT_EDGE);
+    } else if (state.epochWaited) {
+      let step = 1;
+      if (limit !== undefined && least !== undefined) {
+        const consumed = limit - least;
+        const share = consumed > 0 ? Math.min(1, state.epochOwn / consumed) : 1;
+        step += (least > limit / 2 ? 1 : HEADROOM_GAIN) * (least - headroom) * share;
+      }
+      state.allowance = Math.min(this.limit, state.allowance + step);
+    }
+    state.epochStart = now;
+    state.epochLeast = undefined;
+    state.epochOwn = 0;
+    state.epochWaited = false;
+    state.epochCut = false;
   }
 
   // Sleeps `ms`, waking early when a request completes (it may have freed a slot while every slot
@@ -150,12 +257,37 @@ export class RateLimiter {
   private state(key: string): KeyState {
     let state = this.keys.get(key);
     if (!state) {
-      state = { inFlight: 0, finished: [], heldUntil: 0, queue: Promise.resolve(), completed: deferred() };
+      state = {
+        allowance: this.initialAllowance,
+        epochStart: this.now(),
+        epochLeast: undefined,
+        epochServerLimit: undefined,
+        epochOwn: 0,
+        epochWaited: false,
+        epochCut: false,
+        lastAdmit: Number.NEGATIVE_INFINITY,
+        inFlight: 0,
+        finished: [],
+        heldUntil: 0,
+        queue: Promise.resolve(),
+        completed: deferred(),
+      };
       this.keys.set(key, state);
     }
     return state;
   }
 }
+
+/** Share of the route's limit kept free: answers that saw less left mean the route is at its edge. */
+const HEADROOM = 0.1;
+/**
+ * Tuned on the simulation in test/unit/rate-limiter.test.ts (2 to 10 instances, 50–149 ms latency):
+ * a gentler cut at the edge or a stronger fill of the headroom made the instances overshoot together
+ * and traded a few adds per second for several times the 429s.
+ */
+const DECREASE_ON_429 = 0.5;
+const DECREASE_AT_EDGE = 0.9;
+const HEADROOM_GAIN = 0.5;
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;

@@ -4,7 +4,7 @@ import { materialize, requireConversion, view } from './actions.ts';
 import type { FaultInjector } from './faults.ts';
 import { HttpError, parseOr400 } from './http.ts';
 import { parseFaultSettings, parseRuntimeOptions } from './options.ts';
-import type { RateLimiter } from './rate-limit.ts';
+import type { ForeignConsumer, ForeignLoad, RateLimiter } from './rate-limit.ts';
 import type { Method, RouteRequest } from './routes.ts';
 import type { CallCount, FaultSettings, RuntimeOptions, SandboxControl, StoredConversion } from './types.ts';
 import { isoNow, type SandboxSettings, type SandboxWorld } from './world.ts';
@@ -14,6 +14,7 @@ export interface ControlDeps {
   world: SandboxWorld;
   faults: FaultInjector;
   limiter: RateLimiter;
+  foreign: ForeignConsumer;
   calls: Map<string, CallCount>;
   /** Restored by reset. */
   startFaults: FaultSettings;
@@ -27,9 +28,14 @@ export interface InternalControl extends SandboxControl {
   getOptions(): RuntimeOptions;
 }
 
+const ForeignLoadBody = z.strictObject({
+  route: z.string().min(1),
+  perSecond: z.number().nonnegative().max(10_000),
+});
+
 /** Builds the in-process control; the `/_sandbox/` routes call the same methods. */
 export function createControl(deps: ControlDeps): InternalControl {
-  const { world, faults, limiter, calls } = deps;
+  const { world, faults, limiter, foreign, calls } = deps;
   const { store, settings } = world;
 
   function change(
@@ -56,6 +62,7 @@ export function createControl(deps: ControlDeps): InternalControl {
       store.clear();
       calls.clear();
       limiter.clear();
+      foreign.set({ route: '', perSecond: 0 }, world.now());
       faults.set(deps.startFaults);
       Object.assign(settings, deps.startSettings);
     },
@@ -63,6 +70,13 @@ export function createControl(deps: ControlDeps): InternalControl {
       faults.set(parseFaultSettings(f, deps.apiRoutePaths()));
     },
     getFaults: () => faults.get(),
+    setForeignLoad(load) {
+      const parsed = parseOr400(ForeignLoadBody, load);
+      if (!deps.apiRoutePaths().includes(parsed.route))
+        throw new HttpError(400, `route: ${parsed.route} is not a route of the sandbox`, 'route');
+      foreign.set(parsed, world.now());
+    },
+    getForeignLoad: () => foreign.get(),
     setOptions(o) {
       const parsed = parseRuntimeOptions(o);
       for (const [key, value] of Object.entries(parsed)) {
@@ -148,6 +162,21 @@ export const CONTROL_ROUTES: readonly ControlRoute[] = [
     handle: ({ body }, c) => {
       c.setOptions(body as RuntimeOptions);
       return ok({ options: c.getOptions() });
+    },
+  },
+  {
+    method: 'GET',
+    path: '/_sandbox/foreign-load',
+    body: false,
+    handle: (_r, c) => ok({ foreignLoad: c.getForeignLoad() }),
+  },
+  {
+    method: 'PUT',
+    path: '/_sandbox/foreign-load',
+    body: true,
+    handle: ({ body }, c) => {
+      c.setForeignLoad(body as unknown as ForeignLoad);
+      return ok({ foreignLoad: c.getForeignLoad() });
     },
   },
   { method: 'GET', path: '/_sandbox/calls', body: false, handle: (_r, c) => ok({ calls: c.calls() }) },

@@ -56,6 +56,49 @@ export class RateLimiter {
   }
 }
 
+/** Another client of the same token using part of one route's budget. */
+export interface ForeignLoad {
+  /** API path, e.g. `/advertiser/conversions.add`. */
+  readonly route: string;
+  /** Requests per second, spread evenly; 0 stops it. */
+  readonly perSecond: number;
+}
+
+/**
+ * A foreign consumer (the shop's own plugin, a finance script) sending `perSecond` requests on one
+ * route with the sandbox's token. Its requests are replayed into the limiter, at the times they
+ * would have arrived, just before each request of that route is counted: deterministic under a
+ * frozen clock, and no timer to outlive the server.
+ */
+export class ForeignConsumer {
+  private load: ForeignLoad | undefined;
+  private startedAt = 0;
+  private sent = 0;
+
+  set(load: ForeignLoad, now: number): void {
+    this.load = load.perSecond > 0 ? load : undefined;
+    this.startedAt = now;
+    this.sent = 0;
+  }
+
+  get(): ForeignLoad | null {
+    return this.load ?? null;
+  }
+
+  /** Counts in `limiter`, under `key`, the foreign requests on `route` sent up to `now`. */
+  catchUp(limiter: RateLimiter, route: string, key: string, now: number, limit: number): void {
+    const load = this.load;
+    if (load === undefined || load.route !== route) return;
+    const at = (n: number) => this.startedAt + (n * 1000) / load.perSecond;
+    // After a long idle spell only the current window matters.
+    while (at(this.sent) < now - WINDOW_MS) this.sent += 1;
+    while (at(this.sent) <= now) {
+      limiter.hit(key, at(this.sent), limit);
+      this.sent += 1;
+    }
+  }
+}
+
 /**
  * The five `x-<vendor>-ratelimit-route-second-*` headers, plus the standard `Retry-After` (whole
  * seconds, rounded up) on a 429. `retryAfterMs` overrides the window's own (forced bursts).

@@ -7,7 +7,7 @@ import { HttpError, parseJsonBody, parseQuery, readBody, reasonOf, sendJson, sle
 import { resolveSeed } from './ids.ts';
 import { LEGACY_API_ROUTES } from './legacy-routes.ts';
 import { parseFaultSettings, resolveSettings } from './options.ts';
-import { RateLimiter, rateLimitHeaders } from './rate-limit.ts';
+import { ForeignConsumer, RateLimiter, rateLimitHeaders } from './rate-limit.ts';
 import {
   type ApiRoute,
   type AuthScheme,
@@ -50,11 +50,13 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
   const faults = new FaultInjector();
   faults.set(startFaults);
   const limiter = new RateLimiter();
+  const foreign = new ForeignConsumer();
   const calls = new Map<string, CallCount>();
   const control = createControl({
     world,
     faults,
     limiter,
+    foreign,
     calls,
     startFaults,
     startSettings: { ...settings },
@@ -71,6 +73,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     world,
     faults,
     limiter,
+    foreign,
     calls,
     control,
     authCheckers,
@@ -117,6 +120,7 @@ interface Pipeline {
   world: SandboxWorld;
   faults: FaultInjector;
   limiter: RateLimiter;
+  foreign: ForeignConsumer;
   calls: Map<string, CallCount>;
   control: InternalControl;
   authCheckers: Record<AuthScheme, (headers: IncomingHttpHeaders) => boolean>;
@@ -154,9 +158,17 @@ async function handle(
 
   // Counted before anything else: auth failures, faults and invalid requests all use up the window.
   const { settings } = p.world;
+  const now = p.world.now();
+  p.foreign.catchUp(
+    p.limiter,
+    route.path,
+    `${route.path}\nBearer ${settings.token}`,
+    now,
+    settings.ratePerSecond,
+  );
   const decision = p.limiter.hit(
     `${route.path}\n${req.headers.authorization ?? ''}`,
-    p.world.now(),
+    now,
     settings.ratePerSecond,
   );
   const rateHeaders = rateLimitHeaders(settings.vendor, decision, false);

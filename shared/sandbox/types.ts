@@ -152,6 +152,12 @@ export interface SandboxControl {
   /** Current fault settings; `burst429` is what remains of the burst. */
   getFaults(): FaultSettings;
   setOptions(o: Partial<RuntimeOptions>): void;
+  /**
+   * Another client of the same token takes `perSecond` requests per second of `route`'s budget
+   * (0 stops it); what the connector sees in the rate-limit headers and 429s. Cleared by reset.
+   */
+  setForeignLoad(load: { route: string; perSecond: number }): void;
+  getForeignLoad(): { route: string; perSecond: number } | null;
   calls(): Record<string, CallCount>;
   conversions(): StoredConversion[];
   /** Accepts now, whatever the status. */

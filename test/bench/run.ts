@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { type ChildProcess, fork, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +10,7 @@ import type { ConnectorFunctionName } from '../../infra/connector-stack.ts';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { genericWebhook } from '../support/webhooks.ts';
 import { runBaseline } from './baseline.ts';
+import type { InstanceConfig, InstanceReport } from './instance.ts';
 
 /**
  * `npm run bench`: drain throughput against the sandbox at the platform's real limit (100 requests
@@ -33,6 +34,25 @@ interface DrainResult {
   readonly lost: number;
   readonly duplicated: number;
   readonly wrongAmounts: number;
+}
+
+interface MultiDrainResult {
+  readonly pacing: 'static' | 'adaptive';
+  readonly instances: number;
+  /** Requests per second a foreign client of the same token takes on conversions.add. */
+  readonly foreignPerSecond: number;
+  readonly orders: number;
+  readonly drainSeconds: number;
+  readonly addsPerSecond: number;
+  readonly calls: number;
+  readonly share429: number;
+  readonly lost: number;
+  readonly duplicated: number;
+  readonly wrongAmounts: number;
+  /** Where the time went, summed over instances: waiting for the limiter, platform round trips, CPU. */
+  readonly limiterWaitS: number;
+  readonly requestS: number;
+  readonly cpuS: number;
 }
 
 interface IngestResult {
@@ -165,20 +185,7 @@ async function drain(kind: 'connector' | 'baseline', orders: number, pollers: nu
       );
     }
     const drainSeconds = (Date.now() - started) / 1000;
-
-    const conversions = stack.sandbox?.control.conversions() ?? [];
-    const byOrder = new Map<string, (typeof conversions)[number][]>();
-    for (const c of conversions) byOrder.set(c.externalId, [...(byOrder.get(c.externalId) ?? []), c]);
-    let lost = 0;
-    let duplicated = 0;
-    let wrongAmounts = 0;
-    for (let i = 0; i < orders; i++) {
-      const found = byOrder.get(`${prefix}-${i}`) ?? [];
-      if (found.length === 0) lost += 1;
-      if (found.length > 1) duplicated += found.length - 1;
-      const expected = orderAmount(i) - (i % 10 === 0 ? refundAmount(i) : 0);
-      if (found.length === 1 && found[0]?.amount !== expected) wrongAmounts += 1;
-    }
+    const { lost, duplicated, wrongAmounts } = check(stack, orders, prefix);
     const calls = Object.values(stack.sandbox?.control.calls() ?? {});
     const platform429 = calls.reduce((n, c) => n + (c.byStatus['429'] ?? 0), 0);
     const span = adds.length > 1 ? ((adds.at(-1) ?? 0) - (adds[0] ?? 0)) / 1000 : 0;
@@ -195,6 +202,139 @@ async function drain(kind: 'connector' | 'baseline', orders: number, pollers: nu
       wrongAmounts,
     };
   } finally {
+    await stack.close();
+  }
+}
+
+/** Lost, duplicated and wrongly refunded conversions of the orders posted under `prefix`. */
+function check(
+  stack: LocalStack,
+  orders: number,
+  prefix: string,
+): { lost: number; duplicated: number; wrongAmounts: number } {
+  const conversions = stack.sandbox?.control.conversions() ?? [];
+  const byOrder = new Map<string, (typeof conversions)[number][]>();
+  for (const c of conversions) byOrder.set(c.externalId, [...(byOrder.get(c.externalId) ?? []), c]);
+  let lost = 0;
+  let duplicated = 0;
+  let wrongAmounts = 0;
+  for (let i = 0; i < orders; i++) {
+    const found = byOrder.get(`${prefix}-${i}`) ?? [];
+    if (found.length === 0) lost += 1;
+    if (found.length > 1) duplicated += found.length - 1;
+    const expected = orderAmount(i) - (i % 10 === 0 ? refundAmount(i) : 0);
+    if (found.length === 1 && found[0]?.amount !== expected) wrongAmounts += 1;
+  }
+  return { lost, duplicated, wrongAmounts };
+}
+
+/** Sends `message` to `child` and resolves its first answer of type `type`. */
+function ask<T>(child: ChildProcess, type: string, message?: unknown): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (m: { type?: string; report?: unknown }) => {
+      if (m.type !== type) return;
+      child.off('message', onMessage);
+      resolve(m.report as T);
+    };
+    child.on('message', onMessage);
+    child.once('exit', (code) => {
+      if (code !== 0) reject(new Error(`a bench instance exited with ${code}`));
+    });
+    if (message !== undefined) child.send(message as object);
+  });
+}
+
+/**
+ * The deployed drain: `instances` worker processes that share nothing but the queue, the ledger
+ * and the platform token, as Lambda containers. `static`: each at 80% of the limit ÷ instances
+ * (the stack before adaptive pacing). `adaptive`: each from 80% ÷ `maxConcurrency` up to the
+ * limit, paced by the platform's headers.
+ */
+async function multiDrain(options: {
+  pacing: 'static' | 'adaptive';
+  instances: number;
+  maxConcurrency: number;
+  orders: number;
+  pollers: number;
+  foreignPerSecond: number;
+}): Promise<MultiDrainResult> {
+  const { pacing, instances, orders, pollers, foreignPerSecond } = options;
+  const stack = await startLocalStack({
+    port: 0,
+    sandbox: { port: 0, faults: PLATFORM_FAULTS },
+    pollers: 0,
+    autoPoll: false,
+    emulators: { visibilityTimeoutSeconds: 120 },
+  });
+  const children: ChildProcess[] = [];
+  try {
+    const prefix = `${pacing}-${instances}-${Date.now()}`;
+    await postBurst(stack, orders, prefix);
+    const sandbox = stack.sandbox;
+    if (!sandbox) throw new Error('the multi-instance drain needs the in-process sandbox');
+    const add = stack.sources.get('generic');
+    const config: Omit<InstanceConfig, 'ratePerSecond' | 'initialRatePerSecond'> = {
+      sqsEndpoint: stack.emulators.sqsEndpoint,
+      dynamoEndpoint: stack.emulators.dynamoEndpoint,
+      queueUrl: stack.emulators.queueUrl,
+      dlqUrl: stack.emulators.dlqUrl,
+      queueName: stack.emulators.queueName,
+      tableName: stack.emulators.tableName,
+      platformUrl: stack.platformUrl,
+      token: sandbox.token,
+      legacy: sandbox.legacy,
+      sources: add ? [{ ...add }] : [],
+      pollers,
+    };
+    const share = Math.max(1, Math.floor((LIMIT_PER_SECOND * 0.8) / instances));
+    const rates =
+      pacing === 'static'
+        ? { ratePerSecond: share }
+        : {
+            ratePerSecond: LIMIT_PER_SECOND,
+            initialRatePerSecond: Math.max(1, Math.floor((LIMIT_PER_SECOND * 0.8) / options.maxConcurrency)),
+          };
+    const started = Date.now();
+    if (foreignPerSecond > 0)
+      sandbox.control.setForeignLoad({ route: '/advertiser/conversions.add', perSecond: foreignPerSecond });
+    for (let i = 0; i < instances; i++) {
+      const child = fork(
+        new URL('./instance.ts', import.meta.url),
+        [JSON.stringify({ ...config, ...rates })],
+        {
+          stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        },
+      );
+      children.push(child);
+    }
+    await Promise.all(children.map((c) => ask(c, 'ready')));
+    await stack.waitForIdle(15 * 60_000);
+    const drainSeconds = (Date.now() - started) / 1000;
+    const reports = await Promise.all(
+      children.map((c) => ask<InstanceReport>(c, 'report', { type: 'stop' })),
+    );
+    const adds = reports.flatMap((r) => r.adds).sort((a, b) => a - b);
+    const span = adds.length > 1 ? ((adds.at(-1) ?? 0) - (adds[0] ?? 0)) / 1000 : 0;
+    const calls = Object.values(sandbox.control.calls());
+    const total = calls.reduce((n, c) => n + c.total, 0);
+    const platform429 = calls.reduce((n, c) => n + (c.byStatus['429'] ?? 0), 0);
+    const sum = (pick: (r: InstanceReport) => number) => reports.reduce((n, r) => n + pick(r), 0) / 1000;
+    return {
+      pacing,
+      instances,
+      foreignPerSecond,
+      orders,
+      drainSeconds,
+      addsPerSecond: span > 0 ? (adds.length - 1) / span : 0,
+      calls: total,
+      share429: total > 0 ? platform429 / total : 0,
+      ...check(stack, orders, prefix),
+      limiterWaitS: sum((r) => r.limiterWaitMs),
+      requestS: sum((r) => r.requestMs),
+      cpuS: sum((r) => r.cpuMs),
+    };
+  } finally {
+    for (const child of children) if (child.exitCode === null) child.kill();
     await stack.close();
   }
 }
@@ -295,6 +435,7 @@ const kib = (bytes: number) => `${f1(bytes / 1024)} KiB`;
 function markdown(
   report: Record<string, unknown>,
   drains: DrainResult[],
+  multi: MultiDrainResult[],
   ing: IngestResult | undefined,
   cold: ColdStartResult[],
 ): string {
@@ -313,6 +454,21 @@ function markdown(
       ...drains.map(
         (d) =>
           `| ${d.connector} | ${d.orders} | ${d.refunds} | ${f1(d.postSeconds)} | ${f1(d.drainSeconds)} | ${f1(d.addsPerSecond)} | ${d.platform429} | ${d.lost} | ${d.duplicated} | ${d.wrongAmounts} |`,
+      ),
+      '',
+    );
+  }
+  if (multi.length > 0) {
+    lines.push(
+      `## Multi-instance drain (separate worker processes, sandbox ${LIMIT_PER_SECOND} req/s per route, latency 50–150 ms)`,
+      '',
+      'Time columns are summed over the instances: waiting for the client-side limiter, platform round trips, CPU.',
+      '',
+      '| pacing | instances | foreign req/s | orders | drain s | adds/s | calls | 429s % | lost | duplicated | wrong amount | limiter wait s | platform s | cpu s |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      ...multi.map(
+        (m) =>
+          `| ${m.pacing} | ${m.instances} | ${m.foreignPerSecond} | ${m.orders} | ${f1(m.drainSeconds)} | ${f1(m.addsPerSecond)} | ${m.calls} | ${(m.share429 * 100).toFixed(2)} | ${m.lost} | ${m.duplicated} | ${m.wrongAmounts} | ${f1(m.limiterWaitS)} | ${f1(m.requestS)} | ${f1(m.cpuS)} |`,
       ),
       '',
     );
@@ -357,7 +513,14 @@ async function main(): Promise<void> {
     .option('--ingest-seconds <n>', 'autocannon duration', '10')
     .option('--connections <n>', 'autocannon connections', '20')
     .option('--cold-runs <n>', 'fresh processes per bundle', '10')
-    .option('--only <parts>', 'comma-separated subset of drain,ingest,cold', 'drain,ingest,cold')
+    .option('--instances <list>', 'worker processes of the multi-instance drain', '1,2,5,10')
+    .option('--multi-orders <n>', 'orders per multi-instance drain (plus refunds for a tenth)', '2000')
+    .option('--multi-pollers <n>', 'pollers per worker process', '10')
+    .option('--max-concurrency <n>', 'maxConcurrency the adaptive start rate is derived from', '10')
+    .option('--foreign <n>', 'req/s a foreign client takes of conversions.add in the extra rows', '30')
+    .option('--foreign-instances <n>', 'worker processes in the foreign-consumer rows', '5')
+    .option('--pacing <list>', 'pacings of the multi-instance drain', 'static,adaptive')
+    .option('--only <parts>', 'comma-separated subset of drain,multi,ingest,cold', 'drain,multi,ingest,cold')
     .parse();
   const o = program.opts<Record<string, string | boolean | undefined>>();
   const only = new Set(String(o['only']).split(','));
@@ -380,6 +543,31 @@ async function main(): Promise<void> {
     }
     console.table(drains);
   }
+  const multi: MultiDrainResult[] = [];
+  if (only.has('multi')) {
+    const pacings = String(o['pacing']).split(',') as ('static' | 'adaptive')[];
+    const runs = String(o['instances'])
+      .split(',')
+      .map((n) => ({ instances: Number.parseInt(n, 10), foreignPerSecond: 0 }));
+    if (int('foreign') > 0)
+      runs.push({ instances: int('foreign-instances'), foreignPerSecond: int('foreign') });
+    for (const run of runs) {
+      for (const pacing of pacings) {
+        console.log(
+          `multi-instance drain: ${run.instances} instances, ${pacing}${run.foreignPerSecond > 0 ? `, foreign ${run.foreignPerSecond}/s` : ''}…`,
+        );
+        const result = await multiDrain({
+          pacing,
+          ...run,
+          maxConcurrency: int('max-concurrency'),
+          orders: int('multi-orders'),
+          pollers: int('multi-pollers'),
+        });
+        console.table([result]);
+        multi.push(result);
+      }
+    }
+  }
   let ing: IngestResult | undefined;
   if (only.has('ingest')) {
     console.log(`ingest: autocannon ${int('connections')} connections for ${int('ingest-seconds')} s…`);
@@ -393,10 +581,18 @@ async function main(): Promise<void> {
     console.table(cold);
   }
 
-  const report = { date, machine, options: o, drains, ingest: ing, coldStart: cold };
+  const report = {
+    date,
+    machine,
+    options: o,
+    drains,
+    multiInstanceDrains: multi,
+    ingest: ing,
+    coldStart: cold,
+  };
   mkdirSync('reports', { recursive: true });
   writeFileSync(join('reports', `bench-${date}.json`), `${JSON.stringify(report, null, 2)}\n`);
-  const md = markdown(report, drains, ing, cold);
+  const md = markdown(report, drains, multi, ing, cold);
   writeFileSync(join('reports', `bench-${date}.md`), md);
   console.log(`\n${md}\nwritten reports/bench-${date}.json and .md`);
 }

@@ -163,6 +163,7 @@ describe('ConnectorStack (example config)', () => {
           'AFFILIATE_BASE_URL',
           'AFFILIATE_TOKEN_SECRET',
           'AFFILIATE_RATE_PER_SECOND',
+          'AFFILIATE_INITIAL_RATE_PER_SECOND',
           'LEGACY_BASE_URL',
         ].sort(),
       );
@@ -170,7 +171,8 @@ describe('ConnectorStack (example config)', () => {
         QUEUE_URL: { Ref: s.id(s.stack.pipeline.queue) },
         DLQ_URL: { Ref: s.id(s.stack.pipeline.deadLetterQueue) },
         LEDGER_TABLE: { Ref: s.id(s.stack.ledger) },
-        AFFILIATE_RATE_PER_SECOND: '16',
+        AFFILIATE_RATE_PER_SECOND: '100',
+        AFFILIATE_INITIAL_RATE_PER_SECOND: '4',
         POWERTOOLS_METRICS_NAMESPACE: 'ConversionConnector',
         POWERTOOLS_SERVICE_NAME: 'conversion-connector',
         SECRETS_MAX_AGE_SECONDS: '300',
@@ -190,7 +192,7 @@ describe('ConnectorStack (example config)', () => {
         EventSourceArn: { 'Fn::GetAtt': [s.id(s.stack.pipeline.queue), 'Arn'] },
         BatchSize: 10,
         FunctionResponseTypes: ['ReportBatchItemFailures'],
-        ScalingConfig: { MaximumConcurrency: 5 },
+        ScalingConfig: { MaximumConcurrency: 20 },
       });
     });
   });
@@ -401,14 +403,14 @@ describe('ConnectorStack (example config)', () => {
       }
     });
 
-    it('alarms on the rate of 429s from the connector’s own metric', () => {
+    it('alarms on 429s from the connector’s own metric above 1% of the route’s budget (the pacing’s own probes)', () => {
       s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
         Namespace: 'ConversionConnector',
         MetricName: 'RateLimited',
         Dimensions: [{ Name: 'service', Value: 'conversion-connector' }],
         Statistic: 'Sum',
         Period: 300,
-        Threshold: 20,
+        Threshold: 300,
       });
       s.template.resourceCountIs('AWS::CloudWatch::Alarm', 6);
     });
@@ -545,7 +547,8 @@ describe('ConnectorStack (options)', () => {
     ).toBe(7);
     s.template.hasResourceProperties('AWS::DynamoDB::Table', { DeletionProtectionEnabled: false });
     expect(environmentOf(s, 'worker')).toMatchObject({
-      AFFILIATE_RATE_PER_SECOND: '20',
+      AFFILIATE_RATE_PER_SECOND: '100',
+      AFFILIATE_INITIAL_RATE_PER_SECOND: '20',
       AFFILIATE_ROUTES: '{"conversions.add":"/advertiser/conversions.create"}',
       LEGACY_CREDENTIALS_SECRET: 'connector/legacy-credentials',
     });

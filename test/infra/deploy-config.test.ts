@@ -8,6 +8,7 @@ import {
   DeployConfigError,
   EXAMPLE_CONFIG_FILE,
   loadDeployConfig,
+  workerInitialRatePerSecond,
   workerRatePerSecond,
 } from '../../infra/deploy-config.ts';
 
@@ -58,7 +59,7 @@ describe('loadDeployConfig', () => {
       refundsIamAuth: false,
       ledgerDeletionProtection: true,
       queue: { maxReceiveCount: 6, retentionDays: 4 },
-      worker: { maxConcurrency: 5 },
+      worker: { maxConcurrency: 20 },
       apiThrottle: {
         rateLimit: 100,
         burstLimit: 200,
@@ -166,9 +167,9 @@ describe('loadDeployConfig', () => {
       /legacy\.credentialsSecret: required because a source uses backend "legacy"/,
     ],
     [
-      'workers that together exceed the platform limit',
-      { ...MINIMAL, worker: { maxConcurrency: 10, ratePerSecond: 20 } },
-      /worker\.ratePerSecond: 20\/s x maxConcurrency 10 exceeds the platform's 100\/s/,
+      'a per-instance ceiling above the platform limit',
+      { ...MINIMAL, worker: { maxConcurrency: 10, ratePerSecond: 120 } },
+      /worker\.ratePerSecond: 120\/s exceeds the platform's 100\/s per route/,
     ],
     [
       'a throttle for a source that is not configured',
@@ -219,25 +220,27 @@ describe('loadDeployConfig', () => {
   });
 });
 
-describe('workerRatePerSecond', () => {
-  it('shares 80% of the platform limit between the worker instances', () => {
+describe('worker pacing', () => {
+  const limit100 = { rateLimitPerSecond: 100 } as never;
+
+  it('lets one instance reach the platform limit: the ceiling is the limit unless set lower', () => {
+    expect(workerRatePerSecond({ affiliate: limit100, worker: { maxConcurrency: 20 } })).toBe(100);
     expect(
-      workerRatePerSecond({ affiliate: { rateLimitPerSecond: 100 } as never, worker: { maxConcurrency: 5 } }),
-    ).toBe(16);
-    expect(
-      workerRatePerSecond({ affiliate: { rateLimitPerSecond: 100 } as never, worker: { maxConcurrency: 3 } }),
-    ).toBe(26);
-    expect(
-      workerRatePerSecond({ affiliate: { rateLimitPerSecond: 10 } as never, worker: { maxConcurrency: 20 } }),
-    ).toBe(1);
+      workerRatePerSecond({ affiliate: limit100, worker: { maxConcurrency: 5, ratePerSecond: 7 } }),
+    ).toBe(7);
   });
 
-  it('uses an explicit per-instance rate as given', () => {
+  it('starts every instance at its share of 80% of the limit, so a fleet that starts together stays under it', () => {
+    expect(workerInitialRatePerSecond({ affiliate: limit100, worker: { maxConcurrency: 20 } })).toBe(4);
+    expect(workerInitialRatePerSecond({ affiliate: limit100, worker: { maxConcurrency: 3 } })).toBe(26);
     expect(
-      workerRatePerSecond({
-        affiliate: { rateLimitPerSecond: 100 } as never,
-        worker: { maxConcurrency: 5, ratePerSecond: 7 },
+      workerInitialRatePerSecond({
+        affiliate: { rateLimitPerSecond: 10 } as never,
+        worker: { maxConcurrency: 20 },
       }),
+    ).toBe(1);
+    expect(
+      workerInitialRatePerSecond({ affiliate: limit100, worker: { maxConcurrency: 2, ratePerSecond: 7 } }),
     ).toBe(7);
   });
 });

@@ -786,6 +786,59 @@ describe('sandbox: rate limit', () => {
   });
 });
 
+describe('sandbox: foreign consumer', () => {
+  it('spends N requests per second of a route on the same token, so the client sees the shared budget', async () => {
+    // Prepare
+    const clock = { now: T0 };
+    const sandbox = await startSandbox({ port: 0, now: () => clock.now });
+    try {
+      const api = clientOf(sandbox);
+      const set = await api.control('PUT', '/foreign-load', {
+        route: '/advertiser/advertisers.me',
+        perSecond: 30,
+      });
+
+      // Act: one request opens the window; half a second later the foreign client has sent 15 more
+      const first = await api.get('/advertiser/advertisers.me');
+      clock.now = T0 + 500;
+      const later = await api.get('/advertiser/advertisers.me');
+      const otherRoute = await api.get('/advertiser/conversions.list');
+      await api.control('PUT', '/foreign-load', {
+        route: '/advertiser/advertisers.me',
+        perSecond: 0,
+      });
+      clock.now = T0 + 1500;
+      const stopped = await api.get('/advertiser/advertisers.me');
+
+      // Assess
+      expect(set.status).toBe(200);
+      expect(set.body).toEqual({ foreignLoad: { route: '/advertiser/advertisers.me', perSecond: 30 } });
+      expect(first.headers.get('x-svc-ratelimit-route-second-remaining')).toBe('98');
+      expect(later.headers.get('x-svc-ratelimit-route-second-remaining')).toBe('82');
+      expect(otherRoute.headers.get('x-svc-ratelimit-route-second-remaining')).toBe('99');
+      expect(stopped.headers.get('x-svc-ratelimit-route-second-remaining')).toBe('99');
+      expect(sandbox.control.calls()['/advertiser/advertisers.me']?.total).toBe(3);
+    } finally {
+      await sandbox.close();
+    }
+  });
+
+  it('refuses a route the sandbox does not serve, naming the field', async () => {
+    const sandbox = await startSandbox({ port: 0 });
+    try {
+      const answer = await clientOf(sandbox).control('PUT', '/foreign-load', {
+        route: '/advertiser/nope',
+        perSecond: 30,
+      });
+
+      expect(answer.status).toBe(400);
+      expect(answer.body).toMatchObject({ field: 'route' });
+    } finally {
+      await sandbox.close();
+    }
+  });
+});
+
 describe('sandbox: faults', () => {
   let sandbox: RunningSandbox;
   beforeAll(async () => {

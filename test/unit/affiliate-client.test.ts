@@ -5,6 +5,7 @@ import {
   type AffiliateClientOptions,
   searchParamsOf,
 } from '../../shared/affiliate/client.ts';
+import { RateLimiter } from '../../shared/affiliate/rate-limiter.ts';
 import { backoffDelay, withRetry } from '../../shared/affiliate/retry.ts';
 import { DEFAULT_ROUTES, parseRouteOverrides, resolveRoutes } from '../../shared/affiliate/routes.ts';
 import type { ConversionAddBody } from '../../shared/affiliate/schemas.ts';
@@ -452,6 +453,55 @@ describe('AffiliateClient failures', () => {
 
     // Assess
     await expect(result).rejects.toBeInstanceOf(ConfigurationError);
+  });
+});
+
+describe('AffiliateClient pacing', () => {
+  const window = (remaining: number) => ({
+    'x-acme-ratelimit-route-second-limit': '100',
+    'x-acme-ratelimit-route-second-remaining': String(remaining),
+  });
+
+  it('starts an adaptive pace at the initial rate, not the ceiling', async () => {
+    // Prepare
+    const { client, clock } = setup([json(200, {}), json(200, {}), json(200, {})], {
+      ratePerSecond: 100,
+      initialRatePerSecond: 2,
+    });
+    const start = clock.now();
+
+    // Act
+    for (let i = 0; i < 3; i++) await clock.run(client.addConversion(trackingAdd));
+
+    // Assess: two per second, spaced evenly
+    expect(clock.now() - start).toBe(1000);
+  });
+
+  it('reads the route window from the vendor headers of every answer, whatever the vendor word', async () => {
+    // Prepare
+    const clock = new FakeClock(CLOCK);
+    const limiter = new RateLimiter({
+      ratePerSecond: 100,
+      adaptive: { initialRatePerSecond: 50 },
+      now: clock.now,
+      sleep: clock.sleep,
+    });
+    const { client } = setup([json(200, {}, window(2)), json(200, {}, window(80))], {
+      rateLimiter: limiter,
+      now: clock.now,
+      sleep: clock.sleep,
+    });
+    const path = '/advertiser/conversions.add';
+
+    // Act: the first answer says another client has nearly spent the route's window
+    await clock.run(client.addConversion(trackingAdd));
+    clock.time += 1000;
+    await clock.run(client.addConversion(trackingAdd));
+    clock.time += 1000;
+    (await limiter.acquire(path)).release();
+
+    // Assess: cut by a tenth at the edge, then no growth while nothing waited for the limiter
+    expect(limiter.allowance(path)).toBe(45);
   });
 });
 

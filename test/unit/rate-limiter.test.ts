@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { RateLimiter } from '../../shared/affiliate/rate-limiter.ts';
 import { TransientError } from '../../shared/errors.ts';
+import { type RateDecision, RateLimiter as ServerRateLimiter } from '../../shared/sandbox/rate-limit.ts';
 import { FakeClock } from '../support/clock.ts';
 
 function limiterWith(clock: FakeClock, ratePerSecond?: number): RateLimiter {
@@ -187,5 +188,123 @@ describe('RateLimiter', () => {
 
   it('refuses a rate that is not positive', () => {
     expect(() => new RateLimiter({ ratePerSecond: 0 })).toThrow(RangeError);
+  });
+});
+
+/**
+ * `instances` independent limiters (as separate Lambda containers: no shared memory) draining one
+ * backlog of `requests` through the sandbox's own fixed-window counter at 100/s per route, each
+ * with `concurrency` callers, answers read from the server's headers; optionally a foreign client
+ * on the same token taking `foreignPerSecond`. Latency 50–149 ms, deterministic.
+ */
+async function drainThroughServer(options: {
+  instances: number;
+  requests: number;
+  concurrency?: number;
+  foreignPerSecond?: number;
+  /** Each instance at this fixed rate instead (the static split of the deployed stack before). */
+  staticPerSecond?: number;
+}): Promise<{ perSecond: number; share429: number; peakPerWindow: number }> {
+  const { instances, requests, concurrency = 10, foreignPerSecond = 0, staticPerSecond } = options;
+  const clock = new FakeClock();
+  const server = new ServerWindows();
+  const limit = 100;
+  let next = 0;
+  let done = 0;
+  let calls = 0;
+  let refused = 0;
+  let last = 0;
+  const latency = (n: number) => 50 + ((n * 37) % 100);
+  const limiters = Array.from(
+    { length: instances },
+    () =>
+      new RateLimiter({
+        ratePerSecond: staticPerSecond ?? limit,
+        adaptive: staticPerSecond === undefined ? { initialRatePerSecond: 10 } : undefined,
+        now: clock.now,
+        sleep: clock.sleep,
+      }),
+  );
+  const caller = async (limiter: RateLimiter): Promise<void> => {
+    while (next < requests) {
+      const n = next++;
+      for (;;) {
+        const permit = await limiter.acquire('add');
+        const wait = latency(n + calls);
+        await clock.sleep(wait / 2);
+        calls += 1;
+        const decision = server.hit('token:add', clock.now(), limit);
+        await clock.sleep(wait / 2);
+        limiter.observe('add', {
+          limit: decision.limit,
+          remaining: decision.remaining,
+          rateLimited: !decision.allowed,
+        });
+        permit.release();
+        if (decision.allowed) break;
+        refused += 1;
+        limiter.holdUntil('add', clock.now() + decision.retryAfterMs);
+      }
+      done += 1;
+      last = clock.now();
+    }
+  };
+  const foreign = async (): Promise<void> => {
+    while (done < requests) {
+      server.hit('token:add', clock.now(), limit);
+      await clock.sleep(1000 / foreignPerSecond);
+    }
+  };
+  const work = limiters.flatMap((limiter) => Array.from({ length: concurrency }, () => caller(limiter)));
+  if (foreignPerSecond > 0) work.push(foreign());
+  await clock.run(Promise.all(work));
+  return { perSecond: (done * 1000) / last, share429: refused / calls, peakPerWindow: server.peak };
+}
+
+/** The sandbox's window counter, recording the most requests any window admitted. */
+class ServerWindows extends ServerRateLimiter {
+  peak = 0;
+  override hit(key: string, now: number, limit: number): RateDecision {
+    const decision = super.hit(key, now, limit);
+    this.peak = Math.max(this.peak, decision.consumed);
+    return decision;
+  }
+}
+
+describe('RateLimiter with adaptive pacing from the platform headers', () => {
+  it.each([1, 2, 5, 10])(
+    'lets %i independent instances together use the route with almost no 429s',
+    async (instances) => {
+      // Act
+      const result = await drainThroughServer({ instances, requests: 3000 });
+      const split = await drainThroughServer({
+        instances,
+        requests: 3000,
+        staticPerSecond: Math.floor(80 / instances),
+      });
+
+      // Assess: well above the static 80% split, and as few 429s as it.
+      expect(result.share429).toBeLessThanOrEqual(0.01);
+      expect(result.perSecond).toBeGreaterThanOrEqual(80);
+      expect(result.perSecond).toBeGreaterThan(split.perSecond * 1.1);
+    },
+  );
+
+  it('settles near what a foreign client on the same token leaves', async () => {
+    // Act
+    const result = await drainThroughServer({ instances: 5, requests: 2000, foreignPerSecond: 30 });
+
+    // Assess
+    expect(result.share429).toBeLessThanOrEqual(0.01);
+    expect(result.perSecond).toBeGreaterThanOrEqual(58);
+    expect(result.perSecond).toBeLessThanOrEqual(70);
+  });
+
+  it('keeps a single instance under the limit in every server window, whatever it learns', async () => {
+    // Act
+    const result = await drainThroughServer({ instances: 1, requests: 1000, concurrency: 50 });
+
+    // Assess
+    expect(result.share429).toBe(0);
   });
 });
