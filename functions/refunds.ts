@@ -9,7 +9,7 @@ import { type FinanceDeps, submitFinanceRefund } from '../shared/finance.ts';
 import { requestFromEvent, resultFromAnswer } from '../shared/http/apigw.ts';
 import { lambdaPipeline } from '../shared/lambda.ts';
 import type { Ledger } from '../shared/ledger.ts';
-import { makeLogger, makeMetrics } from '../shared/observability.ts';
+import { makeLogger } from '../shared/observability.ts';
 import { awsSecretStore, type SecretStore } from '../shared/secrets.ts';
 
 export type RefundsHandler = (
@@ -63,7 +63,6 @@ export function buildRefundsDeps(wiring: RefundsWiring): FinanceDeps {
 }
 
 const logger = makeLogger();
-const metrics = makeMetrics(process.env, logger);
 
 /** The Lambda entry point. */
 export const handler: RefundsHandler = lambdaPipeline(
@@ -77,5 +76,5 @@ export const handler: RefundsHandler = lambdaPipeline(
       }),
       (line) => logger.info('finance refund', line),
     ),
-  { logger, metrics },
+  { logger },
 );
