@@ -20,8 +20,8 @@ import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fak
 import { sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
 
 /**
- * The three Lambda entry points exactly as deployed: `handler` of functions/*.ts, wired by its own
- * `fromEnv` at the first event from the environment infra/connector-stack.ts gives that function,
+ * The three Lambda entry points exactly as deployed: `handler` of functions/*.ts (a middy pipeline),
+ * wired by its builder at the first event from the environment infra/connector-stack.ts gives it,
  * with secrets from Secrets Manager (a wire-level stand-in), the real SDK clients reaching fauxqs and
  * dynalite through the SDK's AWS_ENDPOINT_URL_<SERVICE> variables, and Powertools writing to stdout
  * and stderr as in Lambda. The test plays API Gateway (payload 2.0 events) and the SQS event source
