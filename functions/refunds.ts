@@ -1,14 +1,21 @@
-import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import { dynamoClient, sqsClient } from '../shared/adapters/aws-clients.ts';
 import { DynamoLedger } from '../shared/adapters/dynamo-ledger.ts';
 import { SqsEventQueue } from '../shared/adapters/sqs.ts';
-import { optionalNumber, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
+import { type Env, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
 import { type FinanceDeps, submitFinanceRefund } from '../shared/finance.ts';
 import { requestFromEvent, resultFromAnswer } from '../shared/http/apigw.ts';
+import { lambdaPipeline } from '../shared/lambda.ts';
+import type { Ledger } from '../shared/ledger.ts';
 import { makeLogger } from '../shared/observability.ts';
-import { AwsSecretStore } from '../shared/secrets.ts';
+import { awsSecretStore, type SecretStore } from '../shared/secrets.ts';
 
-export type RefundsHandler = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
+export type RefundsHandler = (
+  event: APIGatewayProxyEventV2,
+  context?: Context,
+) => Promise<APIGatewayProxyStructuredResultV2>;
 
 /** `POST /refunds`: finance staff's refunds, authenticated with the finance key. */
 export function makeHandler(
@@ -30,24 +37,44 @@ export function makeHandler(
   };
 }
 
-const logger = makeLogger();
-
-function fromEnv(env: NodeJS.ProcessEnv): RefundsHandler {
-  return makeHandler(
-    {
-      sources: sourcesFromEnv(env),
-      ledger: new DynamoLedger(dynamoClient(), requireEnv(env, 'LEDGER_TABLE')),
-      queue: new SqsEventQueue(sqsClient(), requireEnv(env, 'QUEUE_URL')),
-      secrets: new AwsSecretStore(optionalNumber(env, 'SECRETS_MAX_AGE_SECONDS', 300)),
-      keyRef: requireEnv(env, 'FINANCE_API_KEY_SECRET'),
-      now: () => new Date(),
-    },
-    (line) => logger.info('finance refund', line),
-  );
+/** What the refunds function is wired from, in AWS and in the local stack alike. */
+export interface RefundsWiring {
+  readonly sqs: SQSClient;
+  readonly dynamo: DynamoDBClient;
+  readonly secrets: SecretStore;
+  /** The settings CDK gives the function: SOURCES, QUEUE_URL, LEDGER_TABLE, FINANCE_API_KEY_SECRET. */
+  readonly env: Env;
+  /** Lets tests wrap the ledger. */
+  readonly wrapLedger?: (ledger: Ledger) => Ledger;
 }
 
-let wired: RefundsHandler | undefined;
-export const handler: RefundsHandler = async (event) => {
-  wired ??= fromEnv(process.env);
-  return wired(event);
-};
+/** The refunds function's dependencies; fails fast naming a missing or wrong setting. */
+export function buildRefundsDeps(wiring: RefundsWiring): FinanceDeps {
+  const { env } = wiring;
+  const ledger = new DynamoLedger(wiring.dynamo, requireEnv(env, 'LEDGER_TABLE'));
+  return {
+    sources: sourcesFromEnv(env),
+    ledger: wiring.wrapLedger ? wiring.wrapLedger(ledger) : ledger,
+    queue: new SqsEventQueue(wiring.sqs, requireEnv(env, 'QUEUE_URL')),
+    secrets: wiring.secrets,
+    keyRef: requireEnv(env, 'FINANCE_API_KEY_SECRET'),
+    now: () => new Date(),
+  };
+}
+
+const logger = makeLogger();
+
+/** The Lambda entry point. */
+export const handler: RefundsHandler = lambdaPipeline(
+  async () =>
+    makeHandler(
+      buildRefundsDeps({
+        sqs: sqsClient(),
+        dynamo: dynamoClient(),
+        secrets: awsSecretStore(process.env),
+        env: process.env,
+      }),
+      (line) => logger.info('finance refund', line),
+    ),
+  { logger },
+);

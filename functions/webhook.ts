@@ -1,14 +1,19 @@
-import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import { sqsClient } from '../shared/adapters/aws-clients.ts';
 import { SqsEventQueue } from '../shared/adapters/sqs.ts';
-import { optionalNumber, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
+import { type Env, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
 import { requestFromEvent, resultFromAnswer } from '../shared/http/apigw.ts';
-import { type IngestDeps, ingestWebhook } from '../shared/ingest.ts';
-import { makeLogger, makeMetrics, observeIngest, publishMetrics } from '../shared/observability.ts';
+import { type IngestDeps, type IngestOutcome, ingestWebhook } from '../shared/ingest.ts';
+import { lambdaPipeline } from '../shared/lambda.ts';
+import { makeLogger, makeMetrics, observeIngest } from '../shared/observability.ts';
 import { adapterFor } from '../shared/platforms/registry.ts';
-import { AwsSecretStore } from '../shared/secrets.ts';
+import { awsSecretStore, type SecretStore } from '../shared/secrets.ts';
 
-export type WebhookHandler = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
+export type WebhookHandler = (
+  event: APIGatewayProxyEventV2,
+  context?: Context,
+) => Promise<APIGatewayProxyStructuredResultV2>;
 
 /**
  * The source a request is for. The stack gives each source its own route (`POST /webhooks/shop-1`,
@@ -28,30 +33,43 @@ export function makeHandler(deps: IngestDeps): WebhookHandler {
   };
 }
 
-const logger = makeLogger();
-const metrics = makeMetrics();
-
-/**
- * Built at cold start from the environment CDK sets; fails fast naming a missing setting. The AWS
- * clients' time budget (LAMBDA_AWS_BUDGET) makes a hung SQS a 503 within Shopify's 5 s.
- */
-function fromEnv(env: NodeJS.ProcessEnv): WebhookHandler {
-  return makeHandler({
-    sources: sourcesFromEnv(env),
-    adapterFor,
-    secrets: new AwsSecretStore(optionalNumber(env, 'SECRETS_MAX_AGE_SECONDS', 300)),
-    queue: new SqsEventQueue(sqsClient(), requireEnv(env, 'QUEUE_URL')),
-    now: () => new Date(),
-    observe: observeIngest(logger, metrics),
-  });
+/** What the webhook function is wired from, in AWS and in the local stack alike. */
+export interface WebhookWiring {
+  readonly sqs: SQSClient;
+  readonly secrets: SecretStore;
+  /** The settings CDK gives the function: SOURCES, QUEUE_URL. */
+  readonly env: Env;
+  readonly observe?: (outcome: IngestOutcome) => void;
 }
 
-let wired: WebhookHandler | undefined;
-export const handler: WebhookHandler = async (event) => {
-  wired ??= fromEnv(process.env);
-  try {
-    return await wired(event);
-  } finally {
-    publishMetrics(metrics);
-  }
-};
+/** The webhook's dependencies; fails fast naming a missing or wrong setting. */
+export function buildWebhookDeps(wiring: WebhookWiring): IngestDeps {
+  return {
+    sources: sourcesFromEnv(wiring.env),
+    adapterFor,
+    secrets: wiring.secrets,
+    queue: new SqsEventQueue(wiring.sqs, requireEnv(wiring.env, 'QUEUE_URL')),
+    now: () => new Date(),
+    observe: wiring.observe,
+  };
+}
+
+const logger = makeLogger();
+const metrics = makeMetrics(process.env, logger);
+
+/**
+ * The Lambda entry point. The AWS clients' time budget (LAMBDA_AWS_BUDGET) makes a hung SQS a 503
+ * within Shopify's 5 s.
+ */
+export const handler: WebhookHandler = lambdaPipeline(
+  async () =>
+    makeHandler(
+      buildWebhookDeps({
+        sqs: sqsClient(),
+        secrets: awsSecretStore(process.env),
+        env: process.env,
+        observe: observeIngest(logger, metrics),
+      }),
+    ),
+  { logger, metrics },
+);

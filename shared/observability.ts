@@ -1,5 +1,6 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { MetricsOptions } from '@aws-lambda-powertools/metrics/types';
 import type { IngestOutcome } from './ingest.ts';
 import type { RecordReport } from './worker/batch.ts';
 import type { WaitingMeasure } from './worker/waiting.ts';
@@ -31,11 +32,32 @@ export function makeLogger(env: NodeJS.ProcessEnv = process.env): Logger {
   return new Logger({ serviceName: env['POWERTOOLS_SERVICE_NAME'] ?? 'conversion-connector' });
 }
 
-export function makeMetrics(env: NodeJS.ProcessEnv = process.env): Metrics {
+/** Metrics whose own warnings go to `logger`, as JSON lines (see `metricsWarnings`). */
+export function makeMetrics(env: NodeJS.ProcessEnv = process.env, logger: Logger = makeLogger(env)): Metrics {
   return new Metrics({
     namespace: env['POWERTOOLS_METRICS_NAMESPACE'] ?? 'ConversionConnector',
     serviceName: env['POWERTOOLS_SERVICE_NAME'] ?? 'conversion-connector',
+    logger: metricsWarnings(logger),
   });
+}
+
+/**
+ * What Metrics may say about itself. Left to itself it prints plain text, and `logMetrics` flushes
+ * after every invocation, warning "No application metrics to publish" (even with
+ * `throwOnEmptyMetrics` false) whenever an invocation counted nothing: an ignored topic, a ping.
+ * That is normal here, so that one warning is a debug line; any other goes to the logger as is.
+ */
+function metricsWarnings(logger: Logger): NonNullable<MetricsOptions['logger']> {
+  return {
+    debug: (...content) => logger.debug(String(content[0])),
+    info: (...content) => logger.info(String(content[0])),
+    warn: (...content) => {
+      const message = String(content[0]);
+      if (message.startsWith('No application metrics to publish')) logger.debug(message);
+      else logger.warn(message);
+    },
+    error: (...content) => logger.error(String(content[0])),
+  };
 }
 
 /**
@@ -49,11 +71,6 @@ export function countPlatform429s(metrics: Metrics): (event: { type: string; sta
       metrics.addMetric(METRIC.rateLimited, MetricUnit.Count, 1);
     }
   };
-}
-
-/** Flushes the invocation's metrics as one EMF line; nothing (not even a warning line) when there are none. */
-export function publishMetrics(metrics: Metrics): void {
-  if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
 }
 
 export function observeIngest(logger: Logger, metrics: Metrics): (outcome: IngestOutcome) => void {

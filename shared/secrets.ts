@@ -1,6 +1,6 @@
 import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { secretsManagerClient } from './adapters/aws-clients.ts';
-import type { Env } from './config/env.ts';
+import { type Env, optionalNumber } from './config/env.ts';
 import { ConfigurationError } from './errors.ts';
 
 /**
@@ -120,4 +120,9 @@ export class AwsSecretStore implements SecretStore {
     }
     return value;
   }
+}
+
+/** The Lambda functions' store: Secrets Manager, cached for SECRETS_MAX_AGE_SECONDS (default 300). */
+export function awsSecretStore(env: Env): AwsSecretStore {
+  return new AwsSecretStore(optionalNumber(env, 'SECRETS_MAX_AGE_SECONDS', 300));
 }

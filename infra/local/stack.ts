@@ -3,24 +3,18 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { DeleteMessageBatchCommand, type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
-import { makeHandler as makeRefundsHandler } from '../../functions/refunds.ts';
-import { makeHandler as makeWebhookHandler } from '../../functions/webhook.ts';
-import { makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
+import { buildRefundsDeps, makeHandler as makeRefundsHandler } from '../../functions/refunds.ts';
+import { buildWebhookDeps, makeHandler as makeWebhookHandler } from '../../functions/webhook.ts';
+import { buildWorkerDeps, makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
-import { SqsEventQueue, SqsFailureQueue } from '../../shared/adapters/sqs.ts';
-import { CurrentApiBackend } from '../../shared/affiliate/backend.ts';
-import { AffiliateClient, type AffiliateClientOptions } from '../../shared/affiliate/client.ts';
-import { type Env, optionalNumber } from '../../shared/config/env.ts';
+import type { AffiliateClientOptions } from '../../shared/affiliate/client.ts';
+import type { Env } from '../../shared/config/env.ts';
 import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
 import type { Ledger } from '../../shared/ledger.ts';
-import { LegacyClient } from '../../shared/legacy/client.ts';
-import { adapterFor } from '../../shared/platforms/registry.ts';
 import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../shared/sandbox/server.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import type { ConversionBackend } from '../../shared/worker/backend.ts';
-import { backendFor, legacyClientFromEnv } from '../../shared/worker/backends.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
-import { DEFAULT_VERIFY_MS, settleMsFor } from '../../shared/worker/process-event.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
 import { recoverAfterCrash } from './recover.ts';
 import { toRecord } from './sqs-record.ts';
@@ -62,11 +56,14 @@ export interface LocalStackOptions {
   readonly emulators?: EmulatorOptions;
   /** Concurrent pollers, like Lambda's concurrent batches. */
   readonly pollers?: number;
+  /**
+   * Tests only, over what the settings give (`WorkerTuning` of functions/worker.ts): the defaults
+   * are the deployed worker's (lease LEASE_MS or 120 s, client timeout 5 s, settle twice that,
+   * verification ADD_VERIFY_SECONDS or 10 minutes, visibility backoff base 5 s).
+   */
   readonly client?: Partial<AffiliateClientOptions>;
   readonly leaseMs?: number;
-  /** After an add without a clear answer; default `settleMsFor(client.timeoutMs)`. */
   readonly settleMs?: number;
-  /** The verification window after an unclear add (`WorkerDeps.verifyMs`); default 10 minutes. */
   readonly verifyMs?: number;
   readonly visibilityBaseSeconds?: number;
   /** Lets tests wrap the ledger or the backend (to kill a worker mid-flight). */
@@ -133,51 +130,57 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     }));
   const sources = new Map(sourceInputs.map((s) => SourceConfig.parse(s)).map((s) => [s.id, s]));
 
-  const secretStore = new EnvSecretStore(env);
-  const queue = new SqsEventQueue(emulators.sqs, emulators.queueUrl);
-  const baseLedger = new DynamoLedger(emulators.dynamo, emulators.tableName);
-  const ledger = options.wrapLedger ? options.wrapLedger(baseLedger) : baseLedger;
+  // Each function gets the settings CDK would give it, pointing at the emulators and the platform,
+  // and is wired by the same builder as in AWS; only the secret store differs (env, not Secrets Manager).
+  const wiringEnv: Record<string, string | undefined> = {
+    ...env,
+    SOURCES: JSON.stringify([...sources.values()]),
+    QUEUE_URL: emulators.queueUrl,
+    DLQ_URL: emulators.dlqUrl,
+    LEDGER_TABLE: emulators.tableName,
+    FINANCE_API_KEY_SECRET: 'FINANCE_API_KEY',
+    AFFILIATE_BASE_URL: platformUrl,
+    AFFILIATE_TOKEN_SECRET: 'AFFILIATE_TOKEN',
+    AFFILIATE_TOKEN: token,
+    ...(sandbox
+      ? {
+          LEGACY_BASE_URL: platformUrl,
+          LEGACY_CREDENTIALS_SECRET: 'LEGACY_CREDENTIALS',
+          LEGACY_CREDENTIALS: `${sandbox.legacy.userCode}:${sandbox.legacy.apiKey}`,
+        }
+      : {}),
+  };
+  const secretStore = new EnvSecretStore(wiringEnv);
   const log = options.log ?? (() => undefined);
+  const clients = { sqs: emulators.sqs, dynamo: emulators.dynamo, secrets: secretStore, env: wiringEnv };
 
-  const webhook = makeWebhookHandler({
-    sources,
-    adapterFor,
-    secrets: secretStore,
-    queue,
-    now: () => new Date(),
-    observe: (o) => log(`webhook ${o.source} → ${o.status} ${o.result}${o.detail ? ` (${o.detail})` : ''}`),
-  });
-  const refunds = makeRefundsHandler({
-    sources,
-    ledger,
-    queue,
-    secrets: secretStore,
-    keyRef: 'FINANCE_API_KEY',
-    now: () => new Date(),
-  });
-
-  const client = new AffiliateClient({ baseUrl: platformUrl, token, ...options.client });
-  const current = new CurrentApiBackend(client);
-  const legacy = sandbox
-    ? new LegacyClient({ baseUrl: platformUrl, ...sandbox.legacy })
-    : await legacyClientFromEnv(env, secretStore);
-  const worker = makeWorkerHandler({
-    ledger,
-    sources,
-    backendFor: backendFor({ current, legacy, wrap: options.wrapBackend }),
-    failures: new SqsFailureQueue(emulators.sqs, emulators.queueUrl, emulators.dlqUrl),
-    now: Date.now,
-    workerId: randomUUID(),
-    leaseMs: options.leaseMs ?? 60_000,
-    settleMs: options.settleMs ?? settleMsFor(options.client?.timeoutMs ?? 5_000),
-    verifyMs: options.verifyMs ?? optionalNumber(env, 'ADD_VERIFY_SECONDS', DEFAULT_VERIFY_MS / 1000) * 1000,
-    visibilityBaseSeconds: options.visibilityBaseSeconds ?? 2,
+  const webhook = makeWebhookHandler(
+    buildWebhookDeps({
+      ...clients,
+      observe: (o) => log(`webhook ${o.source} → ${o.status} ${o.result}${o.detail ? ` (${o.detail})` : ''}`),
+    }),
+  );
+  const refunds = makeRefundsHandler(buildRefundsDeps({ ...clients, wrapLedger: options.wrapLedger }));
+  const workerDeps = await buildWorkerDeps({
+    ...clients,
     observe: (report) => {
       options.observe?.(report);
       const what = report.outcome?.result ?? report.reason ?? '';
       log(`worker ${report.event?.type ?? '?'} ${report.event?.externalId ?? ''} → ${report.status} ${what}`);
     },
+    tuning: {
+      client: options.client,
+      leaseMs: options.leaseMs,
+      settleMs: options.settleMs,
+      verifyMs: options.verifyMs,
+      visibilityBaseSeconds: options.visibilityBaseSeconds,
+      wrapLedger: options.wrapLedger,
+      wrapBackend: options.wrapBackend,
+    },
   });
+  const worker = makeWorkerHandler(workerDeps);
+  const { ledger } = workerDeps;
+  const baseLedger = new DynamoLedger(emulators.dynamo, emulators.tableName);
 
   // A body that never finishes gets a 408 after REQUEST_TIMEOUT_MS; Node checks at this interval.
   const server = createServer(

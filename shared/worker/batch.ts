@@ -39,6 +39,11 @@ export interface RecordReport {
  * message of a group fails, the rest of that group in this batch is reported failed unprocessed (so
  * the order of one order's events is kept). Permanent failures are parked in the DLQ with readable
  * attributes and then count as handled; if parking fails, the message stays in the queue.
+ *
+ * Not Powertools' `SqsFifoPartialProcessorAsync`: it runs a batch one record at a time, so one
+ * slow order would hold up every other order of the batch; and its `skipGroupOnError` fails the
+ * held-back records with an error that does not carry the failed record's backoff, which they must
+ * be hidden for too (or the group waits out the queue's whole visibility timeout).
  */
 export async function processBatch(
   deps: BatchDeps,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
+import { backendFor, makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
 import { LOCAL_AWS } from '../../infra/local/emulators.ts';
 import { Pollers } from '../../infra/local/stack.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
@@ -10,7 +10,6 @@ import { CurrentApiBackend } from '../../shared/affiliate/backend.ts';
 import { AffiliateClient } from '../../shared/affiliate/client.ts';
 import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
 import { LegacyClient } from '../../shared/legacy/client.ts';
-import { backendFor } from '../../shared/worker/backends.ts';
 import { settleMsFor } from '../../shared/worker/process-event.ts';
 
 /**

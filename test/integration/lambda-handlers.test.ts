@@ -4,6 +4,7 @@ import { DeleteMessageBatchCommand, ReceiveMessageCommand } from '@aws-sdk/clien
 import type {
   APIGatewayProxyEventV2,
   APIGatewayProxyStructuredResultV2,
+  Context,
   SQSBatchResponse,
   SQSEvent,
   SQSRecord,
@@ -19,8 +20,8 @@ import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fak
 import { sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
 
 /**
- * The three Lambda entry points exactly as deployed: `handler` of functions/*.ts, wired by its own
- * `fromEnv` at the first event from the environment infra/connector-stack.ts gives that function,
+ * The three Lambda entry points exactly as deployed: `handler` of functions/*.ts (a middy pipeline),
+ * wired by its builder at the first event from the environment infra/connector-stack.ts gives it,
  * with secrets from Secrets Manager (a wire-level stand-in), the real SDK clients reaching fauxqs and
  * dynalite through the SDK's AWS_ENDPOINT_URL_<SERVICE> variables, and Powertools writing to stdout
  * and stderr as in Lambda. The test plays API Gateway (payload 2.0 events) and the SQS event source
@@ -43,7 +44,8 @@ const financeKey = `fin_${randomBytes(16).toString('hex')}`;
 /** The key before the last rotation (AWSPREVIOUS): still accepted. */
 const OLDER_FINANCE_KEY = 'an-older-finance-key-0123456789abcdef';
 const wrongKey = `fin_${randomBytes(16).toString('hex')}`;
-const LAMBDA_CONTEXT = { getRemainingTimeInMillis: () => 30_000 };
+/** Request ids Lambda gave each function's invocations, in order. */
+const requestIds: Record<FunctionName, string[]> = { webhook: [], refunds: [], worker: [] };
 
 type FunctionName = 'webhook' | 'refunds' | 'worker';
 type Phase = FunctionName | 'import';
@@ -84,7 +86,7 @@ function captureOutput(): void {
  * what CDK sets for that function only (plus what Lambda sets for every function), so a function
  * that reads a setting CDK gives only to another fails here as it would in AWS.
  */
-async function invoke<T>(name: FunctionName, call: () => Promise<T>): Promise<T> {
+async function invoke<T>(name: FunctionName, call: (context: Context) => Promise<T>): Promise<T> {
   if (!coldStarted.has(name)) {
     for (const env of Object.values(functionEnv)) for (const key of Object.keys(env)) delete process.env[key];
     Object.assign(process.env, functionEnv[name]);
@@ -92,10 +94,31 @@ async function invoke<T>(name: FunctionName, call: () => Promise<T>): Promise<T>
   }
   phase = name;
   try {
-    return await call();
+    return await call(lambdaContext(name));
   } finally {
     phase = undefined;
   }
+}
+
+/** The context Lambda hands an invocation of `name`. */
+function lambdaContext(name: FunctionName): Context {
+  const awsRequestId = randomUUID();
+  requestIds[name].push(awsRequestId);
+  const functionName = `connector-${name}`;
+  return {
+    callbackWaitsForEmptyEventLoop: true,
+    functionName,
+    functionVersion: '$LATEST',
+    invokedFunctionArn: `arn:aws:lambda:us-east-1:000000000000:function:${functionName}`,
+    memoryLimitInMB: '256',
+    awsRequestId,
+    logGroupName: `/aws/lambda/${functionName}`,
+    logStreamName: '2026/03/02/[$LATEST]0123456789abcdef',
+    getRemainingTimeInMillis: () => 30_000,
+    done: () => undefined,
+    fail: () => undefined,
+    succeed: () => undefined,
+  };
 }
 
 beforeAll(async () => {
@@ -108,6 +131,8 @@ beforeAll(async () => {
     POWERTOOLS_METRICS_NAMESPACE: NAMESPACE,
     POWERTOOLS_LOG_LEVEL: 'INFO',
     SECRETS_MAX_AGE_SECONDS: '300',
+    // Set by Lambda itself; Powertools reports a cold start only under it.
+    AWS_LAMBDA_INITIALIZATION_TYPE: 'on-demand',
   });
   for (const key of ['POWERTOOLS_DEV', 'POWERTOOLS_METRICS_DISABLED', 'AWS_PROFILE']) delete process.env[key];
   captureOutput();
@@ -244,15 +269,16 @@ function shopifyOrder(id: number): string {
 
 async function postOrder(id: number, secret = webhookSecret) {
   const signed = shopifyWebhook(shopifyOrder(id), secret, 'orders/create');
-  return invoke('webhook', () =>
-    handlers.webhook(apiEvent('/webhooks/shopify', signed.headers, signed.body)),
+  return invoke('webhook', (context) =>
+    handlers.webhook(apiEvent('/webhooks/shopify', signed.headers, signed.body), context),
   );
 }
 
 async function postRefund(body: Record<string, unknown>, key = financeKey) {
-  return invoke('refunds', () =>
+  return invoke('refunds', (context) =>
     handlers.refunds(
       apiEvent('/refunds', { 'content-type': 'application/json', 'x-api-key': key }, JSON.stringify(body)),
+      context,
     ),
   );
 }
@@ -278,7 +304,7 @@ async function deliverBatch(
   if (expected === undefined) expect(messages.length).toBeGreaterThan(0);
   else expect(messages).toHaveLength(expected);
   const event: SQSEvent = { Records: messages.map((m) => toRecord(m, stack.emulators.queueName)) };
-  const response = await invoke('worker', () => handlers.worker(event, LAMBDA_CONTEXT));
+  const response = await invoke('worker', (context) => handlers.worker(event, context));
   const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
   const done = messages.filter((m) => !failed.has(m.MessageId ?? ''));
   if (done.length > 0) {
@@ -344,8 +370,8 @@ describe('the deployed Lambda handlers, wired from the environment CDK sets', ()
     const forged = await postOrder(7101, 'not-the-shop-secret');
     // An invocation that adds no metric must not print Powertools' plain-text "no metrics" warning.
     const other = shopifyWebhook(shopifyOrder(7199), webhookSecret, 'products/update');
-    const ignored = await invoke('webhook', () =>
-      handlers.webhook(apiEvent('/webhooks/shopify', other.headers, other.body)),
+    const ignored = await invoke('webhook', (context) =>
+      handlers.webhook(apiEvent('/webhooks/shopify', other.headers, other.body), context),
     );
     // Assess
     expect(ignored.statusCode, ignored.body).toBe(200);
@@ -519,6 +545,31 @@ describe('the deployed Lambda handlers, wired from the environment CDK sets', ()
       TransientFailures: 1,
       RateLimited: expect.any(Number),
     });
+  });
+
+  it('names the invocation in every log line, counts the cold start of each function that has metrics, and warns of nothing', () => {
+    for (const name of ['webhook', 'refunds', 'worker'] as const) {
+      const logs = parsed([name]).filter((line) => !('_aws' in line));
+      const [first] = requestIds[name];
+      // Assess: Lambda's request id ties a line to its invocation (and to the REPORT line in AWS).
+      expect(logs.length, name).toBeGreaterThan(0);
+      for (const line of logs) {
+        expect(requestIds[name], name).toContain(line['function_request_id']);
+        expect(line, name).toMatchObject({
+          function_name: `connector-${name}`,
+          cold_start: line['function_request_id'] === first,
+        });
+      }
+    }
+    const blobs = parsed(['webhook', 'refunds', 'worker']).filter((line) => '_aws' in line);
+    expect(blobs.filter((blob) => 'ColdStart' in blob).map((blob) => blob['function_name'])).toEqual([
+      'connector-webhook',
+      'connector-worker',
+    ]);
+    // Invocations that count nothing (an ignored topic, a refused finance key) flush no warning.
+    expect(
+      linesOf(['webhook', 'refunds', 'worker']).filter((l) => /no application metrics/i.test(l)),
+    ).toEqual([]);
   });
 
   it('writes no secret, no buyer IP and no customer data', () => {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { backendFor } from '../../functions/worker.ts';
 import { type Emulators, startEmulators } from '../../infra/local/emulators.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
@@ -12,7 +13,6 @@ import { ledgerKey } from '../../shared/ledger.ts';
 import { LEGACY_NO_AMOUNT_UPDATE, LEGACY_NO_TRACKING_MODE } from '../../shared/legacy/backend.ts';
 import { LegacyActionError, LegacyClient } from '../../shared/legacy/client.ts';
 import { type RunningSandbox, startSandbox } from '../../shared/sandbox/server.ts';
-import { backendFor } from '../../shared/worker/backends.ts';
 import { processEvent, type WorkerDeps } from '../../shared/worker/process-event.ts';
 
 let sandbox: RunningSandbox;

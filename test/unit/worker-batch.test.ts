@@ -530,6 +530,37 @@ describe('processBatch: message groups', () => {
   });
 });
 
+describe('processBatch: orders side by side', () => {
+  it('does not hold up an order behind another order whose add is still waiting', async () => {
+    // Prepare: A's add answers only once B's add has been sent; one order at a time never ends.
+    const h = harness();
+    let bSent: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      bSent = resolve;
+    });
+    const backend: ConversionBackend = {
+      add: async (input) => {
+        if (input.externalId === 'A-100') await gate;
+        else bSent();
+        return h.backend.add(input);
+      },
+      find: (program, externalId) => h.backend.find(program, externalId),
+      updateAmount: (program, id, amount) => h.backend.updateAmount(program, id, amount),
+      refuse: (program, id) => h.backend.refuse(program, id),
+    };
+    const records = [sqsRecord('a1', orderPlaced('A-100')), sqsRecord('b1', orderPlaced('B-200'))];
+
+    // Act
+    const response = await h.clock.run(
+      processBatch({ ...h.deps, backendFor: () => backend }, records, START + 30_000),
+    );
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([]);
+    expect(h.backend.adds.map((a) => a.externalId)).toEqual(['B-200', 'A-100']);
+  });
+});
+
 /** Client timeout 1 s, so the platform's 1.5 s write lands after the client gave up on its answer. */
 const timedOut = () =>
   new TransientError(
