@@ -7,9 +7,9 @@ import {
   PermanentError,
   TransientError,
 } from '../errors.ts';
+import { firstIssue } from '../validation.ts';
 import { RateLimiter } from './rate-limiter.ts';
 import { type RetryAttempt, sleep as realSleep, type Sleep, withRetry } from './retry.ts';
-import { firstIssue } from './schemas.ts';
 
 /**
  * The HTTP core shared by the clients of the affiliate platform (the current API and the legacy

@@ -4,6 +4,7 @@ import { ConnectorEvent, type ConnectorEventInput } from '../domain/events.ts';
 import { CurrencyInput } from '../domain/limits.ts';
 import { BadInputError } from '../errors.ts';
 import { type ParseMoneyOptions, parseMoney } from '../money.ts';
+import { firstIssue } from '../validation.ts';
 
 /**
  * Pieces every adapter shares: zod building blocks for the parts of a payload we read, the
@@ -75,10 +76,9 @@ export function topicMark(why: string) {
 export function parsePayload<S extends z.ZodType>(schema: S, body: unknown, prefix = ''): z.output<S> {
   const result = schema.safeParse(body);
   if (result.success) return result.data;
-  const issue = result.error.issues[0];
-  const path = [prefix, ...(issue?.path.map(String) ?? [])].filter((p) => p !== '').join('.');
-  const field = path || 'body';
-  throw new BadInputError(`${field}: ${issue?.message ?? 'invalid'}`, { field });
+  const issue = firstIssue(result.error, prefix);
+  const field = issue.field || 'body';
+  throw new BadInputError(`${field}: ${issue.message}`, { field });
 }
 
 /**
@@ -91,11 +91,9 @@ export function checkEvents(events: readonly ConnectorEventInput[]): ConnectorEv
   return events.map((event) => {
     const result = ConnectorEvent.safeParse(event);
     if (result.success) return result.data;
-    const issue = result.error.issues[0];
-    const field = issue?.path.map(String).join('.') || 'event';
-    throw new BadInputError(`mapped ${event.type} event: ${field}: ${issue?.message ?? 'invalid'}`, {
-      field,
-    });
+    const issue = firstIssue(result.error);
+    const field = issue.field || 'event';
+    throw new BadInputError(`mapped ${event.type} event: ${field}: ${issue.message}`, { field });
   });
 }
 

@@ -1,6 +1,7 @@
 import * as z from 'zod';
 import type { ConnectorEventInput } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
+import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
 import { multiplyMinor, prorateMinor, sumMinor } from '../money.ts';
 import { extractAttribution, nameValueEntries, urlQueryEntries } from './attribution.ts';
@@ -22,7 +23,7 @@ import {
   unique,
 } from './mapping.ts';
 import { verifyBase64HmacHeader } from './signature.ts';
-import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } from './types.ts';
+import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts';
 
 /**
  * Shopify webhooks (REST payloads, API 2024-01 and later; older shapes where noted).
@@ -334,7 +335,7 @@ export function shopifyRefundAmount(refund: Refund): { amount: number; currency:
  * refund sends orders/cancelled and refunds/create with the same id): the queue's deduplication id
  * adds the event type and refund id to it, so those do not collapse.
  */
-function eventIdOf(request: WebhookRequest): string {
+function eventIdOf(request: HttpRequest): string {
   return (
     header(request.headers, 'x-shopify-event-id') ??
     header(request.headers, 'x-shopify-webhook-id') ??
@@ -355,7 +356,7 @@ const ORDER_TOPICS = new Set(['orders/create', 'orders/paid']);
  */
 export const shopifyAdapter: PlatformAdapter = {
   platform: 'shopify',
-  handle(request: WebhookRequest, context: AdapterContext): AdapterResult {
+  handle(request: HttpRequest, context: AdapterContext): AdapterResult {
     verifyBase64HmacHeader(request, context.secrets, 'x-shopify-hmac-sha256');
     const topic = requiredHeader(request.headers, 'x-shopify-topic');
     const isOrderTopic = ORDER_TOPICS.has(topic);

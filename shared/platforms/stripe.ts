@@ -1,12 +1,13 @@
 import * as z from 'zod';
 import { type ConnectorEventInput, connectorRefundId } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
+import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
 import { currencyExponent, multiplyMinor, prorateMinor } from '../money.ts';
 import { attributeIp, extractAttribution, recordEntries } from './attribution.ts';
 import { CurrencyCode, checkEvents, parsePayload, unique, unixToIso } from './mapping.ts';
 import { verifyStripeSignature } from './signature.ts';
-import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } from './types.ts';
+import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts';
 
 /**
  * Stripe webhooks: the event envelope (`id`, `type`, `data.object`), signed with
@@ -282,7 +283,7 @@ const PAID = new Set(['paid', 'no_payment_required']);
  */
 export const stripeAdapter: PlatformAdapter = {
   platform: 'stripe',
-  handle(request: WebhookRequest, context: AdapterContext): AdapterResult {
+  handle(request: HttpRequest, context: AdapterContext): AdapterResult {
     verifyStripeSignature(request.rawBody, request.headers['stripe-signature'], context.secrets, {
       now: context.now,
       toleranceSeconds: context.source.toleranceSeconds,

@@ -1,6 +1,7 @@
 import * as z from 'zod';
 import { type ConnectorEventInput, connectorRefundId } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
+import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
 import { prorateMinor, sumMinor } from '../money.ts';
 import { extractAttribution, keyValueEntries } from './attribution.ts';
@@ -18,7 +19,7 @@ import {
   unique,
 } from './mapping.ts';
 import { verifyBase64HmacHeader } from './signature.ts';
-import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } from './types.ts';
+import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts';
 
 /**
  * WooCommerce webhooks (REST API v3 resources as bodies).
@@ -261,7 +262,7 @@ function isPing(rawBody: Buffer): boolean {
  */
 export const woocommerceAdapter: PlatformAdapter = {
   platform: 'woocommerce',
-  handle(request: WebhookRequest, context: AdapterContext): AdapterResult {
+  handle(request: HttpRequest, context: AdapterContext): AdapterResult {
     if (isPing(request.rawBody)) return { kind: 'ping' };
     verifyBase64HmacHeader(request, context.secrets, 'x-wc-webhook-signature');
     const topic = requiredHeader(request.headers, 'x-wc-webhook-topic');
