@@ -18,7 +18,7 @@ import {
 import { AwsSecretStore } from '../shared/secrets.ts';
 import { backendFor, legacyClientFromEnv } from '../shared/worker/backends.ts';
 import { type BatchDeps, processBatch } from '../shared/worker/batch.ts';
-import { DEFAULT_VERIFY_MS, settleMsFor } from '../shared/worker/process-event.ts';
+import { DEFAULT_VERIFY_MS, settleMsFor } from '../shared/worker/flow.ts';
 import {
   measureWaitingRefunds,
   WAITING_REFUNDS_CHECK,

@@ -20,7 +20,7 @@ import { EnvSecretStore } from '../../shared/secrets.ts';
 import type { ConversionBackend } from '../../shared/worker/backend.ts';
 import { backendFor, legacyClientFromEnv } from '../../shared/worker/backends.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
-import { DEFAULT_VERIFY_MS, settleMsFor } from '../../shared/worker/process-event.ts';
+import { DEFAULT_VERIFY_MS, settleMsFor } from '../../shared/worker/flow.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
 import { recoverAfterCrash } from './recover.ts';
 import { toRecord } from './sqs-record.ts';
