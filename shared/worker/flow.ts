@@ -1,6 +1,6 @@
 import type { SourceConfig } from '../config/sources.ts';
 import { connectorRefundId } from '../domain/events.ts';
-import type { Ledger } from '../ledger.ts';
+import { type Ledger, ledgerKey, type OrderRecord } from '../ledger.ts';
 import type { ConversionBackend } from './backend.ts';
 
 /** What the order flow (`orders.ts`) and the refund flow (`refunds.ts`) share. */
@@ -72,3 +72,24 @@ export interface Outcome {
 
 /** The refund a cancellation counts as: an id no shop or finance refund can carry. */
 export const CANCELLATION_REFUND_ID = connectorRefundId('cancellation');
+
+/** A new ledger record of `source`'s order `externalId`, created now, with no refunds yet. */
+export function newRecord(
+  deps: Pick<WorkerDeps, 'now'>,
+  source: SourceConfig,
+  externalId: string,
+  fields: Pick<OrderRecord, 'state' | 'originalAmount' | 'currentAmount'> & Partial<OrderRecord>,
+): OrderRecord {
+  const iso = new Date(deps.now()).toISOString();
+  return {
+    key: ledgerKey(source.program, externalId),
+    program: source.program,
+    externalId,
+    source: source.id,
+    version: 0,
+    refunds: {},
+    createdAt: iso,
+    updatedAt: iso,
+    ...fields,
+  };
+}

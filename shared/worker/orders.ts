@@ -7,11 +7,17 @@ import type { CallOptions, ConversionBackend } from './backend.ts';
 import {
   CANCELLATION_REFUND_ID,
   DEFAULT_VERIFY_MS,
+  newRecord,
   type Outcome,
   settleMsFor,
   type WorkerDeps,
 } from './flow.ts';
 import { applyRefunds } from './refunds.ts';
+
+/**
+ * The order flow: an OrderPlaced becomes one Conversion Add, exactly once, through a lease in the
+ * ledger; refunds that came before it are subtracted from the amount it sends.
+ */
 
 /**
  * Leeway for this worker's own lease: the wait it asked for comes back as a timer that may fire a
@@ -105,20 +111,12 @@ export async function placeOrder(
       const decision = decideAttribution(event, source.unattributed);
       const base: OrderRecord = existing
         ? { ...existing, source: source.id, state: 'adding' }
-        : {
-            key,
-            program: source.program,
-            externalId: event.externalId,
-            source: source.id,
+        : newRecord(deps, source, event.externalId, {
             state: 'adding',
-            version: 0,
             originalAmount: event.amount,
             currentAmount: event.amount,
             currency: event.currency,
-            refunds: {},
-            createdAt: iso(),
-            updatedAt: iso(),
-          };
+          });
       if (decision.kind === 'skip') {
         const skipped: OrderRecord = {
           ...base,

@@ -11,7 +11,12 @@ import {
 } from '../ledger.ts';
 import { formatMinor } from '../money.ts';
 import type { CallOptions, ConversionBackend, PlatformConversion } from './backend.ts';
-import { CANCELLATION_REFUND_ID, type Outcome, type WorkerDeps } from './flow.ts';
+import { CANCELLATION_REFUND_ID, newRecord, type Outcome, type WorkerDeps } from './flow.ts';
+
+/**
+ * The refund flow: a refund (or cancellation) is recorded in the ledger, then the conversion is set
+ * to the amount all recorded refunds imply, or refused; held in the ledger until its order is added.
+ */
 
 /** Reason a partial refund of a conversion imported without an amount is parked. */
 export const NO_PLATFORM_AMOUNT =
@@ -119,21 +124,12 @@ function refundEntry(event: OrderRefunded, source: SourceConfig, receivedAt: str
 
 /** A record holding refunds of an order that has not arrived: no conversion, nothing to compare. */
 function awaitingRecord(deps: WorkerDeps, source: SourceConfig, event: OrderRefunded): OrderRecord {
-  const iso = new Date(deps.now()).toISOString();
-  return {
-    key: ledgerKey(source.program, event.externalId),
-    program: source.program,
-    externalId: event.externalId,
-    source: source.id,
+  const record = newRecord(deps, source, event.externalId, {
     state: 'awaiting',
-    version: 0,
     originalAmount: 0,
     currentAmount: 0,
-    refunds: {},
-    awaitingSince: iso,
-    createdAt: iso,
-    updatedAt: iso,
-  };
+  });
+  return { ...record, awaitingSince: record.createdAt };
 }
 
 /** An order the connector never saw (placed before it existed): adopt the platform's conversion. */
@@ -143,24 +139,15 @@ function importFromPlatform(
   event: OrderRefunded,
   found: PlatformConversion,
 ): OrderRecord {
-  const iso = new Date(deps.now()).toISOString();
-  return {
-    key: ledgerKey(source.program, event.externalId),
-    program: source.program,
-    externalId: event.externalId,
-    source: source.id,
+  return newRecord(deps, source, event.externalId, {
     state: found.status === 'refused' ? 'refused' : 'added',
-    version: 0,
     conversionId: found.id,
     originalAmount: found.amount ?? 0,
     currentAmount: found.amount ?? 0,
     currency: found.currency,
-    refunds: {},
     imported: true,
     ...(found.amount === undefined ? { amountUnknown: true } : {}),
-    createdAt: iso,
-    updatedAt: iso,
-  };
+  });
 }
 
 /**
