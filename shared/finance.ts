@@ -3,14 +3,7 @@ import type { SourceConfig } from './config/sources.ts';
 import { ExternalRefundId, OrderRefunded } from './domain/events.ts';
 import { CurrencyInput, freeText, idText } from './domain/limits.ts';
 import { BadInputError } from './errors.ts';
-import {
-  answerFor,
-  detailOf,
-  type EdgeResult,
-  type EdgeVerdict,
-  refusedBody,
-  verdictOf,
-} from './http/answers.ts';
+import { answerFor, type EdgeOutcome, type EdgeResult, outcomeOf, refusedBody } from './http/answers.ts';
 import type { HttpAnswer } from './http/types.ts';
 import { countedRefunds, type Ledger, ledgerKey, type OrderRecord, refundOf } from './ledger.ts';
 import { formatMinor, parseMoney } from './money.ts';
@@ -64,10 +57,7 @@ export interface FinanceDeps {
   readonly observe?: (outcome: FinanceOutcome) => void;
 }
 
-export interface FinanceOutcome {
-  readonly status: number;
-  readonly result: EdgeVerdict;
-  readonly detail?: string;
+export interface FinanceOutcome extends EdgeOutcome {
   /** The field a 400 names. */
   readonly field?: string;
   /** What was queued (202). */
@@ -132,9 +122,7 @@ export async function submitFinanceRefund(
   const { result, event, messageId } = await submit(deps, headers, rawBody);
   const answer = answerFor(result);
   deps.observe?.({
-    status: answer.status,
-    result: verdictOf(result),
-    detail: detailOf(result),
+    ...outcomeOf(result, answer),
     ...(result.kind === 'bad_input' && result.field !== null ? { field: result.field } : {}),
     ...(event
       ? { source: event.source, externalId: event.externalId, refundId: event.refundId, messageId }

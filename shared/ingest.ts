@@ -3,12 +3,11 @@ import type { ConnectorEvent } from './domain/events.ts';
 import { ConfigurationError } from './errors.ts';
 import {
   answerFor,
-  detailOf,
+  type EdgeOutcome,
   type EdgeResult,
-  type EdgeVerdict,
+  outcomeOf,
   refusalOf,
   refusedBody,
-  verdictOf,
 } from './http/answers.ts';
 import type { HttpAnswer, HttpRequest } from './http/types.ts';
 import type { AdapterResult, PlatformAdapter } from './platforms/types.ts';
@@ -26,11 +25,8 @@ export interface IngestDeps {
   readonly observe?: (outcome: IngestOutcome) => void;
 }
 
-export interface IngestOutcome {
+export interface IngestOutcome extends EdgeOutcome {
   readonly source: string;
-  readonly status: number;
-  readonly result: EdgeVerdict;
-  readonly detail?: string;
   readonly externalIds?: string[];
   readonly messageIds?: string[];
 }
@@ -50,9 +46,7 @@ export async function ingestWebhook(
   const answer = answerFor(result);
   deps.observe?.({
     source: sourceId,
-    status: answer.status,
-    result: verdictOf(result),
-    detail: detailOf(result),
+    ...outcomeOf(result, answer),
     ...(messageIds ? { externalIds: events.map((e) => e.externalId), messageIds } : {}),
   });
   return answer;

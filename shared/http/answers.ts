@@ -60,14 +60,26 @@ export function answerFor(result: EdgeResult): HttpAnswer {
   }
 }
 
-/** The observer's class of a result (see `EdgeVerdict`). */
-export function verdictOf(result: EdgeResult): EdgeVerdict {
-  if (result.kind === 'queued' || result.kind === 'ignored' || result.kind === 'ping') return result.kind;
-  return result.kind === 'unavailable' ? 'unavailable' : 'rejected';
+/** What an endpoint's observer is told of every request (for logs and metrics): never a secret or a body. */
+export interface EdgeOutcome {
+  readonly status: number;
+  readonly result: EdgeVerdict;
+  /** The `detail` of the result, else what its body says. */
+  readonly detail?: string;
 }
 
-/** The line an observer logs for a result beside the status: the detail, else what the body says. */
-export function detailOf(result: EdgeResult): string | undefined {
+/** The outcome of a result answered with `answer`. */
+export function outcomeOf(result: EdgeResult, answer: HttpAnswer): EdgeOutcome {
+  const verdict: EdgeVerdict =
+    result.kind === 'queued' || result.kind === 'ignored' || result.kind === 'ping'
+      ? result.kind
+      : result.kind === 'unavailable'
+        ? 'unavailable'
+        : 'rejected';
+  return { status: answer.status, result: verdict, detail: detailOf(result) };
+}
+
+function detailOf(result: EdgeResult): string | undefined {
   if (result.detail !== undefined) return result.detail;
   if (result.kind === 'bad_input') return `${result.field ?? ''}: ${result.message}`;
   if (result.kind === 'ignored') return result.reason;
