@@ -162,7 +162,7 @@ async function submit(
   const parsed = FinanceRefundRequest.safeParse(json);
   if (!parsed.success) {
     const { field, message } = firstIssue(parsed.error);
-    return { result: bad(field, message) };
+    return { result: bad(field || 'body', message) };
   }
   const request = parsed.data;
 
