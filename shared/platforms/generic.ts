@@ -8,8 +8,8 @@ import {
   absentField,
   bodySha256,
   CurrencyCode,
-  checkEvents,
   IdString,
+  mapped,
   money,
   parsePayload,
   unique,
@@ -166,6 +166,6 @@ export const genericAdapter: PlatformAdapter = {
         break;
       }
     }
-    return { kind: 'events', events: checkEvents([event]) };
+    return mapped([event]);
   },
 };

@@ -5,10 +5,11 @@ import { CurrencyInput } from '../domain/limits.ts';
 import { BadInputError } from '../errors.ts';
 import { type ParseMoneyOptions, parseMoney } from '../money.ts';
 import { firstIssue } from '../validation.ts';
+import type { AdapterResult } from './types.ts';
 
 /**
  * Pieces every adapter shares: zod building blocks for the parts of a payload we read, the
- * "400 naming the field" conversion, and the final check of each produced event.
+ * "400 naming the field" conversion, and the final check of each produced event (`mapped`).
  */
 
 /** Ids arrive as numbers (safe ones), or as strings (big ones, via `parseJsonBody`): always strings out. */
@@ -82,19 +83,22 @@ export function parsePayload<S extends z.ZodType>(schema: S, body: unknown, pref
 }
 
 /**
- * Validates produced events against the queue's contract, so a mapping bug or an odd payload is
- * answered 400 here instead of failing in the worker.
+ * An adapter's result for the events it mapped, each validated against the queue's contract: the
+ * one place events are checked, so a mapping bug or an odd payload is answered 400 at the door
+ * instead of failing in the worker.
  *
  * @throws BadInputError naming the event field that failed
  */
-export function checkEvents(events: readonly ConnectorEventInput[]): ConnectorEvent[] {
-  return events.map((event) => {
-    const result = ConnectorEvent.safeParse(event);
-    if (result.success) return result.data;
-    const issue = firstIssue(result.error);
-    const field = issue.field || 'event';
-    throw new BadInputError(`mapped ${event.type} event: ${field}: ${issue.message}`, { field });
-  });
+export function mapped(events: readonly ConnectorEventInput[]): AdapterResult {
+  return { kind: 'events', events: events.map(checkEvent) };
+}
+
+function checkEvent(event: ConnectorEventInput): ConnectorEvent {
+  const result = ConnectorEvent.safeParse(event);
+  if (result.success) return result.data;
+  const issue = firstIssue(result.error);
+  const field = issue.field || 'event';
+  throw new BadInputError(`mapped ${event.type} event: ${field}: ${issue.message}`, { field });
 }
 
 /** The dedup key of a delivery that carries none: a hash of the exact bytes. */

@@ -9,13 +9,13 @@ import {
   absentField,
   bodySha256,
   CurrencyCode,
-  checkEvents,
   firstIp,
   header,
   IdString,
   idString,
   isoDate,
   MoneyText,
+  mapped,
   money,
   parsePayload,
   requiredHeader,
@@ -378,8 +378,7 @@ export const shopifyAdapter: PlatformAdapter = {
       receivedAt: context.now.toISOString(),
     } as const;
 
-    if (isOrderTopic)
-      return { kind: 'events', events: checkEvents([placed(parsePayload(Order, body), eventId, context)]) };
+    if (isOrderTopic) return mapped([placed(parsePayload(Order, body), eventId, context)]);
 
     if (topic === 'orders/cancelled') {
       const order = parsePayload(CancelledOrder, body);
@@ -389,7 +388,7 @@ export const shopifyAdapter: PlatformAdapter = {
         externalId: order.id,
         reason: order.cancel_reason?.slice(0, 500) || undefined,
       };
-      return { kind: 'events', events: checkEvents([event]) };
+      return mapped([event]);
     }
 
     const refund = parsePayload(Refund, body);
@@ -410,6 +409,6 @@ export const shopifyAdapter: PlatformAdapter = {
       reason: refund.note?.slice(0, 500) || undefined,
       origin: 'shop',
     };
-    return { kind: 'events', events: checkEvents([event]) };
+    return mapped([event]);
   },
 };

@@ -5,7 +5,7 @@ import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
 import { currencyExponent, multiplyMinor, prorateMinor } from '../money.ts';
 import { attributeIp, extractAttribution, recordEntries } from './attribution.ts';
-import { CurrencyCode, checkEvents, parsePayload, unique, unixToIso } from './mapping.ts';
+import { CurrencyCode, mapped, parsePayload, unique, unixToIso } from './mapping.ts';
 import { verifyStripeSignature } from './signature.ts';
 import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts';
 
@@ -129,7 +129,7 @@ function sessionPlaced(object: unknown, eventId: string, context: AdapterContext
     paymentMethod: session.payment_method_types?.[0] || undefined,
     orderDate: unixToIso(session.created),
   };
-  return { kind: 'events', events: checkEvents([event]) };
+  return mapped([event]);
 }
 
 /** The fields of a refund read here, whether from refund.created or a charge's `refunds.data`. */
@@ -195,7 +195,7 @@ function refundCreated(object: unknown, eventId: string, context: AdapterContext
       reason: `refund ${refund.id} has neither metadata.order_id nor a payment_intent: not from a Checkout order`,
     };
   }
-  return { kind: 'events', events: checkEvents([event]) };
+  return mapped([event]);
 }
 
 function chargeRefunded(object: unknown, eventId: string, context: AdapterContext): AdapterResult {
@@ -224,7 +224,7 @@ function chargeRefunded(object: unknown, eventId: string, context: AdapterContex
       currency: charge.currency,
       origin: 'shop',
     };
-    return { kind: 'events', events: checkEvents([event]) };
+    return mapped([event]);
   }
   const list = (charge.refunds?.data ?? []).flatMap((refund, i) =>
     refund.status && FAILED_REFUND.has(refund.status) ? [] : [{ refund, i }],
@@ -245,7 +245,7 @@ function chargeRefunded(object: unknown, eventId: string, context: AdapterContex
     );
     return event ? [event] : [];
   });
-  return { kind: 'events', events: checkEvents(events) };
+  return mapped(events);
 }
 
 /**

@@ -10,7 +10,7 @@ export interface AdapterContext {
 }
 
 export type AdapterResult =
-  /** Verified, mapped and checked against the queue's contract (`checkEvents`): queue these (usually one). */
+  /** Verified, mapped and checked against the queue's contract (`mapped`): queue these (usually one). */
   | { readonly kind: 'events'; readonly events: ConnectorEvent[] }
   /** Verified, but a topic or state we do not act on: answer 200 so the platform does not retry. */
   | { readonly kind: 'ignored'; readonly reason: string }

@@ -8,11 +8,11 @@ import { extractAttribution, keyValueEntries } from './attribution.ts';
 import {
   bodySha256,
   CurrencyCode,
-  checkEvents,
   firstIp,
   IdString,
   isoDate,
   MoneyText,
+  mapped,
   money,
   parsePayload,
   requiredHeader,
@@ -138,7 +138,7 @@ function updated(order: Order, eventId: string, context: AdapterContext): Adapte
     receivedAt: context.now.toISOString(),
   } as const;
   if (order.status === 'cancelled') {
-    return { kind: 'events', events: checkEvents([{ type: 'OrderCancelled', ...base, eventId }]) };
+    return mapped([{ type: 'OrderCancelled', ...base, eventId }]);
   }
   if (order.status === 'refunded') {
     const event: ConnectorEventInput = {
@@ -149,7 +149,7 @@ function updated(order: Order, eventId: string, context: AdapterContext): Adapte
       full: true,
       origin: 'shop',
     };
-    return { kind: 'events', events: checkEvents([event]) };
+    return mapped([event]);
   }
   const refunds = order.refunds ?? [];
   if (refunds.length === 0) {
@@ -171,7 +171,7 @@ function updated(order: Order, eventId: string, context: AdapterContext): Adapte
       origin: 'shop',
     };
   });
-  return { kind: 'events', events: checkEvents(events) };
+  return mapped(events);
 }
 
 function orderIdOfRefund(refund: z.infer<typeof RefundResource>): string {
@@ -219,7 +219,7 @@ function refundResource(body: unknown, context: AdapterContext): AdapterResult {
     reason: refund.reason?.slice(0, 500) || undefined,
     origin: 'shop',
   };
-  return { kind: 'events', events: checkEvents([event]) };
+  return mapped([event]);
 }
 
 function looksLikeRefundResource(body: unknown): boolean {
@@ -288,6 +288,6 @@ export const woocommerceAdapter: PlatformAdapter = {
         reason: `order.created body with status ${order.status}: not a sale (an order.updated body, or an order changed before the webhook went out)`,
       };
     }
-    return { kind: 'events', events: checkEvents([placed(order, eventId, context)]) };
+    return mapped([placed(order, eventId, context)]);
   },
 };
