@@ -9,7 +9,7 @@ import { type FinanceDeps, submitFinanceRefund } from '../shared/finance.ts';
 import { requestFromEvent, resultFromAnswer } from '../shared/http/apigw.ts';
 import { lambdaPipeline } from '../shared/lambda.ts';
 import type { Ledger } from '../shared/ledger.ts';
-import { makeLogger } from '../shared/observability.ts';
+import { makeLogger, observeFinance } from '../shared/observability.ts';
 import { awsSecretStore, type SecretStore } from '../shared/secrets.ts';
 
 export type RefundsHandler = (
@@ -18,22 +18,10 @@ export type RefundsHandler = (
 ) => Promise<APIGatewayProxyStructuredResultV2>;
 
 /** `POST /refunds`: finance staff's refunds, authenticated with the finance key. */
-export function makeHandler(
-  deps: FinanceDeps,
-  log?: (line: Record<string, unknown>) => void,
-): RefundsHandler {
+export function makeHandler(deps: FinanceDeps): RefundsHandler {
   return async (event) => {
     const request = requestFromEvent(event);
-    const answer = await submitFinanceRefund(deps, request.headers, request.rawBody);
-    log?.({
-      status: answer.status,
-      source: answer.body['source'],
-      externalId: answer.body['externalId'],
-      refundId: answer.body['refundId'],
-      messageId: answer.body['messageId'],
-      field: answer.body['field'],
-    });
-    return resultFromAnswer(answer);
+    return resultFromAnswer(await submitFinanceRefund(deps, request.headers, request.rawBody));
   };
 }
 
@@ -46,6 +34,8 @@ export interface RefundsWiring {
   readonly env: Env;
   /** Lets tests wrap the ledger. */
   readonly wrapLedger?: (ledger: Ledger) => Ledger;
+  /** Told the outcome of every request (the log line). */
+  readonly observe?: FinanceDeps['observe'];
 }
 
 /** The refunds function's dependencies; fails fast naming a missing or wrong setting. */
@@ -59,6 +49,7 @@ export function buildRefundsDeps(wiring: RefundsWiring): FinanceDeps {
     secrets: wiring.secrets,
     keyRef: requireEnv(env, 'FINANCE_API_KEY_SECRET'),
     now: () => new Date(),
+    ...(wiring.observe ? { observe: wiring.observe } : {}),
   };
 }
 
@@ -73,8 +64,8 @@ export const handler: RefundsHandler = lambdaPipeline(
         dynamo: dynamoClient(),
         secrets: awsSecretStore(process.env),
         env: process.env,
+        observe: observeFinance(logger),
       }),
-      (line) => logger.info('finance refund', line),
     ),
   { logger },
 );

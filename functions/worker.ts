@@ -25,7 +25,7 @@ import {
 import { awsSecretStore, type SecretStore } from '../shared/secrets.ts';
 import type { ConversionBackend } from '../shared/worker/backend.ts';
 import { type BatchDeps, processBatch, type RecordReport } from '../shared/worker/batch.ts';
-import { DEFAULT_VERIFY_MS, settleMsFor } from '../shared/worker/process-event.ts';
+import { DEFAULT_VERIFY_MS, settleMsFor } from '../shared/worker/flow.ts';
 import {
   measureWaitingRefunds,
   WAITING_REFUNDS_CHECK,

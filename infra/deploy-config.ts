@@ -3,6 +3,7 @@ import { isAbsolute, relative, resolve } from 'node:path';
 import * as z from 'zod';
 import { ROUTE_NAMES, type RouteName, resolveRoutes } from '../shared/affiliate/routes.ts';
 import { SourcesFile } from '../shared/config/sources.ts';
+import { firstIssue } from '../shared/validation.ts';
 
 /**
  * The deploy configuration: everything that differs between two installations of the connector.
@@ -329,13 +330,13 @@ export function loadDeployConfig(options: LoadDeployConfigOptions): LoadedDeploy
 
   const result = DeployConfig.safeParse(raw);
   if (!result.success) {
-    const issue = result.error.issues[0];
-    const setting = issue?.path.map(String).join('.') || '(root)';
+    const issue = firstIssue(result.error);
+    const setting = issue.field || '(root)';
     const fromContext = overrides.find(
       (o) => setting === o || setting.startsWith(`${o}.`) || o.startsWith(`${setting}.`),
     );
     const origin = fromContext === undefined ? '' : ` (set by context -c ${fromContext})`;
-    throw new DeployConfigError(`${shown}: ${setting}: ${issue?.message ?? 'invalid'}${origin}`);
+    throw new DeployConfigError(`${shown}: ${setting}: ${issue.message}${origin}`);
   }
   return { config: result.data, file, overrides, warnings };
 }

@@ -1,15 +1,17 @@
-import { timingSafeEqual } from 'node:crypto';
 import * as z from 'zod';
 import type { SourceConfig } from './config/sources.ts';
 import { ExternalRefundId, OrderRefunded } from './domain/events.ts';
 import { CurrencyInput, freeText, idText } from './domain/limits.ts';
 import { BadInputError } from './errors.ts';
-import { type HttpAnswer, MAX_BODY_BYTES, unsupportedEncoding } from './ingest.ts';
+import { answerFor, type EdgeOutcome, type EdgeResult, outcomeOf, refusedBody } from './http/answers.ts';
+import type { HttpAnswer } from './http/types.ts';
 import { countedRefunds, type Ledger, ledgerKey, type OrderRecord, refundOf } from './ledger.ts';
 import { formatMinor, parseMoney } from './money.ts';
+import { safeEqual } from './platforms/signature.ts';
 import type { EventQueue } from './ports.ts';
 import { deduplicationId, messageGroupId } from './queueing.ts';
 import type { SecretStore } from './secrets.ts';
+import { firstIssue } from './validation.ts';
 
 /**
  * `POST /refunds`, for finance staff: `{ externalId, refundId, amount | amountCents | full: true,
@@ -51,6 +53,18 @@ export interface FinanceDeps {
   /** Reference of the finance API key in the secret store (its previous value also passes, for rotation). */
   readonly keyRef: string;
   readonly now: () => Date;
+  /** Told about every outcome (for logs); never given the key or the body. */
+  readonly observe?: (outcome: FinanceOutcome) => void;
+}
+
+export interface FinanceOutcome extends EdgeOutcome {
+  /** The field a 400 names. */
+  readonly field?: string;
+  /** What was queued (202). */
+  readonly source?: string;
+  readonly externalId?: string;
+  readonly refundId?: string;
+  readonly messageId?: string;
 }
 
 /**
@@ -71,10 +85,8 @@ export function keyMatches(presented: string | undefined, keys: readonly string[
   if (!presented) return false;
   const given = Buffer.from(presented);
   let ok = false;
-  for (const key of keys) {
-    const expected = Buffer.from(key);
-    if (expected.length === given.length && timingSafeEqual(expected, given)) ok = true;
-  }
+  // Every key is compared, a match or not, so the time taken does not tell which key matched.
+  for (const key of keys) if (safeEqual(Buffer.from(key), given)) ok = true;
   return ok;
 }
 
@@ -85,17 +97,21 @@ export function presentedKey(headers: Readonly<Record<string, string | undefined
   return auth?.startsWith('Bearer ') ? auth.slice('Bearer '.length) : undefined;
 }
 
-const bad = (field: string, message: string): HttpAnswer => ({
-  status: 400,
-  body: { error: 'bad_request', field, message },
-});
+const bad = (field: string, message: string): EdgeResult => ({ kind: 'bad_input', field, message });
 
 /** A dependency failed (secret store, ledger, queue): nothing was queued, the caller may retry. */
-const unavailable = (message: string): HttpAnswer => ({
-  status: 503,
-  body: { error: 'unavailable', message },
-  headers: { 'retry-after': '5' },
+const unavailable = (message: string, what: string, error?: unknown): EdgeResult => ({
+  kind: 'unavailable',
+  message,
+  retryAfterSeconds: 5,
+  detail: `${what}: ${error instanceof Error ? error.name : 'unavailable'}`,
 });
+
+interface Submitted {
+  readonly result: EdgeResult;
+  readonly event?: OrderRefunded;
+  readonly messageId?: string;
+}
 
 /** Authenticates, validates and queues one finance refund. */
 export async function submitFinanceRefund(
@@ -103,89 +119,84 @@ export async function submitFinanceRefund(
   headers: Readonly<Record<string, string | undefined>>,
   rawBody: Buffer,
 ): Promise<HttpAnswer> {
-  if (rawBody.byteLength > MAX_BODY_BYTES) {
-    return {
-      status: 413,
-      body: { error: 'payload_too_large', message: `body over ${MAX_BODY_BYTES} bytes` },
-    };
-  }
-  const encoding = unsupportedEncoding(headers, rawBody);
-  if (encoding) {
-    return {
-      status: 415,
-      body: {
-        error: 'unsupported_media_type',
-        field: 'content-encoding',
-        message: `${encoding} bodies are not supported: send the JSON uncompressed`,
-      },
-    };
-  }
+  const { result, event, messageId } = await submit(deps, headers, rawBody);
+  const answer = answerFor(result);
+  deps.observe?.({
+    ...outcomeOf(result, answer),
+    ...(result.kind === 'bad_input' && result.field !== null ? { field: result.field } : {}),
+    ...(event
+      ? { source: event.source, externalId: event.externalId, refundId: event.refundId, messageId }
+      : {}),
+  });
+  return answer;
+}
+
+async function submit(
+  deps: FinanceDeps,
+  headers: Readonly<Record<string, string | undefined>>,
+  rawBody: Buffer,
+): Promise<Submitted> {
+  const refused = refusedBody({ headers, rawBody });
+  if (refused) return { result: refused };
   let keys: readonly string[];
   try {
     keys = await deps.secrets.accepted(deps.keyRef);
-  } catch {
-    return unavailable('finance key not available, retry later');
+  } catch (error) {
+    return { result: unavailable('finance key not available, retry later', 'finance key', error) };
   }
   // A weak key (a previous one included) is a configuration fault: no key is accepted until it is replaced.
   if (keys.some((key) => weakFinanceKey(key) !== undefined)) {
-    return unavailable(
-      `the configured finance key is shorter than ${MIN_FINANCE_KEY_LENGTH} characters; the operator must replace it`,
-    );
+    const message = `the configured finance key is shorter than ${MIN_FINANCE_KEY_LENGTH} characters; the operator must replace it`;
+    return { result: { kind: 'unavailable', message, retryAfterSeconds: 5 } };
   }
   if (!keyMatches(presentedKey(headers), keys)) {
-    return {
-      status: 401,
-      body: { error: 'unauthorized', message: 'missing or wrong API key (x-api-key header)' },
-    };
+    return { result: { kind: 'unauthorized', message: 'missing or wrong API key (x-api-key header)' } };
   }
 
   let json: unknown;
   try {
     json = JSON.parse(rawBody.toString('utf8'));
   } catch {
-    return bad('body', 'body is not valid JSON');
+    return { result: bad('body', 'body is not valid JSON') };
   }
   const parsed = FinanceRefundRequest.safeParse(json);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const field =
-      issue?.code === 'unrecognized_keys' ? (issue.keys[0] ?? '') : (issue?.path.map(String).join('.') ?? '');
-    return bad(
-      field,
-      issue?.code === 'unrecognized_keys' ? `${field} is not allowed` : (issue?.message ?? 'invalid'),
-    );
+    const { field, message } = firstIssue(parsed.error);
+    return { result: bad(field || 'body', message) };
   }
   const request = parsed.data;
 
   let located: Awaited<ReturnType<typeof locateOrder>>;
   try {
     located = await locateOrder(deps, request);
-  } catch {
+  } catch (error) {
     // A throttled, timed-out or unreachable ledger: the refund is fine, only this attempt is not.
-    return unavailable('ledger unavailable, retry later');
+    return { result: unavailable('ledger unavailable, retry later', 'ledger', error) };
   }
-  if ('error' in located) return located.error;
+  if ('error' in located) return { result: located.error };
   const { source, record } = located;
 
   const currency = record?.currency ?? request.currency;
   if (request.currency && record?.currency && request.currency !== record.currency) {
-    return bad('currency', `the order is in ${record.currency}, not ${request.currency}`);
+    return { result: bad('currency', `the order is in ${record.currency}, not ${request.currency}`) };
   }
   let amount: number | undefined;
   if (request.amountCents !== undefined) amount = request.amountCents;
   if (request.amount !== undefined) {
-    if (!currency) return bad('currency', 'the ledger does not know this order: give its currency');
+    if (!currency) {
+      return { result: bad('currency', 'the ledger does not know this order: give its currency') };
+    }
     try {
       amount = parseMoney(request.amount, currency, { field: 'amount' });
     } catch (error) {
-      if (error instanceof BadInputError) return bad('amount', error.message);
+      if (error instanceof BadInputError) return { result: bad('amount', error.message) };
       throw error;
     }
-    if (amount <= 0) return bad('amount', 'must be greater than zero');
+    if (amount <= 0) return { result: bad('amount', 'must be greater than zero') };
   }
 
   const overRefund = amount === undefined ? undefined : overRefundMessage(record, request.refundId, amount);
-  if (overRefund) return bad('amount', overRefund);
+  if (overRefund) return { result: bad('amount', overRefund) };
 
   const now = deps.now();
   const event = OrderRefunded.parse({
@@ -207,21 +218,18 @@ export async function submitFinanceRefund(
       groupId: messageGroupId(source.program, event.externalId),
       deduplicationId: deduplicationId(event),
     });
-    return {
-      status: 202,
-      body: {
-        status: 'queued',
-        messageId,
-        source: source.id,
-        externalId: event.externalId,
-        refundId: event.refundId,
-        amount: amount ?? null,
-        currency: currency ?? null,
-        full: event.full,
-      },
+    const receipt = {
+      messageId,
+      source: source.id,
+      externalId: event.externalId,
+      refundId: event.refundId,
+      amount: amount ?? null,
+      currency: currency ?? null,
+      full: event.full,
     };
-  } catch {
-    return unavailable('queue unavailable, retry later');
+    return { result: { kind: 'queued', receipt }, event, messageId };
+  } catch (error) {
+    return { result: unavailable('queue unavailable, retry later', 'queue', error) };
   }
 }
 
@@ -267,7 +275,7 @@ export function overRefundMessage(
 async function locateOrder(
   deps: FinanceDeps,
   request: FinanceRefundRequest,
-): Promise<{ source: SourceConfig; record: OrderRecord | undefined } | { error: HttpAnswer }> {
+): Promise<{ source: SourceConfig; record: OrderRecord | undefined } | { error: EdgeResult }> {
   if (request.source) {
     const source = deps.sources.get(request.source);
     if (!source) return { error: bad('source', `unknown source "${request.source.slice(0, 64)}"`) };

@@ -1,6 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { MetricsOptions } from '@aws-lambda-powertools/metrics/types';
+import type { FinanceOutcome } from './finance.ts';
 import type { IngestOutcome } from './ingest.ts';
 import type { RecordReport } from './worker/batch.ts';
 import type { WaitingMeasure } from './worker/waiting.ts';
@@ -94,6 +95,16 @@ export function observeIngest(logger: Logger, metrics: Metrics): (outcome: Inges
     } else {
       logger.info(`webhook ${outcome.result}`, line);
     }
+  };
+}
+
+/** `POST /refunds`: the ids of a queued refund, the field a 400 names, what failed behind a 503. */
+export function observeFinance(logger: Logger): (outcome: FinanceOutcome) => void {
+  return (outcome) => {
+    const line = { ...outcome };
+    if (outcome.result === 'rejected') logger.warn('finance refund rejected', line);
+    else if (outcome.result === 'unavailable') logger.error('finance refund not queued', line);
+    else logger.info('finance refund', line);
   };
 }
 

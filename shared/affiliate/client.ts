@@ -6,8 +6,8 @@ import {
   field,
   type HttpClientOptions,
   type HttpEvent,
-  type HttpRequest,
   PlatformHttp,
+  type PlatformRequest,
   validateRequest,
 } from './http.ts';
 import { ROUTE_METHODS, type RouteName, type RouteTable, resolveRoutes, routeUrl } from './routes.ts';
@@ -54,7 +54,7 @@ export interface ConversionList {
 }
 
 /** An operation of the current API: its route names the method and the (overridable) path. */
-type Operation<T> = Omit<HttpRequest<RouteName, T>, 'method' | 'path' | 'url'>;
+type Operation<T> = Omit<PlatformRequest<RouteName, T>, 'method' | 'path' | 'url'>;
 
 const CLIENT = 'affiliate client';
 

@@ -7,9 +7,9 @@ import {
   PermanentError,
   TransientError,
 } from '../errors.ts';
+import { firstIssue } from '../validation.ts';
 import { RateLimiter } from './rate-limiter.ts';
 import { type RetryAttempt, sleep as realSleep, type Sleep, withRetry } from './retry.ts';
-import { firstIssue } from './schemas.ts';
 
 /**
  * The HTTP core shared by the clients of the affiliate platform (the current API and the legacy
@@ -111,7 +111,8 @@ export interface HttpClientProfile<R extends string> {
   readonly onEvent?: (event: HttpEvent<R>) => void;
 }
 
-export interface HttpAnswer {
+/** An answer of the affiliate platform (current or legacy API), as the client reads it. */
+export interface PlatformResponse {
   readonly status: number;
   readonly headers: Headers;
   readonly text: string;
@@ -119,7 +120,8 @@ export interface HttpAnswer {
   readonly json: unknown;
 }
 
-export interface HttpRequest<R extends string, T> {
+/** One call to the affiliate platform, as the client sends (and retries) it. */
+export interface PlatformRequest<R extends string, T> {
   readonly route: R;
   readonly method: 'GET' | 'POST';
   /** Rate-limit key, and the `path` of events. */
@@ -131,7 +133,7 @@ export interface HttpRequest<R extends string, T> {
   /** False for adds: a blind retry after an ambiguous failure may create a duplicate. */
   readonly idempotent: boolean;
   /** Reads a 2xx answer; may throw to fail the attempt. */
-  readonly read: (answer: HttpAnswer) => T;
+  readonly read: (answer: PlatformResponse) => T;
   /** When set, a 404 of a known route is an answer ("no such conversion"), not a failure. */
   readonly notFound?: () => T;
 }
@@ -201,7 +203,7 @@ export class PlatformHttp<R extends string> {
   }
 
   /** Runs `request` with retries within `options`' deadline and signal; resolves what it reads. */
-  call<T>(request: HttpRequest<R, T>, options: CallOptions): Promise<T> {
+  call<T>(request: PlatformRequest<R, T>, options: CallOptions): Promise<T> {
     const { route, path } = request;
     const { deadline, signal } = options;
     return withRetry((attempt) => this.attempt(request, attempt, options), {
@@ -240,7 +242,7 @@ export class PlatformHttp<R extends string> {
   }
 
   /** The parsed body, or a `TransientError` when it is not JSON. */
-  needJson(route: R, answer: HttpAnswer): unknown {
+  needJson(route: R, answer: PlatformResponse): unknown {
     if (answer.json !== undefined) return answer.json;
     // Usually a body cut short by a proxy: worth another attempt.
     throw new TransientError(
@@ -250,7 +252,7 @@ export class PlatformHttp<R extends string> {
   }
 
   /** A 2xx whose body does not match the schema: the same request would get the same body. */
-  unreadable(route: R, answer: HttpAnswer, what: string, error: z.ZodError): PermanentError {
+  unreadable(route: R, answer: PlatformResponse, what: string, error: z.ZodError): PermanentError {
     const { field: name, message } = firstIssue(error);
     return new PermanentError(
       `${this.profile.label(route)} answered ${answer.status} without ${what} the client can read (${name || 'body'}: ${message})`,
@@ -279,7 +281,7 @@ export class PlatformHttp<R extends string> {
   }
 
   private async attempt<T>(
-    request: HttpRequest<R, T>,
+    request: PlatformRequest<R, T>,
     { attempt }: RetryAttempt,
     { deadline, signal }: CallOptions,
   ): Promise<T> {
@@ -300,7 +302,7 @@ export class PlatformHttp<R extends string> {
       permit.release();
       throw new TransientError(`${label(route)}: the deadline passed before it could be sent`);
     }
-    let answer: HttpAnswer;
+    let answer: PlatformResponse;
     try {
       answer = await this.send(request, timeoutMs, signal);
     } catch (error) {
@@ -337,10 +339,10 @@ export class PlatformHttp<R extends string> {
   }
 
   private async send(
-    request: HttpRequest<R, unknown>,
+    request: PlatformRequest<R, unknown>,
     timeoutMs: number,
     signal: AbortSignal | undefined,
-  ): Promise<HttpAnswer> {
+  ): Promise<PlatformResponse> {
     const { label, networkFailure = describe } = this.profile;
     const url = new URL(request.url());
     url.search = searchParamsOf(request.query ?? {}).toString();
@@ -377,7 +379,11 @@ export class PlatformHttp<R extends string> {
     }
   }
 
-  private failure(request: HttpRequest<R, unknown>, answer: HttpAnswer, suffix: string): ConnectorError {
+  private failure(
+    request: PlatformRequest<R, unknown>,
+    answer: PlatformResponse,
+    suffix: string,
+  ): ConnectorError {
     const { status } = answer;
     const { path } = request;
     const { refused, unknownRoute, wrongMethod, retryAfterSuffix } = this.profile;
@@ -499,7 +505,7 @@ export function field(value: unknown, name: string): unknown {
  * A 404 for a path the platform does not serve, told from "no such conversion" by its wording
  * (`Route GET:/x not found`, `Cannot GET /x`) or by a body that is not JSON (a gateway's page).
  */
-function isUnknownRoute(answer: HttpAnswer): boolean {
+function isUnknownRoute(answer: PlatformResponse): boolean {
   if (answer.json === undefined) return answer.text.trim() !== '';
   const message = field(answer.json, 'message');
   return typeof message === 'string' && /\broute\b|cannot (get|post)\b/i.test(message);

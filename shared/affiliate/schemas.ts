@@ -158,16 +158,3 @@ export const AdvertiserInfo = z.looseObject({
     .default([]),
 });
 export type AdvertiserInfo = z.infer<typeof AdvertiserInfo>;
-
-/** The first failing field of a zod error as a dotted path, for "400 naming the field". */
-export function firstIssue(error: z.ZodError): { field: string; message: string } {
-  const issue = error.issues[0];
-  if (!issue) return { field: '', message: 'invalid' };
-  const field = issue.path.map(String).join('.');
-  // Unknown keys of a strict object are reported on the parent; name the key itself.
-  if (issue.code === 'unrecognized_keys') {
-    const key = issue.keys[0] ?? '';
-    return { field: field ? `${field}.${key}` : key, message: `${key} is not allowed here` };
-  }
-  return { field, message: issue.message };
-}

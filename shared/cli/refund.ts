@@ -3,6 +3,7 @@ import { BadInputError } from '../errors.ts';
 import { FinanceRefundRequest, overRefundMessage } from '../finance.ts';
 import { ledgerKey, type OrderRecord } from '../ledger.ts';
 import { formatMinor, parseMoney } from '../money.ts';
+import { issuesOf } from '../validation.ts';
 import { CliContext, missingMessage, settingOptions } from './context.ts';
 import { parseCsv } from './csv.ts';
 import { CliError, type CliIo, cell, explain, unreachable, writeLine } from './io.ts';
@@ -51,14 +52,12 @@ export function validateRefund(
   const issues: RefundIssue[] = [];
   const parsed = FinanceRefundRequest.safeParse(raw);
   if (!parsed.success) {
-    for (const issue of parsed.error.issues) {
-      const field =
-        issue.code === 'unrecognized_keys' ? issue.keys.join(', ') : issue.path.map(String).join('.');
-      let message = issue.message;
-      if (issue.code === 'unrecognized_keys') message = 'not a refund field';
-      else if (raw[field] === '') message = 'required';
-      else if (issue.path[0] === 'amount' && issue.code === 'custom') message = AMOUNT_CHOICE;
-      issues.push({ line, field: field || 'row', message });
+    for (const { field, message, code } of issuesOf(parsed.error)) {
+      let text = message;
+      if (code === 'unrecognized_keys') text = 'not a refund field';
+      else if (raw[field] === '') text = 'required';
+      else if (field === 'amount' && code === 'custom') text = AMOUNT_CHOICE;
+      issues.push({ line, field: field || 'row', message: text });
     }
   }
   const amount = raw['amount'];

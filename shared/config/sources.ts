@@ -1,5 +1,6 @@
 import * as z from 'zod';
 import { HexId } from '../affiliate/schemas.ts';
+import { firstIssue } from '../validation.ts';
 
 /**
  * A *source* is one shop posting webhooks to `POST /webhooks/{source}`: its platform, where its
@@ -77,8 +78,8 @@ export function parseSources(json: string, origin: string): SourceConfig[] {
   }
   const result = SourcesFile.safeParse(raw);
   if (!result.success) {
-    const issue = result.error.issues[0];
-    throw new Error(`${origin}: ${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'invalid'}`);
+    const { field, message } = firstIssue(result.error);
+    throw new Error(`${origin}: ${field}: ${message}`);
   }
   return result.data;
 }

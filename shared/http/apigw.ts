@@ -1,9 +1,8 @@
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import type { HttpAnswer } from '../ingest.ts';
-import type { WebhookRequest } from '../platforms/types.ts';
+import type { HttpAnswer, HttpRequest } from './types.ts';
 
 /** The raw request behind an API Gateway HTTP API (payload 2.0) event: headers lower-cased, exact bytes. */
-export function requestFromEvent(event: APIGatewayProxyEventV2): WebhookRequest {
+export function requestFromEvent(event: APIGatewayProxyEventV2): HttpRequest {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(event.headers ?? {})) {
     if (value !== undefined) headers[name.toLowerCase()] = value;

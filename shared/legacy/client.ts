@@ -3,11 +3,11 @@ import {
   type CallOptions,
   checkBaseUrl,
   field,
-  type HttpAnswer,
   type HttpClientOptions,
   type HttpEvent,
-  type HttpRequest,
   PlatformHttp,
+  type PlatformRequest,
+  type PlatformResponse,
   validateRequest,
 } from '../affiliate/http.ts';
 import { BadInputError, ConfigurationError, type ConnectorErrorDetails, PermanentError } from '../errors.ts';
@@ -90,7 +90,7 @@ export class LegacyActionError extends PermanentError {
 }
 
 /** An operation of the legacy interface: its route names the method and the path template. */
-interface Operation<T> extends Omit<HttpRequest<LegacyRouteName, T>, 'method' | 'path' | 'url'> {
+interface Operation<T> extends Omit<PlatformRequest<LegacyRouteName, T>, 'method' | 'path' | 'url'> {
   readonly params: Readonly<Record<string, string>>;
 }
 
@@ -324,7 +324,7 @@ export class LegacyClient {
 
   private parse<S extends z.ZodType>(
     route: LegacyRouteName,
-    answer: HttpAnswer,
+    answer: PlatformResponse,
     schema: S,
     what: string,
   ): z.output<S> {

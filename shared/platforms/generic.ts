@@ -1,20 +1,21 @@
 import * as z from 'zod';
 import { type ConnectorEventInput, ExternalRefundId } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
+import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
 import { extractAttribution, nameValueEntries } from './attribution.ts';
 import {
   absentField,
   bodySha256,
   CurrencyCode,
-  checkEvents,
   IdString,
+  mapped,
   money,
   parsePayload,
   unique,
 } from './mapping.ts';
 import { verifyGenericSignature } from './signature.ts';
-import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } from './types.ts';
+import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts';
 
 /**
  * The Generic platform: a small JSON schema that any shop module (PrestaShop, Magento, a custom
@@ -122,7 +123,7 @@ function orderEvent(body: OrderBody, eventId: string, context: AdapterContext): 
  */
 export const genericAdapter: PlatformAdapter = {
   platform: 'generic',
-  handle(request: WebhookRequest, context: AdapterContext): AdapterResult {
+  handle(request: HttpRequest, context: AdapterContext): AdapterResult {
     verifyGenericSignature(request.rawBody, request.headers, context.secrets, {
       now: context.now,
       toleranceSeconds: context.source.toleranceSeconds,
@@ -165,6 +166,6 @@ export const genericAdapter: PlatformAdapter = {
         break;
       }
     }
-    return { kind: 'events', events: checkEvents([event]) };
+    return mapped([event]);
   },
 };

@@ -4,10 +4,12 @@ import { ConnectorEvent, type ConnectorEventInput } from '../domain/events.ts';
 import { CurrencyInput } from '../domain/limits.ts';
 import { BadInputError } from '../errors.ts';
 import { type ParseMoneyOptions, parseMoney } from '../money.ts';
+import { firstIssue } from '../validation.ts';
+import type { AdapterResult } from './types.ts';
 
 /**
  * Pieces every adapter shares: zod building blocks for the parts of a payload we read, the
- * "400 naming the field" conversion, and the final check of each produced event.
+ * "400 naming the field" conversion, and the final check of each produced event (`mapped`).
  */
 
 /** Ids arrive as numbers (safe ones), or as strings (big ones, via `parseJsonBody`): always strings out. */
@@ -75,28 +77,28 @@ export function topicMark(why: string) {
 export function parsePayload<S extends z.ZodType>(schema: S, body: unknown, prefix = ''): z.output<S> {
   const result = schema.safeParse(body);
   if (result.success) return result.data;
-  const issue = result.error.issues[0];
-  const path = [prefix, ...(issue?.path.map(String) ?? [])].filter((p) => p !== '').join('.');
-  const field = path || 'body';
-  throw new BadInputError(`${field}: ${issue?.message ?? 'invalid'}`, { field });
+  const issue = firstIssue(result.error, prefix);
+  const field = issue.field || 'body';
+  throw new BadInputError(`${field}: ${issue.message}`, { field });
 }
 
 /**
- * Validates produced events against the queue's contract, so a mapping bug or an odd payload is
- * answered 400 here instead of failing in the worker.
+ * An adapter's result for the events it mapped, each validated against the queue's contract: the
+ * one place events are checked, so a mapping bug or an odd payload is answered 400 at the door
+ * instead of failing in the worker.
  *
  * @throws BadInputError naming the event field that failed
  */
-export function checkEvents(events: readonly ConnectorEventInput[]): ConnectorEvent[] {
-  return events.map((event) => {
-    const result = ConnectorEvent.safeParse(event);
-    if (result.success) return result.data;
-    const issue = result.error.issues[0];
-    const field = issue?.path.map(String).join('.') || 'event';
-    throw new BadInputError(`mapped ${event.type} event: ${field}: ${issue?.message ?? 'invalid'}`, {
-      field,
-    });
-  });
+export function mapped(events: readonly ConnectorEventInput[]): AdapterResult {
+  return { kind: 'events', events: events.map(checkEvent) };
+}
+
+function checkEvent(event: ConnectorEventInput): ConnectorEvent {
+  const result = ConnectorEvent.safeParse(event);
+  if (result.success) return result.data;
+  const issue = firstIssue(result.error);
+  const field = issue.field || 'event';
+  throw new BadInputError(`mapped ${event.type} event: ${field}: ${issue.message}`, { field });
 }
 
 /** The dedup key of a delivery that carries none: a hash of the exact bytes. */

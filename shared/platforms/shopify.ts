@@ -1,6 +1,7 @@
 import * as z from 'zod';
 import type { ConnectorEventInput } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
+import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
 import { multiplyMinor, prorateMinor, sumMinor } from '../money.ts';
 import { extractAttribution, nameValueEntries, urlQueryEntries } from './attribution.ts';
@@ -8,13 +9,13 @@ import {
   absentField,
   bodySha256,
   CurrencyCode,
-  checkEvents,
   firstIp,
   header,
   IdString,
   idString,
   isoDate,
   MoneyText,
+  mapped,
   money,
   parsePayload,
   requiredHeader,
@@ -22,7 +23,7 @@ import {
   unique,
 } from './mapping.ts';
 import { verifyBase64HmacHeader } from './signature.ts';
-import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } from './types.ts';
+import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts';
 
 /**
  * Shopify webhooks (REST payloads, API 2024-01 and later; older shapes where noted).
@@ -334,7 +335,7 @@ export function shopifyRefundAmount(refund: Refund): { amount: number; currency:
  * refund sends orders/cancelled and refunds/create with the same id): the queue's deduplication id
  * adds the event type and refund id to it, so those do not collapse.
  */
-function eventIdOf(request: WebhookRequest): string {
+function eventIdOf(request: HttpRequest): string {
   return (
     header(request.headers, 'x-shopify-event-id') ??
     header(request.headers, 'x-shopify-webhook-id') ??
@@ -355,7 +356,7 @@ const ORDER_TOPICS = new Set(['orders/create', 'orders/paid']);
  */
 export const shopifyAdapter: PlatformAdapter = {
   platform: 'shopify',
-  handle(request: WebhookRequest, context: AdapterContext): AdapterResult {
+  handle(request: HttpRequest, context: AdapterContext): AdapterResult {
     verifyBase64HmacHeader(request, context.secrets, 'x-shopify-hmac-sha256');
     const topic = requiredHeader(request.headers, 'x-shopify-topic');
     const isOrderTopic = ORDER_TOPICS.has(topic);
@@ -377,8 +378,7 @@ export const shopifyAdapter: PlatformAdapter = {
       receivedAt: context.now.toISOString(),
     } as const;
 
-    if (isOrderTopic)
-      return { kind: 'events', events: checkEvents([placed(parsePayload(Order, body), eventId, context)]) };
+    if (isOrderTopic) return mapped([placed(parsePayload(Order, body), eventId, context)]);
 
     if (topic === 'orders/cancelled') {
       const order = parsePayload(CancelledOrder, body);
@@ -388,7 +388,7 @@ export const shopifyAdapter: PlatformAdapter = {
         externalId: order.id,
         reason: order.cancel_reason?.slice(0, 500) || undefined,
       };
-      return { kind: 'events', events: checkEvents([event]) };
+      return mapped([event]);
     }
 
     const refund = parsePayload(Refund, body);
@@ -409,6 +409,6 @@ export const shopifyAdapter: PlatformAdapter = {
       reason: refund.note?.slice(0, 500) || undefined,
       origin: 'shop',
     };
-    return { kind: 'events', events: checkEvents([event]) };
+    return mapped([event]);
   },
 };

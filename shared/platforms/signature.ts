@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { ConfigurationError, UnauthorizedError } from '../errors.ts';
-import type { WebhookRequest } from './types.ts';
+import type { HttpRequest } from '../http/types.ts';
 
 /**
  * Webhook signature checks over the exact bytes received. Every check accepts several secrets so a
@@ -62,11 +62,7 @@ export function verifyBase64Hmac(
  * @throws UnauthorizedError when the header is missing or matches no secret
  * @throws ConfigurationError when no secret is configured
  */
-export function verifyBase64HmacHeader(
-  request: WebhookRequest,
-  secrets: readonly string[],
-  name: string,
-): void {
+export function verifyBase64HmacHeader(request: HttpRequest, secrets: readonly string[], name: string): void {
   verifyBase64Hmac(request.rawBody, request.headers[name], secrets, name);
 }
 

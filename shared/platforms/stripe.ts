@@ -1,12 +1,13 @@
 import * as z from 'zod';
 import { type ConnectorEventInput, connectorRefundId } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
+import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
 import { currencyExponent, multiplyMinor, prorateMinor } from '../money.ts';
 import { attributeIp, extractAttribution, recordEntries } from './attribution.ts';
-import { CurrencyCode, checkEvents, parsePayload, unique, unixToIso } from './mapping.ts';
+import { CurrencyCode, mapped, parsePayload, unique, unixToIso } from './mapping.ts';
 import { verifyStripeSignature } from './signature.ts';
-import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } from './types.ts';
+import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts';
 
 /**
  * Stripe webhooks: the event envelope (`id`, `type`, `data.object`), signed with
@@ -128,7 +129,7 @@ function sessionPlaced(object: unknown, eventId: string, context: AdapterContext
     paymentMethod: session.payment_method_types?.[0] || undefined,
     orderDate: unixToIso(session.created),
   };
-  return { kind: 'events', events: checkEvents([event]) };
+  return mapped([event]);
 }
 
 /** The fields of a refund read here, whether from refund.created or a charge's `refunds.data`. */
@@ -194,7 +195,7 @@ function refundCreated(object: unknown, eventId: string, context: AdapterContext
       reason: `refund ${refund.id} has neither metadata.order_id nor a payment_intent: not from a Checkout order`,
     };
   }
-  return { kind: 'events', events: checkEvents([event]) };
+  return mapped([event]);
 }
 
 function chargeRefunded(object: unknown, eventId: string, context: AdapterContext): AdapterResult {
@@ -223,7 +224,7 @@ function chargeRefunded(object: unknown, eventId: string, context: AdapterContex
       currency: charge.currency,
       origin: 'shop',
     };
-    return { kind: 'events', events: checkEvents([event]) };
+    return mapped([event]);
   }
   const list = (charge.refunds?.data ?? []).flatMap((refund, i) =>
     refund.status && FAILED_REFUND.has(refund.status) ? [] : [{ refund, i }],
@@ -244,7 +245,7 @@ function chargeRefunded(object: unknown, eventId: string, context: AdapterContex
     );
     return event ? [event] : [];
   });
-  return { kind: 'events', events: checkEvents(events) };
+  return mapped(events);
 }
 
 /**
@@ -282,7 +283,7 @@ const PAID = new Set(['paid', 'no_payment_required']);
  */
 export const stripeAdapter: PlatformAdapter = {
   platform: 'stripe',
-  handle(request: WebhookRequest, context: AdapterContext): AdapterResult {
+  handle(request: HttpRequest, context: AdapterContext): AdapterResult {
     verifyStripeSignature(request.rawBody, request.headers['stripe-signature'], context.secrets, {
       now: context.now,
       toleranceSeconds: context.source.toleranceSeconds,

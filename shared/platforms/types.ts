@@ -1,12 +1,6 @@
 import type { SourceConfig } from '../config/sources.ts';
-import type { ConnectorEventInput } from '../domain/events.ts';
-
-/** An HTTP delivery as the ingest handler sees it: header names lower-cased, body untouched. */
-export interface WebhookRequest {
-  readonly headers: Readonly<Record<string, string | undefined>>;
-  /** The exact bytes received: signatures are computed over these, never over re-serialized JSON. */
-  readonly rawBody: Buffer;
-}
+import type { ConnectorEvent } from '../domain/events.ts';
+import type { HttpRequest } from '../http/types.ts';
 
 export interface AdapterContext {
   readonly source: SourceConfig;
@@ -16,8 +10,8 @@ export interface AdapterContext {
 }
 
 export type AdapterResult =
-  /** Verified and mapped: queue these (usually one). */
-  | { readonly kind: 'events'; readonly events: ConnectorEventInput[] }
+  /** Verified, mapped and checked against the queue's contract (`mapped`): queue these (usually one). */
+  | { readonly kind: 'events'; readonly events: ConnectorEvent[] }
   /** Verified, but a topic or state we do not act on: answer 200 so the platform does not retry. */
   | { readonly kind: 'ignored'; readonly reason: string }
   /** An unsigned handshake the platform needs answered with 200 (WooCommerce `webhook_id=` ping). */
@@ -29,5 +23,5 @@ export type AdapterResult =
  */
 export interface PlatformAdapter {
   readonly platform: SourceConfig['platform'];
-  handle(request: WebhookRequest, context: AdapterContext): AdapterResult;
+  handle(request: HttpRequest, context: AdapterContext): AdapterResult;
 }

@@ -1,24 +1,25 @@
 import * as z from 'zod';
 import { type ConnectorEventInput, connectorRefundId } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
+import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
 import { prorateMinor, sumMinor } from '../money.ts';
 import { extractAttribution, keyValueEntries } from './attribution.ts';
 import {
   bodySha256,
   CurrencyCode,
-  checkEvents,
   firstIp,
   IdString,
   isoDate,
   MoneyText,
+  mapped,
   money,
   parsePayload,
   requiredHeader,
   unique,
 } from './mapping.ts';
 import { verifyBase64HmacHeader } from './signature.ts';
-import type { AdapterContext, AdapterResult, PlatformAdapter, WebhookRequest } from './types.ts';
+import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts';
 
 /**
  * WooCommerce webhooks (REST API v3 resources as bodies).
@@ -137,7 +138,7 @@ function updated(order: Order, eventId: string, context: AdapterContext): Adapte
     receivedAt: context.now.toISOString(),
   } as const;
   if (order.status === 'cancelled') {
-    return { kind: 'events', events: checkEvents([{ type: 'OrderCancelled', ...base, eventId }]) };
+    return mapped([{ type: 'OrderCancelled', ...base, eventId }]);
   }
   if (order.status === 'refunded') {
     const event: ConnectorEventInput = {
@@ -148,7 +149,7 @@ function updated(order: Order, eventId: string, context: AdapterContext): Adapte
       full: true,
       origin: 'shop',
     };
-    return { kind: 'events', events: checkEvents([event]) };
+    return mapped([event]);
   }
   const refunds = order.refunds ?? [];
   if (refunds.length === 0) {
@@ -170,7 +171,7 @@ function updated(order: Order, eventId: string, context: AdapterContext): Adapte
       origin: 'shop',
     };
   });
-  return { kind: 'events', events: checkEvents(events) };
+  return mapped(events);
 }
 
 function orderIdOfRefund(refund: z.infer<typeof RefundResource>): string {
@@ -218,7 +219,7 @@ function refundResource(body: unknown, context: AdapterContext): AdapterResult {
     reason: refund.reason?.slice(0, 500) || undefined,
     origin: 'shop',
   };
-  return { kind: 'events', events: checkEvents([event]) };
+  return mapped([event]);
 }
 
 function looksLikeRefundResource(body: unknown): boolean {
@@ -261,7 +262,7 @@ function isPing(rawBody: Buffer): boolean {
  */
 export const woocommerceAdapter: PlatformAdapter = {
   platform: 'woocommerce',
-  handle(request: WebhookRequest, context: AdapterContext): AdapterResult {
+  handle(request: HttpRequest, context: AdapterContext): AdapterResult {
     if (isPing(request.rawBody)) return { kind: 'ping' };
     verifyBase64HmacHeader(request, context.secrets, 'x-wc-webhook-signature');
     const topic = requiredHeader(request.headers, 'x-wc-webhook-topic');
@@ -287,6 +288,6 @@ export const woocommerceAdapter: PlatformAdapter = {
         reason: `order.created body with status ${order.status}: not a sale (an order.updated body, or an order changed before the webhook went out)`,
       };
     }
-    return { kind: 'events', events: checkEvents([placed(order, eventId, context)]) };
+    return mapped([placed(order, eventId, context)]);
   },
 };

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
-import { firstIssue, HexId } from '../affiliate/schemas.ts';
+import { HexId } from '../affiliate/schemas.ts';
+import { firstIssue } from '../validation.ts';
 import type { SeedIds } from './types.ts';
 
 /**

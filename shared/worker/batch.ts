@@ -8,7 +8,8 @@ import {
   isConnectorError,
   TransientError,
 } from '../errors.ts';
-import { type Outcome, processEvent, type WorkerDeps } from './process-event.ts';
+import type { Outcome, WorkerDeps } from './flow.ts';
+import { processEvent } from './process-event.ts';
 
 export interface BatchDeps extends WorkerDeps {
   readonly failures: FailureQueue;

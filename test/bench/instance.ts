@@ -10,7 +10,7 @@ import { CurrentApiBackend } from '../../shared/affiliate/backend.ts';
 import { AffiliateClient } from '../../shared/affiliate/client.ts';
 import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
 import { LegacyClient } from '../../shared/legacy/client.ts';
-import { settleMsFor } from '../../shared/worker/process-event.ts';
+import { settleMsFor } from '../../shared/worker/flow.ts';
 
 /**
  * One worker instance of the multi-instance drain, in its own process as a Lambda container is:

@@ -151,7 +151,7 @@ describe('loadDeployConfig', () => {
     [
       'an unknown route',
       { ...MINIMAL, affiliate: { ...MINIMAL.affiliate, routes: { 'orders.add': '/x' } } },
-      /affiliate\.routes: Unrecognized key: "orders\.add"/,
+      /affiliate\.routes\.orders\.add: orders\.add is not allowed here/,
     ],
     [
       'a route that is not a path',

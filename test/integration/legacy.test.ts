@@ -13,7 +13,8 @@ import { ledgerKey } from '../../shared/ledger.ts';
 import { LEGACY_NO_AMOUNT_UPDATE, LEGACY_NO_TRACKING_MODE } from '../../shared/legacy/backend.ts';
 import { LegacyActionError, LegacyClient } from '../../shared/legacy/client.ts';
 import { type RunningSandbox, startSandbox } from '../../shared/sandbox/server.ts';
-import { processEvent, type WorkerDeps } from '../../shared/worker/process-event.ts';
+import type { WorkerDeps } from '../../shared/worker/flow.ts';
+import { processEvent } from '../../shared/worker/process-event.ts';
 
 let sandbox: RunningSandbox;
 let emulators: Emulators;

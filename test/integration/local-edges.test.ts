@@ -2,7 +2,7 @@ import { request } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
-import { MAX_BODY_BYTES } from '../../shared/ingest.ts';
+import { MAX_BODY_BYTES } from '../../shared/http/answers.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 let stack: LocalStack;

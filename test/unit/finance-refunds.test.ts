@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { makeHandler } from '../../functions/refunds.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEvent } from '../../shared/domain/events.ts';
+import type { FinanceOutcome } from '../../shared/finance.ts';
 import type { Ledger } from '../../shared/ledger.ts';
 import type { EventQueue } from '../../shared/ports.ts';
 import type { SecretStore } from '../../shared/secrets.ts';
@@ -144,5 +145,47 @@ describe('POST /refunds: refund ids', () => {
     expect(result.statusCode).toBe(400);
     expect(JSON.parse(result.body ?? '{}')).toMatchObject({ error: 'bad_request', field: 'refundId' });
     expect(queue.sent).toHaveLength(0);
+  });
+});
+
+describe('POST /refunds: what the observer is told', () => {
+  it('reports queued with the ids, a refusal naming the field, an outage naming what failed, and never the key', async () => {
+    // Prepare
+    const outcomes: FinanceOutcome[] = [];
+    const deps = {
+      sources,
+      ledger: { get: async () => undefined },
+      queue: new RecordingQueue(),
+      secrets,
+      keyRef: 'FINANCE_API_KEY',
+      now: () => new Date(),
+      observe: (outcome: FinanceOutcome) => outcomes.push(outcome),
+    };
+    const handler = makeHandler(deps);
+    const down = makeHandler({ ...deps, ledger: throttledLedger });
+
+    // Act
+    await handler(refundEvent({ externalId: '1001', refundId: 'r-1', amountCents: 500, currency: 'EUR' }));
+    await handler(refundEvent({ externalId: '1001', refundId: 'r-2', amount: '-1', currency: 'EUR' }));
+    await down(refundEvent({ externalId: '1001', refundId: 'r-3', amountCents: 500, currency: 'EUR' }));
+
+    // Assess
+    expect(outcomes).toEqual([
+      expect.objectContaining({
+        status: 202,
+        result: 'queued',
+        source: 'shopify',
+        externalId: '1001',
+        refundId: 'r-1',
+        messageId: 'm-1',
+      }),
+      expect.objectContaining({ status: 400, result: 'rejected', field: 'amount' }),
+      expect.objectContaining({
+        status: 503,
+        result: 'unavailable',
+        detail: 'ledger: ProvisionedThroughputExceededException',
+      }),
+    ]);
+    expect(JSON.stringify(outcomes)).not.toContain(FINANCE_KEY);
   });
 });

@@ -16,7 +16,7 @@ import type {
   PlatformConversion,
 } from '../../shared/worker/backend.ts';
 import { type BatchDeps, processBatch, type RecordReport } from '../../shared/worker/batch.ts';
-import { NO_PLATFORM_AMOUNT } from '../../shared/worker/process-event.ts';
+import { NO_PLATFORM_AMOUNT } from '../../shared/worker/refunds.ts';
 import type { WaitingMeasure } from '../../shared/worker/waiting.ts';
 import { FakeClock } from '../support/clock.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';

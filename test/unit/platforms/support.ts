@@ -3,12 +3,8 @@ import { readFileSync } from 'node:fs';
 import { expect } from 'vitest';
 import { SourceConfig, type SourceConfigInput } from '../../../shared/config/sources.ts';
 import type { ConnectorError } from '../../../shared/errors.ts';
-import type {
-  AdapterContext,
-  AdapterResult,
-  PlatformAdapter,
-  WebhookRequest,
-} from '../../../shared/platforms/types.ts';
+import type { HttpRequest } from '../../../shared/http/types.ts';
+import type { AdapterContext, AdapterResult, PlatformAdapter } from '../../../shared/platforms/types.ts';
 
 /** The platforms' own samples and our variants of them (test/fixtures/platforms/SOURCES.md). */
 const SAMPLE_FIXTURES = new URL('../../fixtures/platforms/', import.meta.url);
@@ -78,10 +74,7 @@ export function hexHmac(secret: string, ...parts: Array<string | Buffer>): strin
   return mac.digest('hex');
 }
 
-export function request(
-  rawBody: Buffer | string,
-  headers: Record<string, string | undefined>,
-): WebhookRequest {
+export function request(rawBody: Buffer | string, headers: Record<string, string | undefined>): HttpRequest {
   return { rawBody: Buffer.isBuffer(rawBody) ? rawBody : Buffer.from(rawBody), headers };
 }
 
@@ -96,7 +89,7 @@ export function signedDeliveries<Args extends unknown[]>(
   headersOf: (body: Buffer, ...args: Args) => Record<string, string>,
 ) {
   const context = contextOf(sourceOf(adapter.platform));
-  const delivery = (raw: Buffer | string, ...args: Args): WebhookRequest => {
+  const delivery = (raw: Buffer | string, ...args: Args): HttpRequest => {
     const body = Buffer.isBuffer(raw) ? raw : Buffer.from(raw);
     return request(body, headersOf(body, ...args));
   };

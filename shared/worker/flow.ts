@@ -1,0 +1,95 @@
+import type { SourceConfig } from '../config/sources.ts';
+import { connectorRefundId } from '../domain/events.ts';
+import { type Ledger, ledgerKey, type OrderRecord } from '../ledger.ts';
+import type { ConversionBackend } from './backend.ts';
+
+/** What the order flow (`orders.ts`) and the refund flow (`refunds.ts`) share. */
+
+export interface WorkerDeps {
+  readonly ledger: Ledger;
+  readonly sources: ReadonlyMap<string, SourceConfig>;
+  readonly backendFor: (source: SourceConfig) => ConversionBackend;
+  /** Epoch ms. */
+  readonly now: () => number;
+  /** Identifies this worker in leases. */
+  readonly workerId: string;
+  /**
+   * How long a lease on an in-flight add lasts. It must outlast any add call (bounded by the
+   * invocation's deadline): a worker that died is detected when its lease expires.
+   */
+  readonly leaseMs: number;
+  /**
+   * How long the lease is kept after an add that failed without a clear answer (no answer in time,
+   * the connection lost after sending, a 500/502/504): the platform may still be recording it, and
+   * Conversion info would not show it yet. After this the order is looked up before any new add.
+   * Use `settleMsFor(the client's timeoutMs)`. @default `settleMsFor(5000)` (10 s)
+   */
+  readonly settleMs?: number;
+  /**
+   * The verification window after an add without a clear answer: no new add for the order until the
+   * platform has been asked (Conversion info) and has shown nothing for this long after that add. A
+   * slow platform may record an add minutes after the connector gave up on it. Spent with the
+   * message hidden (SQS visibility) and the order leased in the ledger, never asleep in a Lambda.
+   * @default 600000 (10 minutes)
+   */
+  readonly verifyMs?: number;
+}
+
+/** Default verification window: see `WorkerDeps.verifyMs`. */
+export const DEFAULT_VERIFY_MS = 600_000;
+
+/** Shortest settle period: a platform's write may land a little after its answer was due. */
+const MIN_SETTLE_MS = 5_000;
+
+/**
+ * The settle period for a client whose requests time out after `clientTimeoutMs`: twice that, and at
+ * least 5 s. It narrows the window for a duplicate add, and cannot close it: only a uniqueness check
+ * on the platform does, should it take longer than this to record an add.
+ */
+export function settleMsFor(clientTimeoutMs: number): number {
+  return Math.max(2 * clientTimeoutMs, MIN_SETTLE_MS);
+}
+
+export type OutcomeResult =
+  | 'added'
+  | 'reconciled'
+  | 'duplicate'
+  | 'skipped'
+  | 'refund_applied'
+  | 'refused'
+  | 'refund_duplicate'
+  | 'refund_skipped'
+  /** Held in the ledger until its order is added (it came first, or the order is in the DLQ). */
+  | 'refund_waiting'
+  | 'already_refused';
+
+export interface Outcome {
+  readonly result: OutcomeResult;
+  readonly detail?: string;
+  readonly conversionId?: string;
+  readonly amount?: number;
+}
+
+/** The refund a cancellation counts as: an id no shop or finance refund can carry. */
+export const CANCELLATION_REFUND_ID = connectorRefundId('cancellation');
+
+/** A new ledger record of `source`'s order `externalId`, created now, with no refunds yet. */
+export function newRecord(
+  deps: Pick<WorkerDeps, 'now'>,
+  source: SourceConfig,
+  externalId: string,
+  fields: Pick<OrderRecord, 'state' | 'originalAmount' | 'currentAmount'> & Partial<OrderRecord>,
+): OrderRecord {
+  const iso = new Date(deps.now()).toISOString();
+  return {
+    key: ledgerKey(source.program, externalId),
+    program: source.program,
+    externalId,
+    source: source.id,
+    version: 0,
+    refunds: {},
+    createdAt: iso,
+    updatedAt: iso,
+    ...fields,
+  };
+}

@@ -1,0 +1,340 @@
+import type { SourceConfig } from '../config/sources.ts';
+import type { OrderPlaced } from '../domain/events.ts';
+import { isConnectorError, PermanentError, TransientError } from '../errors.ts';
+import { countedRefunds, ledgerKey, type OrderRecord } from '../ledger.ts';
+import { decideAttribution, toApiDate } from './attribution.ts';
+import type { CallOptions, ConversionBackend } from './backend.ts';
+import {
+  CANCELLATION_REFUND_ID,
+  DEFAULT_VERIFY_MS,
+  newRecord,
+  type Outcome,
+  settleMsFor,
+  type WorkerDeps,
+} from './flow.ts';
+import { applyRefunds } from './refunds.ts';
+
+/**
+ * The order flow: an OrderPlaced becomes one Conversion Add, exactly once, through a lease in the
+ * ledger; refunds that came before it are subtracted from the amount it sends.
+ */
+
+/**
+ * Leeway for this worker's own lease: the wait it asked for comes back as a timer that may fire a
+ * hair early. Far below any add's duration, so it never cuts into an add still in flight.
+ */
+const OWN_LEASE_LEEWAY_MS = 100;
+
+export async function placeOrder(
+  deps: WorkerDeps,
+  source: SourceConfig,
+  event: OrderPlaced,
+  call: CallOptions,
+): Promise<Outcome> {
+  const backend = deps.backendFor(source);
+  const key = ledgerKey(source.program, event.externalId);
+  const iso = () => new Date(deps.now()).toISOString();
+
+  // Up to three rounds: a lost race on the conditional write re-reads and decides again.
+  for (let round = 0; round < 3; round++) {
+    const existing = await deps.ledger.get(key);
+    let record: OrderRecord;
+
+    if (existing && existing.state !== 'awaiting' && existing.source !== source.id && !existing.imported) {
+      throw new PermanentError(
+        `order ${event.externalId} from source "${source.id}" has the externalId of an order from source ` +
+          `"${existing.source}" in program ${source.program}: set "externalIdPrefix" on one of the two ` +
+          'sources to keep their order ids apart, then replay this message',
+      );
+    }
+    if (existing && existing.state !== 'awaiting') {
+      if (existing.state === 'added' || existing.state === 'skipped' || existing.state === 'refused') {
+        return {
+          result: 'duplicate',
+          detail: `order already ${existing.state}`,
+          conversionId: existing.conversionId,
+        };
+      }
+      if (existing.state === 'adding' && !leaseOver(deps, existing)) {
+        throw new TransientError(
+          existing.leaseOwner === deps.workerId
+            ? 'the last Conversion Add for this order got no clear answer: waiting for the platform to settle'
+            : 'a Conversion Add for this order is in flight in another worker',
+          { retryAfterMs: (existing.leaseUntil ?? 0) - deps.now() },
+        );
+      }
+      // An expired lease (a worker died mid-call, or an unclear add settled) or an earlier failure:
+      // take the lease, then ask the platform whether the add went through before adding again.
+      record = {
+        ...existing,
+        state: 'adding',
+        leaseOwner: deps.workerId,
+        leaseUntil: deps.now() + deps.leaseMs,
+      };
+      if (!(await deps.ledger.update(record))) continue;
+      const found = await backend
+        .find(source.program, event.externalId, call)
+        .catch(async (error: unknown) => {
+          await releaseLease(deps, record);
+          throw error;
+        });
+      if (found) {
+        const outcome = await settleAdded(deps, record, found.id, 'reconciled');
+        // Refunds recorded while the order sat in the DLQ apply now, to the conversion found.
+        if (outcome.result === 'reconciled' && countedRefunds(record).some((r) => r.status === 'pending')) {
+          return applyRefunds(deps, backend, source, record, undefined, call);
+        }
+        return { ...outcome, detail: 'conversion found on the platform after an interrupted add' };
+      }
+      // A lease that ended without an answer (a worker died mid-add) is as unclear as a timeout.
+      const unclearAt =
+        record.unclearAddAt ?? (existing.state === 'adding' ? existing.leaseUntil : undefined);
+      const verifyMs = deps.verifyMs ?? DEFAULT_VERIFY_MS;
+      const left = unclearAt === undefined || verifyMs <= 0 ? 0 : unclearAt + verifyMs - deps.now();
+      if (left > 0) {
+        // An add may still land: ask again when the window ends, the message hidden until then.
+        record.unclearAddAt = unclearAt;
+        record.leaseUntil = deps.now() + left;
+        await deps.ledger.update(record).catch(() => undefined);
+        throw new TransientError(
+          `the last Conversion Add for this order got no clear answer and the platform shows nothing yet: no new add before ${new Date(deps.now() + left).toISOString()} (verification window)`,
+          { retryAfterMs: left, ambiguous: true },
+        );
+      }
+      record.unclearAddAt = undefined;
+      // Nothing on the platform: the add goes out with this event's data (a corrected order replayed
+      // after a failure), written to the ledger first so the ledger always holds what was sent.
+      const decision = decideAttribution(event, source.unattributed);
+      if (decision.kind !== 'skip') takeOrder(record, event, decision.kind);
+      if (!(await deps.ledger.update(record))) continue;
+    } else {
+      const decision = decideAttribution(event, source.unattributed);
+      const base: OrderRecord = existing
+        ? { ...existing, source: source.id, state: 'adding' }
+        : newRecord(deps, source, event.externalId, {
+            state: 'adding',
+            originalAmount: event.amount,
+            currentAmount: event.amount,
+            currency: event.currency,
+          });
+      if (decision.kind === 'skip') {
+        const skipped: OrderRecord = {
+          ...base,
+          state: 'skipped',
+          skipReason: decision.reason,
+          originalAmount: event.amount,
+          currentAmount: event.amount,
+          currency: event.currency,
+        };
+        settleHeldRefunds(
+          skipped,
+          'skipped',
+          `order was skipped (${decision.reason}): no conversion to change`,
+          iso(),
+        );
+        if (!(await (existing ? deps.ledger.update(skipped) : deps.ledger.create(skipped)))) continue;
+        return { result: 'skipped', detail: decision.reason };
+      }
+      record = { ...base, leaseOwner: deps.workerId, leaseUntil: deps.now() + deps.leaseMs };
+      takeOrder(record, event, decision.kind);
+      if (existing) {
+        rejectForeignRefunds(record, event, iso());
+        const cancelled = refundsCoverOrder(record);
+        if (cancelled) {
+          record.state = 'skipped';
+          record.skipReason = cancelled;
+          record.currentAmount = 0;
+          record.leaseOwner = undefined;
+          record.leaseUntil = undefined;
+          settleHeldRefunds(record, 'applied', cancelled, iso());
+          if (!(await deps.ledger.update(record))) continue;
+          return { result: 'skipped', detail: cancelled };
+        }
+      }
+      if (!(await (existing ? deps.ledger.update(record) : deps.ledger.create(record)))) continue;
+    }
+
+    return addConversion(deps, backend, source, event, record, call);
+  }
+  throw new TransientError('the ledger record kept changing under this worker; will retry');
+}
+
+/**
+ * Writes the order's data into the record, as the add will send it: the amount is the order's minus
+ * the refunds already recorded against it (refunds that came before the order).
+ */
+function takeOrder(record: OrderRecord, event: OrderPlaced, kind: 'tracking' | 'manual'): void {
+  record.kind = kind;
+  record.originalAmount = event.amount;
+  record.currency = event.currency;
+  record.currentAmount = event.amount - countedRefunds(record).reduce((sum, r) => sum + r.amount, 0);
+}
+
+/**
+ * Held refunds the order shows were not its own: a shop refund from another source, or one in
+ * another currency. They are rejected with the reason; the order goes ahead.
+ */
+function rejectForeignRefunds(record: OrderRecord, event: OrderPlaced, at: string): void {
+  for (const refund of countedRefunds(record)) {
+    if (refund.status !== 'pending') continue;
+    let why: string | undefined;
+    if (refund.origin === 'shop' && refund.source !== undefined && refund.source !== event.source) {
+      why = `refund from source "${refund.source}" for an order of source "${event.source}": not applied`;
+    } else if (refund.currency && refund.currency !== event.currency) {
+      why = `refund currency ${refund.currency} differs from the order's ${event.currency}`;
+    }
+    if (why) {
+      refund.status = 'rejected';
+      refund.outcome = why;
+      refund.appliedAt = at;
+    }
+  }
+  record.currentAmount = record.originalAmount - countedRefunds(record).reduce((sum, r) => sum + r.amount, 0);
+}
+
+/** Why an order whose refunds came first is never added (a cancellation, or refunds of it all), if so. */
+function refundsCoverOrder(record: OrderRecord): string | undefined {
+  const counted = countedRefunds(record);
+  if (counted.some((r) => r.refundId === CANCELLATION_REFUND_ID))
+    return 'cancelled before the order arrived: never added';
+  if (counted.some((r) => r.full) || (counted.length > 0 && record.currentAmount <= 0)) {
+    return 'refunded in full before the order arrived: never added';
+  }
+  return undefined;
+}
+
+/** Closes the refunds an order held when it turns out to need no conversion. */
+function settleHeldRefunds(
+  record: OrderRecord,
+  status: 'applied' | 'skipped',
+  outcome: string,
+  at: string,
+): void {
+  for (const refund of Object.values(record.refunds)) {
+    if (refund.status !== 'pending') continue;
+    refund.status = status;
+    refund.outcome = outcome;
+    refund.appliedAt = at;
+    if (status === 'applied') refund.resultingAmount = 0;
+  }
+  record.awaitingSince = undefined;
+}
+
+async function addConversion(
+  deps: WorkerDeps,
+  backend: ConversionBackend,
+  source: SourceConfig,
+  event: OrderPlaced,
+  record: OrderRecord,
+  call: CallOptions,
+): Promise<Outcome> {
+  const decision = decideAttribution(event, source.unattributed);
+  if (decision.kind === 'skip') {
+    // A failed record re-read under a policy that now skips: settle it as skipped.
+    record.state = 'skipped';
+    record.skipReason = decision.reason;
+    await deps.ledger.update(record);
+    return { result: 'skipped', detail: decision.reason };
+  }
+  let id: string | undefined;
+  try {
+    const answer = await backend.add(
+      {
+        program: source.program,
+        rule: source.rule,
+        externalId: event.externalId,
+        kind: decision.kind,
+        // What the ledger holds (written before this call), never the event's own figures.
+        amount: record.currentAmount,
+        currency: record.currency ?? event.currency,
+        ...(decision.kind === 'tracking'
+          ? { cids: decision.cids, ip: decision.ip }
+          : { affiliateTrackingId: decision.affiliateTrackingId }),
+        customerId: event.customerId,
+        voucher: event.vouchers[0],
+        products: event.productIds.length > 0 ? event.productIds : undefined,
+        paymentMethod: event.paymentMethod,
+        date: toApiDate(event.orderDate),
+        subId: event.subId,
+      },
+      call,
+    );
+    id = answer.id;
+  } catch (error) {
+    if (isConnectorError(error) && error.failureClass === 'permanent' && error.status === 409) {
+      // The platform already has this externalId: adopt that conversion.
+      const found = await backend.find(source.program, event.externalId, call);
+      if (found) return settleAdded(deps, record, found.id, 'reconciled');
+    }
+    if (isConnectorError(error) && error.failureClass !== 'transient') {
+      record.state = 'failed';
+      record.lastError = error.message;
+    }
+    if (isConnectorError(error) && error.ambiguous) {
+      // The platform may still be recording this add: Conversion info would not show it yet, and an
+      // add now would record it twice. Keep the lease until it settles; the message comes back then
+      // and looks the order up first.
+      const settleMs = deps.settleMs ?? settleMsFor(5_000);
+      record.unclearAddAt = deps.now();
+      record.leaseOwner = deps.workerId;
+      record.leaseUntil = deps.now() + settleMs;
+      await deps.ledger.update(record).catch(() => undefined);
+      throw new TransientError(
+        `${error.message}; the order is looked up on the platform in ${settleMs} ms before any new add`,
+        {
+          status: error.status,
+          platformMessage: error.platformMessage,
+          retryAfterMs: settleMs,
+          ambiguous: true,
+          cause: error,
+        },
+      );
+    }
+    // Nothing reached the platform (429, 503, connection refused), or the add failed for good: expire
+    // the lease so that the next attempt goes ahead at once, through Conversion info.
+    await releaseLease(deps, record);
+    throw error;
+  }
+  // The add is done: a failed id lookup must not undo that. Without an id, refunds look it up later.
+  id ??= (await backend.find(source.program, event.externalId, call).catch(() => undefined))?.id;
+  const outcome = await settleAdded(deps, record, id, 'added');
+  if (outcome.result === 'added' && countedRefunds(record).some((r) => r.status === 'pending')) {
+    // The add already subtracted the refunds that came first: this records them as applied.
+    await applyRefunds(deps, backend, source, record, undefined, call);
+  }
+  return outcome;
+}
+
+/**
+ * Over: past its time, or this worker's own lease about to end (it waited for it, see
+ * `OWN_LEASE_LEEWAY_MS`). An expired lease may be taken over, its add looked up first.
+ */
+function leaseOver(deps: WorkerDeps, record: OrderRecord): boolean {
+  const left = (record.leaseUntil ?? 0) - deps.now();
+  return left <= 0 || (record.leaseOwner === deps.workerId && left <= OWN_LEASE_LEEWAY_MS);
+}
+
+/** Expires our lease so the next attempt reconciles through Conversion info instead of waiting. */
+async function releaseLease(deps: WorkerDeps, record: OrderRecord): Promise<void> {
+  record.leaseUntil = 0;
+  await deps.ledger.update(record).catch(() => undefined);
+}
+
+async function settleAdded(
+  deps: WorkerDeps,
+  record: OrderRecord,
+  conversionId: string | undefined,
+  result: 'added' | 'reconciled',
+): Promise<Outcome> {
+  record.state = 'added';
+  record.conversionId = conversionId;
+  record.leaseOwner = undefined;
+  record.leaseUntil = undefined;
+  record.lastError = undefined;
+  record.unclearAddAt = undefined;
+  if (!(await deps.ledger.update(record))) {
+    // Our lease expired and another worker took over; it reconciles through Conversion info.
+    return { result: 'duplicate', detail: 'lease taken over by another worker', conversionId };
+  }
+  return { result, conversionId, amount: record.currentAmount };
+}

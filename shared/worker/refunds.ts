@@ -1,0 +1,244 @@
+import type { SourceConfig } from '../config/sources.ts';
+import type { OrderRefunded } from '../domain/events.ts';
+import { isConnectorError, PermanentError, TransientError } from '../errors.ts';
+import {
+  countedRefunds,
+  ledgerKey,
+  type OrderRecord,
+  type RefundRecord,
+  recordRefund,
+  refundOf,
+} from '../ledger.ts';
+import { formatMinor } from '../money.ts';
+import type { CallOptions, ConversionBackend, PlatformConversion } from './backend.ts';
+import { CANCELLATION_REFUND_ID, newRecord, type Outcome, type WorkerDeps } from './flow.ts';
+
+/**
+ * The refund flow: a refund (or cancellation) is recorded in the ledger, then the conversion is set
+ * to the amount all recorded refunds imply, or refused; held in the ledger until its order is added.
+ */
+
+/** Reason a partial refund of a conversion imported without an amount is parked. */
+export const NO_PLATFORM_AMOUNT =
+  "the platform's conversion has no amount: cannot compute the amount after a partial refund; apply it by hand " +
+  '(a full refund or a cancellation can still refuse the conversion), then discard this message';
+
+export async function refundOrder(
+  deps: WorkerDeps,
+  source: SourceConfig,
+  event: OrderRefunded,
+  call: CallOptions,
+): Promise<Outcome> {
+  const backend = deps.backendFor(source);
+  const key = ledgerKey(source.program, event.externalId);
+  const iso = new Date(deps.now()).toISOString();
+
+  for (let round = 0; round < 3; round++) {
+    let record = await deps.ledger.get(key);
+    if (!record) {
+      const found = await backend.find(source.program, event.externalId, call);
+      // No conversion and no record: the order has not come yet (shops do not deliver in order). The
+      // ledger holds the refund and the message is done, so it never blocks its order's FIFO group.
+      record = found ? importFromPlatform(deps, source, event, found) : awaitingRecord(deps, source, event);
+      if (!found) {
+        recordRefund(record, refundEntry(event, source, iso));
+        if (!(await deps.ledger.create(record))) continue;
+        return waiting(event);
+      }
+      if (!(await deps.ledger.create(record))) continue;
+    }
+    if (record.state === 'adding') {
+      throw new TransientError('the order’s conversion is still being added; the refund waits for it');
+    }
+    if (event.origin === 'shop' && record.source !== source.id && record.state !== 'awaiting') {
+      throw new PermanentError(
+        `refund from source "${source.id}" for order ${event.externalId} of source "${record.source}": a shop ` +
+          'may only refund its own orders; check which shop this order belongs to, or refund it through ' +
+          'finance (POST /refunds)',
+      );
+    }
+
+    const known = refundOf(record, event.refundId);
+    if (record.state === 'awaiting' || record.state === 'failed') {
+      // The order is yet to come, or parked in the DLQ: its arrival or replay applies this refund.
+      if (known) return waiting(event, `refund ${event.refundId} already ${known.status}`);
+      recordRefund(record, refundEntry(event, source, iso));
+      record.awaitingSince ??= iso;
+      if (!(await deps.ledger.update(record))) continue;
+      return waiting(event);
+    }
+    if (known && known.status !== 'pending') {
+      return { result: 'refund_duplicate', detail: `refund ${event.refundId} already ${known.status}` };
+    }
+    if (!known) {
+      const entry = refundEntry(event, source, iso);
+      if (record.state === 'skipped') {
+        entry.status = 'skipped';
+        entry.outcome = `order was skipped (${record.skipReason ?? 'no affiliate signal'}): no conversion to change`;
+      } else if (record.state === 'refused') {
+        entry.status = 'skipped';
+        entry.outcome = 'conversion already refused';
+      } else if (event.currency && record.currency && event.currency !== record.currency) {
+        entry.status = 'rejected';
+        entry.outcome = `refund currency ${event.currency} differs from the order's ${record.currency}`;
+      } else if (!event.full && event.amount === undefined) {
+        entry.status = 'rejected';
+        entry.outcome = 'refund has neither an amount nor full';
+      } else if (!event.full && record.amountUnknown) {
+        entry.status = 'rejected';
+        entry.outcome = NO_PLATFORM_AMOUNT;
+      }
+      recordRefund(record, entry);
+      if (!(await deps.ledger.update(record))) continue;
+      if (entry.status === 'skipped') return { result: 'refund_skipped', detail: entry.outcome };
+      if (entry.status === 'rejected') throw new PermanentError(entry.outcome ?? 'refund rejected');
+    }
+    return applyRefunds(deps, backend, source, record, event, call);
+  }
+  throw new TransientError('the ledger record kept changing under this worker; will retry');
+}
+
+function waiting(event: OrderRefunded, detail?: string): Outcome {
+  return {
+    result: 'refund_waiting',
+    detail: detail ?? `refund ${event.refundId} held until order ${event.externalId} is added`,
+  };
+}
+
+function refundEntry(event: OrderRefunded, source: SourceConfig, receivedAt: string): RefundRecord {
+  return {
+    refundId: event.refundId,
+    amount: event.full ? 0 : (event.amount ?? 0),
+    full: event.full,
+    origin: event.origin,
+    source: source.id,
+    ...(event.currency ? { currency: event.currency } : {}),
+    reason: event.reason,
+    receivedAt,
+    status: !event.full && event.amount === undefined ? 'rejected' : 'pending',
+    ...(!event.full && event.amount === undefined
+      ? { outcome: 'refund has neither an amount nor full' }
+      : {}),
+  };
+}
+
+/** A record holding refunds of an order that has not arrived: no conversion, nothing to compare. */
+function awaitingRecord(deps: WorkerDeps, source: SourceConfig, event: OrderRefunded): OrderRecord {
+  const record = newRecord(deps, source, event.externalId, {
+    state: 'awaiting',
+    originalAmount: 0,
+    currentAmount: 0,
+  });
+  return { ...record, awaitingSince: record.createdAt };
+}
+
+/** An order the connector never saw (placed before it existed): adopt the platform's conversion. */
+function importFromPlatform(
+  deps: WorkerDeps,
+  source: SourceConfig,
+  event: OrderRefunded,
+  found: PlatformConversion,
+): OrderRecord {
+  return newRecord(deps, source, event.externalId, {
+    state: found.status === 'refused' ? 'refused' : 'added',
+    conversionId: found.id,
+    originalAmount: found.amount ?? 0,
+    currentAmount: found.amount ?? 0,
+    currency: found.currency,
+    imported: true,
+    ...(found.amount === undefined ? { amountUnknown: true } : {}),
+  });
+}
+
+/**
+ * Brings the platform to the state the recorded refunds imply: the original amount minus every
+ * counted refund, as an absolute Update conversion amount, or a refusal when a refund is full or the
+ * amount reaches zero. Absolute targets make a repeat (or a replay after a DLQ stay) harmless.
+ */
+export async function applyRefunds(
+  deps: WorkerDeps,
+  backend: ConversionBackend,
+  source: SourceConfig,
+  record: OrderRecord,
+  event: OrderRefunded | undefined,
+  call: CallOptions,
+): Promise<Outcome> {
+  const counted = countedRefunds(record);
+  // Held refunds applied by their order's arrival are described by the last of them.
+  const described = event ?? counted.filter((r) => r.status === 'pending').at(-1) ?? counted.at(-1);
+  const refundedTotal = counted.reduce((sum, r) => sum + r.amount, 0);
+  const target = record.originalAmount - refundedTotal;
+  const refuse = counted.some((r) => r.full) || target <= 0;
+  const conversionId =
+    record.conversionId ?? (await backend.find(source.program, record.externalId, call))?.id;
+  if (!conversionId) throw new PermanentError(`no conversion for externalId ${record.externalId}`);
+  record.conversionId = conversionId;
+
+  const reason = described
+    ? refundReason(described, refuse, target, record.currency)
+    : 'refunds recorded before the order';
+  if (refuse) {
+    await refuseOnce(backend, source.program, record.externalId, conversionId, reason, call);
+  } else if (target !== record.currentAmount) {
+    await backend.updateAmount(source.program, conversionId, target, reason, call);
+  }
+
+  const at = new Date(deps.now()).toISOString();
+  const resultingAmount = refuse ? 0 : target;
+  for (const refund of counted) {
+    if (refund.status !== 'pending') continue;
+    refund.status = 'applied';
+    refund.appliedAt = at;
+    refund.resultingAmount = resultingAmount;
+    if (target < 0)
+      refund.outcome = `refunds exceed the conversion amount by ${formatMinor(-target, record.currency)}: conversion refused`;
+  }
+  record.currentAmount = resultingAmount;
+  record.awaitingSince = undefined;
+  if (refuse) record.state = 'refused';
+  if (!(await deps.ledger.update(record))) {
+    // The platform already has the absolute target; a concurrent writer will record it on its turn.
+    throw new TransientError('ledger changed while recording an applied refund; will re-check');
+  }
+  return refuse
+    ? { result: 'refused', conversionId, amount: 0, detail: reason }
+    : { result: 'refund_applied', conversionId, amount: target };
+}
+
+async function refuseOnce(
+  backend: ConversionBackend,
+  program: string,
+  externalId: string,
+  conversionId: string,
+  reason: string,
+  call: CallOptions,
+): Promise<void> {
+  try {
+    await backend.refuse(program, conversionId, reason, call);
+  } catch (error) {
+    // A refusal repeated after a crash is answered as an error by the platform: check before failing.
+    if (isConnectorError(error) && error.failureClass === 'permanent') {
+      const current = await backend.find(program, externalId, call).catch(() => undefined);
+      if (current?.id === conversionId && current.status === 'refused') return;
+    }
+    throw error;
+  }
+}
+
+function refundReason(
+  event: Pick<RefundRecord, 'refundId' | 'reason' | 'full'>,
+  refuse: boolean,
+  target: number,
+  currency: string | undefined,
+): string {
+  const why = event.reason ? `: ${event.reason}` : '';
+  if (event.refundId === CANCELLATION_REFUND_ID) return (event.reason ?? 'order cancelled').slice(0, 250);
+  if (refuse) {
+    return (
+      event.full
+        ? `order fully refunded (refund ${event.refundId})${why}`
+        : `refunds reached the order amount${why}`
+    ).slice(0, 250);
+  }
+  return `partial refund ${event.refundId}: amount now ${formatMinor(target, currency)}${why}`.slice(0, 250);
+}

@@ -1,0 +1,77 @@
+import { describe, expect, it } from 'vitest';
+import * as z from 'zod';
+import { parseSources } from '../../shared/config/sources.ts';
+import { firstIssue, issuesOf } from '../../shared/validation.ts';
+
+/** "400 naming the field": the first zod issue as a dotted path, written once for every caller. */
+
+const Order = z.strictObject({
+  id: z.string(),
+  line_items: z.array(z.strictObject({ price: z.string() })),
+});
+
+describe('firstIssue', () => {
+  it('names a nested field as a dotted path', () => {
+    // Act
+    const parsed = Order.safeParse({ id: '1', line_items: [{ price: 3 }] });
+
+    // Assess
+    expect(parsed.success).toBe(false);
+    expect(firstIssue(parsed.error!)).toEqual({
+      field: 'line_items.0.price',
+      message: expect.any(String),
+      code: 'invalid_type',
+    });
+  });
+
+  it('names an unknown key itself, under its parent, rather than the parent', () => {
+    // Act
+    const parsed = Order.safeParse({ id: '1', line_items: [{ price: '1', cost: '2' }] });
+
+    // Assess
+    expect(firstIssue(parsed.error!)).toEqual({
+      field: 'line_items.0.cost',
+      message: 'cost is not allowed here',
+      code: 'unrecognized_keys',
+    });
+  });
+
+  it('puts a prefix before the path, and gives an empty field for the root', () => {
+    // Act
+    const nested = z.strictObject({ a: z.number() }).safeParse({ a: 'x' });
+    const root = z.string().safeParse(1);
+
+    // Assess
+    expect(firstIssue(nested.error!, 'body').field).toBe('body.a');
+    expect(firstIssue(root.error!).field).toBe('');
+  });
+
+  it('lists every issue, one per unknown key', () => {
+    // Act
+    const parsed = z.strictObject({ a: z.string() }).safeParse({ a: 1, x: 1, y: 2 });
+
+    // Assess
+    expect(issuesOf(parsed.error!).map((i) => i.field)).toEqual(['a', 'x', 'y']);
+  });
+});
+
+describe('a sources file with a misspelt setting', () => {
+  it('names the setting, not only the source that holds it', () => {
+    // Prepare
+    const json = JSON.stringify([
+      {
+        id: 'shop',
+        platform: 'shopify',
+        program: '0123456789abcdef01234567',
+        rule: '76543210fedcba9876543210',
+        secretRef: 'SHOP_SECRET',
+        orderTopc: 'orders/paid',
+      },
+    ]);
+
+    // Act + Assess
+    expect(() => parseSources(json, 'sources.json')).toThrow(
+      'sources.json: 0.orderTopc: orderTopc is not allowed here',
+    );
+  });
+});
