@@ -15,7 +15,7 @@ import { SourceConfig, type SourceConfigInput } from '../../shared/config/source
 import type { Ledger } from '../../shared/ledger.ts';
 import { LegacyClient } from '../../shared/legacy/client.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
-import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../shared/sandbox/server.ts';
+import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../sandbox/server.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import type { ConversionBackend } from '../../shared/worker/backend.ts';
 import { backendFor, legacyClientFromEnv } from '../../shared/worker/backends.ts';

@@ -5,7 +5,7 @@ import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LAMBDA_AWS_BUDGET } from '../../shared/adapters/aws-clients.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
-import { AWS_TIMEOUT_MS } from '../../shared/cli/context.ts';
+import { AWS_TIMEOUT_MS } from '../../cli/context.ts';
 import { ConfigurationError } from '../../shared/errors.ts';
 import { AwsSecretStore } from '../../shared/secrets.ts';
 import { emptyDir, runCli } from '../support/cli.ts';

@@ -11,7 +11,7 @@ import { ConfigurationError, PermanentError } from '../../shared/errors.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
 import { LEGACY_NO_AMOUNT_UPDATE, LEGACY_NO_TRACKING_MODE } from '../../shared/legacy/backend.ts';
 import { LegacyActionError, LegacyClient } from '../../shared/legacy/client.ts';
-import { type RunningSandbox, startSandbox } from '../../shared/sandbox/server.ts';
+import { type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
 import { backendFor } from '../../shared/worker/backends.ts';
 import { processEvent, type WorkerDeps } from '../../shared/worker/process-event.ts';
 

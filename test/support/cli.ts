@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { type LocalStack, localState } from '../../infra/local/stack.ts';
-import { run } from '../../shared/cli/program.ts';
+import { run } from '../../cli/program.ts';
 
 export interface CliResult {
   readonly code: number;

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { firstIssue } from '../affiliate/schemas.ts';
+import { firstIssue } from '../shared/affiliate/schemas.ts';
 import { FaultSettingsSchema } from './faults.ts';
 import { HttpError, parseOr400 } from './http.ts';
 import type { FaultSettings, RuntimeOptions, SandboxOptions } from './types.ts';

@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
-import type { AffiliateClient } from '../affiliate/client.ts';
-import type { Conversion } from '../affiliate/schemas.ts';
-import { type Ledger, ledgerKey, type OrderRecord, type WaitingRefund, waitingRefunds } from '../ledger.ts';
-import { formatMoney } from '../money.ts';
+import type { AffiliateClient } from '../shared/affiliate/client.ts';
+import type { Conversion } from '../shared/affiliate/schemas.ts';
+import { type Ledger, ledgerKey, type OrderRecord, type WaitingRefund, waitingRefunds } from '../shared/ledger.ts';
+import { formatMoney } from '../shared/money.ts';
 import { compareOrder, type Difference, money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
 import { csvCell } from './csv.ts';

@@ -1,5 +1,5 @@
-import type { AffiliateClient } from '../affiliate/client.ts';
-import type { Ledger, OrderRecord } from '../ledger.ts';
+import type { AffiliateClient } from '../shared/affiliate/client.ts';
+import type { Ledger, OrderRecord } from '../shared/ledger.ts';
 import type { Difference } from './compare.ts';
 
 /**

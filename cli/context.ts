@@ -4,9 +4,9 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
-import { DynamoLedger } from '../adapters/dynamo-ledger.ts';
-import { AffiliateClient } from '../affiliate/client.ts';
-import { parseSources, SourceConfig } from '../config/sources.ts';
+import { DynamoLedger } from '../shared/adapters/dynamo-ledger.ts';
+import { AffiliateClient } from '../shared/affiliate/client.ts';
+import { parseSources, SourceConfig } from '../shared/config/sources.ts';
 import { CliError, type CliIo, explain, unreachableHint } from './io.ts';
 
 /**

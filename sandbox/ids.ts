@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
-import { firstIssue, HexId } from '../affiliate/schemas.ts';
+import { firstIssue, HexId } from '../shared/affiliate/schemas.ts';
 import type { SeedIds } from './types.ts';
 
 /**

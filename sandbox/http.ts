@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type * as z from 'zod';
-import { firstIssue } from '../affiliate/schemas.ts';
+import { firstIssue } from '../shared/affiliate/schemas.ts';
 
 const REASONS: Record<number, string> = {
   400: 'Bad Request',

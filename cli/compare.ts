@@ -1,6 +1,6 @@
-import type { Conversion } from '../affiliate/schemas.ts';
-import type { OrderRecord } from '../ledger.ts';
-import { formatMinor } from '../money.ts';
+import type { Conversion } from '../shared/affiliate/schemas.ts';
+import type { OrderRecord } from '../shared/ledger.ts';
+import { formatMinor } from '../shared/money.ts';
 import { isStuckAdd, stuckAddDifference } from './stuck.ts';
 
 /**
