@@ -2,8 +2,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { HexId } from '../shared/affiliate/schemas.ts';
 import type { SourceConfig } from '../shared/config/sources.ts';
+import { HexId } from '../shared/domain/ids.ts';
 import { hmacSha256, signGeneric } from '../shared/platforms/signature.ts';
 import { CliError } from './io.ts';
 

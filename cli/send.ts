@@ -1,4 +1,5 @@
 import { Argument, type Command, Option } from 'commander';
+import { LOCAL_SECRETS } from '../local/defaults.ts';
 import type { SourceConfig } from '../shared/config/sources.ts';
 import { parseJsonBody } from '../shared/json.ts';
 import { CliContext, settingOptions } from './context.ts';
@@ -228,8 +229,7 @@ async function signingSecret(
     return configured;
   }
   if (isLoopback(url)) {
-    const { LOCAL_DEFAULTS } = await import('../infra/local/stack.ts');
-    const fallback = (LOCAL_DEFAULTS as Record<string, string>)[ref];
+    const fallback = (LOCAL_SECRETS as Record<string, string>)[ref];
     if (fallback) {
       writeLine(ctx.io.stderr, `signing with the local default ${ref}=${fallback}`);
       return fallback;

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
-import { firstIssue, HexId } from '../shared/affiliate/schemas.ts';
+import { firstIssue } from '../shared/affiliate/schemas.ts';
+import { HexId } from '../shared/domain/ids.ts';
 import type { SeedIds } from './types.ts';
 
 /**

@@ -5,11 +5,10 @@ import { ExternalRefundId, OrderRefunded } from './domain/events.ts';
 import { CurrencyInput, freeText, idText } from './domain/limits.ts';
 import { BadInputError } from './errors.ts';
 import { type HttpAnswer, MAX_BODY_BYTES, unsupportedEncoding } from './ingest.ts';
-import { countedRefunds, type Ledger, ledgerKey, type OrderRecord, refundOf } from './ledger.ts';
+import { countedRefunds, ledgerKey, type OrderRecord, refundOf } from './ledger.ts';
 import { formatMinor, parseMoney } from './money.ts';
-import type { EventQueue } from './ports.ts';
+import type { EventQueue, Ledger, SecretStore } from './ports.ts';
 import { deduplicationId, messageGroupId } from './queueing.ts';
-import type { SecretStore } from './secrets.ts';
 
 /**
  * `POST /refunds`, for finance staff: `{ externalId, refundId, amount | amountCents | full: true,

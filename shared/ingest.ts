@@ -3,9 +3,8 @@ import type { ConnectorEvent } from './domain/events.ts';
 import { BadInputError, ConfigurationError, UnauthorizedError } from './errors.ts';
 import { checkEvents } from './platforms/mapping.ts';
 import type { PlatformAdapter, WebhookRequest } from './platforms/types.ts';
-import type { EventQueue } from './ports.ts';
+import type { EventQueue, SecretStore } from './ports.ts';
 import { deduplicationId, encodeEvent, MAX_EVENT_BYTES, messageGroupId } from './queueing.ts';
-import type { SecretStore } from './secrets.ts';
 
 /** Bodies above this are refused with 413 before any parsing (API Gateway's own limit is 10 MiB). */
 export const MAX_BODY_BYTES = 1024 * 1024;

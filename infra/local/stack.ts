@@ -6,18 +6,18 @@ import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { makeHandler as makeRefundsHandler } from '../../functions/refunds.ts';
 import { makeHandler as makeWebhookHandler } from '../../functions/webhook.ts';
 import { makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
+import { LOCAL_SECRETS } from '../../local/defaults.ts';
+import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../sandbox/server.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import { SqsEventQueue, SqsFailureQueue } from '../../shared/adapters/sqs.ts';
 import { CurrentApiBackend } from '../../shared/affiliate/backend.ts';
 import { AffiliateClient, type AffiliateClientOptions } from '../../shared/affiliate/client.ts';
 import { type Env, optionalNumber } from '../../shared/config/env.ts';
 import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
-import type { Ledger } from '../../shared/ledger.ts';
 import { LegacyClient } from '../../shared/legacy/client.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
-import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../sandbox/server.ts';
+import type { ConversionBackend, Ledger } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
-import type { ConversionBackend } from '../../shared/worker/backend.ts';
 import { backendFor, legacyClientFromEnv } from '../../shared/worker/backends.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
 import { DEFAULT_VERIFY_MS, settleMsFor } from '../../shared/worker/process-event.ts';
@@ -31,19 +31,7 @@ import { toRecord } from './sqs-record.ts';
  */
 export const REQUEST_TIMEOUT_MS = 3_000;
 
-/** Written by `npm start` (git-ignored): how the operator CLI reaches the local stack. */
-export const LOCAL_STATE_FILE = '.local-stack.json';
-
-/** Local secrets used when neither env nor `.env` sets them (documented in the README). */
-export const LOCAL_DEFAULTS = {
-  SHOPIFY_WEBHOOK_SECRET: 'local-shopify-secret',
-  WOOCOMMERCE_WEBHOOK_SECRET: 'local-woocommerce-secret',
-  STRIPE_WEBHOOK_SECRET: 'whsec_local_stripe_secret',
-  GENERIC_WEBHOOK_SECRET: 'local-generic-secret',
-  FINANCE_API_KEY: 'local-finance-key-0123456789abcdef',
-} as const;
-
-const PLATFORM_SECRET: Record<SourceConfig['platform'], keyof typeof LOCAL_DEFAULTS> = {
+const PLATFORM_SECRET: Record<SourceConfig['platform'], keyof typeof LOCAL_SECRETS> = {
   shopify: 'SHOPIFY_WEBHOOK_SECRET',
   woocommerce: 'WOOCOMMERCE_WEBHOOK_SECRET',
   stripe: 'STRIPE_WEBHOOK_SECRET',
@@ -103,7 +91,7 @@ export interface LocalStack {
  * timeouts, redrive to the DLQ after maxReceiveCount).
  */
 export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
-  const env: Record<string, string | undefined> = { ...LOCAL_DEFAULTS, ...definedOnly(options.env ?? {}) };
+  const env: Record<string, string | undefined> = { ...LOCAL_SECRETS, ...definedOnly(options.env ?? {}) };
   const emulators = await startEmulators(options.emulators);
 
   let sandbox: RunningSandbox | undefined;
@@ -235,7 +223,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     platformUrl,
     emulators,
     sources,
-    secrets: Object.fromEntries(Object.keys(LOCAL_DEFAULTS).map((k) => [k, env[k] ?? ''])),
+    secrets: Object.fromEntries(Object.keys(LOCAL_SECRETS).map((k) => [k, env[k] ?? ''])),
     ledger,
     startPolling: () => pollers.start(),
     stopPolling: () => pollers.stop(),

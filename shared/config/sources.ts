@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { HexId } from '../affiliate/schemas.ts';
+import { HexId } from '../domain/ids.ts';
 
 /**
  * A *source* is one shop posting webhooks to `POST /webhooks/{source}`: its platform, where its

@@ -3,8 +3,7 @@ import type { SourceConfig } from '../config/sources.ts';
 import { ConfigurationError } from '../errors.ts';
 import { LegacyBackend } from '../legacy/backend.ts';
 import { LegacyClient, type LegacyClientOptions, parseLegacyCredentials } from '../legacy/client.ts';
-import type { SecretStore } from '../secrets.ts';
-import type { ConversionBackend } from './backend.ts';
+import type { ConversionBackend, SecretStore } from '../ports.ts';
 
 export interface BackendsDeps {
   /** The current API's backend (`CurrentApiBackend`), used by sources with `backend: 'current'`. */

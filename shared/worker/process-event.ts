@@ -9,7 +9,6 @@ import {
 import { isConnectorError, PermanentError, TransientError } from '../errors.ts';
 import {
   countedRefunds,
-  type Ledger,
   ledgerKey,
   type OrderRecord,
   type RefundRecord,
@@ -17,8 +16,8 @@ import {
   refundOf,
 } from '../ledger.ts';
 import { formatMinor } from '../money.ts';
+import type { CallOptions, ConversionBackend, Ledger, PlatformConversion } from '../ports.ts';
 import { decideAttribution, toApiDate } from './attribution.ts';
-import type { CallOptions, ConversionBackend, PlatformConversion } from './backend.ts';
 
 export interface WorkerDeps {
   readonly ledger: Ledger;

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { type LocalStack, localState } from '../../infra/local/stack.ts';
 import { run } from '../../cli/program.ts';
+import { type LocalStack, localState } from '../../infra/local/stack.ts';
 
 export interface CliResult {
   readonly code: number;
