@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { run } from '../shared/cli/program.ts';
+import { run } from '../cli/program.ts';
 
 /** `npx connector …`: see `npx connector --help`. */
 const code = await run(process.argv.slice(2));

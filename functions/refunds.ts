@@ -8,9 +8,9 @@ import { type Env, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
 import { type FinanceDeps, submitFinanceRefund } from '../shared/finance.ts';
 import { requestFromEvent, resultFromAnswer } from '../shared/http/apigw.ts';
 import { lambdaPipeline } from '../shared/lambda.ts';
-import type { Ledger } from '../shared/ledger.ts';
 import { makeLogger, observeFinance } from '../shared/observability.ts';
-import { awsSecretStore, type SecretStore } from '../shared/secrets.ts';
+import type { Ledger, SecretStore } from '../shared/ports.ts';
+import { awsSecretStore } from '../shared/secrets.ts';
 
 export type RefundsHandler = (
   event: APIGatewayProxyEventV2,

@@ -8,7 +8,8 @@ import { type IngestDeps, type IngestOutcome, ingestWebhook } from '../shared/in
 import { lambdaPipeline } from '../shared/lambda.ts';
 import { makeLogger, makeMetrics, observeIngest } from '../shared/observability.ts';
 import { adapterFor } from '../shared/platforms/registry.ts';
-import { awsSecretStore, type SecretStore } from '../shared/secrets.ts';
+import type { SecretStore } from '../shared/ports.ts';
+import { awsSecretStore } from '../shared/secrets.ts';
 
 export type WebhookHandler = (
   event: APIGatewayProxyEventV2,

@@ -12,7 +12,6 @@ import { type Env, optionalNumber, requireEnv, sourcesFromEnv } from '../shared/
 import type { SourceConfig } from '../shared/config/sources.ts';
 import { ConfigurationError } from '../shared/errors.ts';
 import { lambdaPipeline } from '../shared/lambda.ts';
-import type { Ledger } from '../shared/ledger.ts';
 import { LegacyBackend } from '../shared/legacy/backend.ts';
 import { LegacyClient, type LegacyClientOptions, parseLegacyCredentials } from '../shared/legacy/client.ts';
 import {
@@ -22,8 +21,8 @@ import {
   observeWorker,
   reportWaitingRefunds,
 } from '../shared/observability.ts';
-import { awsSecretStore, type SecretStore } from '../shared/secrets.ts';
-import type { ConversionBackend } from '../shared/worker/backend.ts';
+import type { ConversionBackend, Ledger, SecretStore } from '../shared/ports.ts';
+import { awsSecretStore } from '../shared/secrets.ts';
 import { type BatchDeps, processBatch, type RecordReport } from '../shared/worker/batch.ts';
 import { DEFAULT_VERIFY_MS, settleMsFor } from '../shared/worker/flow.ts';
 import {

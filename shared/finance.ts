@@ -5,12 +5,11 @@ import { CurrencyInput, freeText, idText } from './domain/limits.ts';
 import { BadInputError } from './errors.ts';
 import { answerFor, type EdgeOutcome, type EdgeResult, outcomeOf, refusedBody } from './http/answers.ts';
 import type { HttpAnswer } from './http/types.ts';
-import { countedRefunds, type Ledger, ledgerKey, type OrderRecord, refundOf } from './ledger.ts';
+import { countedRefunds, ledgerKey, type OrderRecord, refundOf } from './ledger.ts';
 import { formatMinor, parseMoney } from './money.ts';
 import { safeEqual } from './platforms/signature.ts';
-import type { EventQueue } from './ports.ts';
+import type { EventQueue, Ledger, SecretStore } from './ports.ts';
 import { deduplicationId, messageGroupId } from './queueing.ts';
-import type { SecretStore } from './secrets.ts';
 import { firstIssue } from './validation.ts';
 
 /**

@@ -11,9 +11,8 @@ import {
 } from './http/answers.ts';
 import type { HttpAnswer, HttpRequest } from './http/types.ts';
 import type { AdapterResult, PlatformAdapter } from './platforms/types.ts';
-import type { EventQueue } from './ports.ts';
+import type { EventQueue, SecretStore } from './ports.ts';
 import { deduplicationId, encodeEvent, MAX_EVENT_BYTES, messageGroupId } from './queueing.ts';
-import type { SecretStore } from './secrets.ts';
 
 export interface IngestDeps {
   readonly sources: ReadonlyMap<string, SourceConfig>;

@@ -79,19 +79,6 @@ export interface OrderRecord {
   updatedAt: string;
 }
 
-export interface Ledger {
-  get(key: string): Promise<OrderRecord | undefined>;
-  /** Creates the record unless one exists; false when it does. */
-  create(record: OrderRecord): Promise<boolean>;
-  /**
-   * Writes the record with `version` incremented, only if the stored version is still the one read;
-   * false when another writer got there first. Mutates `record.version` on success.
-   */
-  update(record: OrderRecord): Promise<boolean>;
-  /** Every record of a program (reconciliation). */
-  list(program?: string): AsyncIterable<OrderRecord>;
-}
-
 export function ledgerKey(program: string, externalId: string): string {
   return `${program}#${externalId}`;
 }

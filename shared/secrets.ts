@@ -2,24 +2,9 @@ import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/clien
 import { secretsManagerClient } from './adapters/aws-clients.ts';
 import { type Env, optionalNumber } from './config/env.ts';
 import { ConfigurationError } from './errors.ts';
+import type { SecretStore } from './ports.ts';
 
-/**
- * Where secret values come from: Secrets Manager in AWS, env or `.env` locally. A value is one
- * secret whatever characters it holds (WooCommerce's generated secrets contain commas); rotation
- * keeps a second, previous value beside it instead of packing two into one.
- */
-export interface SecretStore {
-  /**
-   * The current value of a reference (a secret name or ARN in AWS, an env variable name locally).
-   * `fresh` skips the cache: for a credential the other side has just refused.
-   */
-  get(ref: string, options?: { readonly fresh?: boolean }): Promise<string>;
-  /**
-   * Every value to accept while a secret is rotated: the current one, then the previous one when
-   * there is one. For verifying what others sign or present, never for signing.
-   */
-  accepted(ref: string): Promise<readonly string[]>;
-}
+/** The `SecretStore` adapters: env or `.env` locally, Secrets Manager in AWS. */
 
 /** Locally, the variable holding the value a secret had before its rotation. */
 export function previousVariable(ref: string): string {

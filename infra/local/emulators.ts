@@ -5,6 +5,7 @@ import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-s
 import { SQSClient } from '@aws-sdk/client-sqs';
 import dynalite from 'dynalite';
 import { startFauxqs } from 'fauxqs';
+import { LOCAL_AWS, LOCAL_QUEUE_NAME, LOCAL_TABLE_NAME } from '../../local/defaults.ts';
 import { SQS_MAX_MESSAGE_BYTES } from '../../shared/queueing.ts';
 
 /**
@@ -57,16 +58,10 @@ export interface QueuedMessage {
   readonly receiptHandle?: string;
 }
 
-/** Credentials the emulators accept; never real ones. */
-export const LOCAL_AWS = {
-  region: 'us-east-1',
-  credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-} as const;
-
 export async function startEmulators(options: EmulatorOptions = {}): Promise<Emulators> {
-  const queueName = options.queueName ?? 'connector-events.fifo';
+  const queueName = options.queueName ?? LOCAL_QUEUE_NAME;
   const dlqName = queueName.replace(/\.fifo$/, '-dlq.fifo');
-  const tableName = options.tableName ?? 'connector-ledger';
+  const tableName = options.tableName ?? LOCAL_TABLE_NAME;
   const maxReceiveCount = options.maxReceiveCount ?? 6;
 
   const fauxqs = await startFauxqs({

@@ -1,5 +1,5 @@
 import { ChangeMessageVisibilityCommand } from '@aws-sdk/client-sqs';
-import type { Ledger } from '../../shared/ledger.ts';
+import type { Ledger } from '../../shared/ports.ts';
 import type { Emulators } from './emulators.ts';
 
 /**

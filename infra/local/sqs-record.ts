@@ -1,5 +1,6 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
+import { LOCAL_AWS } from '../../local/defaults.ts';
 
 /**
  * The record Lambda's SQS event source mapping hands the worker for a received message (the local
@@ -33,7 +34,7 @@ export function toRecord(message: Message, queueName: string): SQSRecord {
     messageAttributes,
     md5OfBody: message.MD5OfBody ?? '',
     eventSource: 'aws:sqs',
-    eventSourceARN: `arn:aws:sqs:us-east-1:000000000000:${queueName}`,
-    awsRegion: 'us-east-1',
+    eventSourceARN: `arn:aws:sqs:${LOCAL_AWS.region}:000000000000:${queueName}`,
+    awsRegion: LOCAL_AWS.region,
   };
 }

@@ -6,14 +6,14 @@ import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { buildRefundsDeps, makeHandler as makeRefundsHandler } from '../../functions/refunds.ts';
 import { buildWebhookDeps, makeHandler as makeWebhookHandler } from '../../functions/webhook.ts';
 import { buildWorkerDeps, makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
+import { LOCAL_SECRETS } from '../../local/defaults.ts';
+import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../sandbox/server.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import type { AffiliateClientOptions } from '../../shared/affiliate/client.ts';
 import type { Env } from '../../shared/config/env.ts';
 import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
-import type { Ledger } from '../../shared/ledger.ts';
-import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../shared/sandbox/server.ts';
+import type { ConversionBackend, Ledger } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
-import type { ConversionBackend } from '../../shared/worker/backend.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
 import { recoverAfterCrash } from './recover.ts';
@@ -25,19 +25,7 @@ import { toRecord } from './sqs-record.ts';
  */
 export const REQUEST_TIMEOUT_MS = 3_000;
 
-/** Written by `npm start` (git-ignored): how the operator CLI reaches the local stack. */
-export const LOCAL_STATE_FILE = '.local-stack.json';
-
-/** Local secrets used when neither env nor `.env` sets them (documented in the README). */
-export const LOCAL_DEFAULTS = {
-  SHOPIFY_WEBHOOK_SECRET: 'local-shopify-secret',
-  WOOCOMMERCE_WEBHOOK_SECRET: 'local-woocommerce-secret',
-  STRIPE_WEBHOOK_SECRET: 'whsec_local_stripe_secret',
-  GENERIC_WEBHOOK_SECRET: 'local-generic-secret',
-  FINANCE_API_KEY: 'local-finance-key-0123456789abcdef',
-} as const;
-
-const PLATFORM_SECRET: Record<SourceConfig['platform'], keyof typeof LOCAL_DEFAULTS> = {
+const PLATFORM_SECRET: Record<SourceConfig['platform'], keyof typeof LOCAL_SECRETS> = {
   shopify: 'SHOPIFY_WEBHOOK_SECRET',
   woocommerce: 'WOOCOMMERCE_WEBHOOK_SECRET',
   stripe: 'STRIPE_WEBHOOK_SECRET',
@@ -100,7 +88,7 @@ export interface LocalStack {
  * timeouts, redrive to the DLQ after maxReceiveCount).
  */
 export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
-  const env: Record<string, string | undefined> = { ...LOCAL_DEFAULTS, ...definedOnly(options.env ?? {}) };
+  const env: Record<string, string | undefined> = { ...LOCAL_SECRETS, ...definedOnly(options.env ?? {}) };
   const emulators = await startEmulators(options.emulators);
 
   let sandbox: RunningSandbox | undefined;
@@ -238,7 +226,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     platformUrl,
     emulators,
     sources,
-    secrets: Object.fromEntries(Object.keys(LOCAL_DEFAULTS).map((k) => [k, env[k] ?? ''])),
+    secrets: Object.fromEntries(Object.keys(LOCAL_SECRETS).map((k) => [k, env[k] ?? ''])),
     ledger,
     startPolling: () => pollers.start(),
     stopPolling: () => pollers.stop(),

@@ -1,7 +1,8 @@
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { LOCAL_STATE_FILE, localState, startLocalStack } from './stack.ts';
+import { LOCAL_PORT, LOCAL_STATE_FILE, SANDBOX_PORT } from '../../local/defaults.ts';
+import { localState, startLocalStack } from './stack.ts';
 
 /**
  * `npm start`: the whole connector on this machine (ingest API, worker, fauxqs, dynalite, sandbox).
@@ -13,8 +14,8 @@ const { values } = parseArgs({
 if (values.help) {
   console.log(`Usage: npm start [-- --quiet]
 
-Runs the connector locally: HTTP on PORT (default 3000) with POST /webhooks/{source}, POST /refunds and
-GET /health; the platform sandbox on SANDBOX_PORT (default 4010, token SANDBOX_TOKEN); SQS (fauxqs) and
+Runs the connector locally: HTTP on PORT (default ${LOCAL_PORT}) with POST /webhooks/{source}, POST /refunds and
+GET /health; the platform sandbox on SANDBOX_PORT (default ${SANDBOX_PORT}, token SANDBOX_TOKEN); SQS (fauxqs) and
 DynamoDB (dynalite) in process. Set AFFILIATE_BASE_URL and AFFILIATE_TOKEN to use another platform URL
 instead of the sandbox. Secrets: SHOPIFY_WEBHOOK_SECRET, WOOCOMMERCE_WEBHOOK_SECRET, STRIPE_WEBHOOK_SECRET,
 GENERIC_WEBHOOK_SECRET, FINANCE_API_KEY (documented local defaults). A .env file is read if present.`);
@@ -47,10 +48,10 @@ const external =
 
 try {
   const stack = await startLocalStack({
-    port: port('PORT', 3000),
+    port: port('PORT', LOCAL_PORT),
     env,
     sandbox: external ?? {
-      port: port('SANDBOX_PORT', 4010),
+      port: port('SANDBOX_PORT', SANDBOX_PORT),
       ...(env['SANDBOX_TOKEN'] ? { token: env['SANDBOX_TOKEN'] } : {}),
       ...(persistPath ? { persistPath } : {}),
     },

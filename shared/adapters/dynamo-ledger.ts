@@ -6,7 +6,8 @@ import {
   PutItemCommand,
   ScanCommand,
 } from '@aws-sdk/client-dynamodb';
-import type { Ledger, OrderRecord } from '../ledger.ts';
+import type { OrderRecord } from '../ledger.ts';
+import type { Ledger } from '../ports.ts';
 
 /** Options of `DynamoLedger`. */
 export interface DynamoLedgerOptions {

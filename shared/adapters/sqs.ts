@@ -5,7 +5,7 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { ConnectorEvent } from '../domain/events.ts';
-import type { EventQueue, FailureAttributes } from '../ports.ts';
+import type { EventQueue, FailureAttributes, FailureQueue } from '../ports.ts';
 import { attributeText, encodeEvent } from '../queueing.ts';
 
 /** Sends connector events to the main FIFO queue. */
@@ -35,17 +35,6 @@ export class SqsEventQueue implements EventQueue {
     if (!out.MessageId) throw new Error('SQS answered SendMessage without a MessageId');
     return out.MessageId;
   }
-}
-
-/** What the worker needs of SQS besides the event source mapping: park and back off. */
-export interface FailureQueue {
-  /** Sends the message, unchanged, to the DLQ with the failure as message attributes. */
-  park(
-    message: { body: string; groupId: string; deduplicationId: string },
-    failure: FailureAttributes,
-  ): Promise<void>;
-  /** Hides a message for `seconds` more, so its next receive comes after a backoff. */
-  delay(receiptHandle: string, seconds: number): Promise<void>;
 }
 
 export class SqsFailureQueue implements FailureQueue {

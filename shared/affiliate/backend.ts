@@ -1,9 +1,4 @@
-import type {
-  AddConversionInput,
-  CallOptions,
-  ConversionBackend,
-  PlatformConversion,
-} from '../worker/backend.ts';
+import type { AddConversionInput, CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
 import type { AffiliateClient } from './client.ts';
 import type { ConversionAddBody, Currency } from './schemas.ts';
 

@@ -1,4 +1,5 @@
 import type * as z from 'zod';
+import { HexId } from '../domain/ids.ts';
 import { ConfigurationError, PermanentError, TransientError } from '../errors.ts';
 import {
   type CallOptions,
@@ -21,7 +22,6 @@ import {
   ConversionRefuseBody,
   ConversionsListQuery,
   ConversionUpdateBody,
-  HexId,
 } from './schemas.ts';
 
 export type { CallOptions } from './http.ts';

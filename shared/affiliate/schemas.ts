@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { HexId } from '../domain/ids.ts';
 import { Currency, idText } from '../domain/limits.ts';
 
 /**
@@ -13,8 +14,6 @@ import { Currency, idText } from '../domain/limits.ts';
  */
 export { CURRENCIES, Currency } from '../domain/limits.ts';
 
-/** IDs of programs, rules, partnerships, conversions, click ids: 24 hexadecimal characters. */
-export const HexId = z.string().regex(/^[0-9a-f]{24}$/i, 'must be 24 hexadecimal characters');
 export const Cents = z
   .number()
   .int('must be an integer count of cents')

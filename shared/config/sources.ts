@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { HexId } from '../affiliate/schemas.ts';
+import { HexId } from '../domain/ids.ts';
 import { firstIssue } from '../validation.ts';
 
 /**

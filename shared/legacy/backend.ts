@@ -1,11 +1,6 @@
 import { PermanentError } from '../errors.ts';
 import { currencyExponent, formatMoney, parseMoney } from '../money.ts';
-import type {
-  AddConversionInput,
-  CallOptions,
-  ConversionBackend,
-  PlatformConversion,
-} from '../worker/backend.ts';
+import type { AddConversionInput, CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
 import type { LegacyClient } from './client.ts';
 import type { LegacyConversion } from './schemas.ts';
 

@@ -1,5 +1,4 @@
 import type { SQSBatchResponse, SQSRecord } from 'aws-lambda';
-import type { FailureQueue } from '../adapters/sqs.ts';
 import { ConnectorEvent } from '../domain/events.ts';
 import {
   BadInputError,
@@ -8,6 +7,7 @@ import {
   isConnectorError,
   TransientError,
 } from '../errors.ts';
+import type { FailureQueue } from '../ports.ts';
 import type { Outcome, WorkerDeps } from './flow.ts';
 import { processEvent } from './process-event.ts';
 

@@ -1,7 +1,7 @@
 import type { SourceConfig } from '../config/sources.ts';
 import { connectorRefundId } from '../domain/events.ts';
-import { type Ledger, ledgerKey, type OrderRecord } from '../ledger.ts';
-import type { ConversionBackend } from './backend.ts';
+import { ledgerKey, type OrderRecord } from '../ledger.ts';
+import type { ConversionBackend, Ledger } from '../ports.ts';
 
 /** What the order flow (`orders.ts`) and the refund flow (`refunds.ts`) share. */
 

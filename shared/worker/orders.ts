@@ -2,8 +2,8 @@ import type { SourceConfig } from '../config/sources.ts';
 import type { OrderPlaced } from '../domain/events.ts';
 import { isConnectorError, PermanentError, TransientError } from '../errors.ts';
 import { countedRefunds, ledgerKey, type OrderRecord } from '../ledger.ts';
+import type { CallOptions, ConversionBackend } from '../ports.ts';
 import { decideAttribution, toApiDate } from './attribution.ts';
-import type { CallOptions, ConversionBackend } from './backend.ts';
 import {
   CANCELLATION_REFUND_ID,
   DEFAULT_VERIFY_MS,

@@ -1,7 +1,7 @@
 import type { SourceConfig } from '../config/sources.ts';
 import type { ConnectorEvent, OrderCancelled, OrderRefunded } from '../domain/events.ts';
 import { PermanentError } from '../errors.ts';
-import type { CallOptions } from './backend.ts';
+import type { CallOptions } from '../ports.ts';
 import { CANCELLATION_REFUND_ID, type Outcome, type WorkerDeps } from './flow.ts';
 import { placeOrder } from './orders.ts';
 import { refundOrder } from './refunds.ts';

@@ -10,7 +10,7 @@ import {
   refundOf,
 } from '../ledger.ts';
 import { formatMinor } from '../money.ts';
-import type { CallOptions, ConversionBackend, PlatformConversion } from './backend.ts';
+import type { CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
 import { CANCELLATION_REFUND_ID, newRecord, type Outcome, type WorkerDeps } from './flow.ts';
 
 /**

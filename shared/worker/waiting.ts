@@ -1,4 +1,5 @@
-import { type Ledger, waitingRefunds } from '../ledger.ts';
+import { waitingRefunds } from '../ledger.ts';
+import type { Ledger } from '../ports.ts';
 
 /** The input of the hourly EventBridge rule that has the worker measure refunds waiting for their order. */
 export const WAITING_REFUNDS_CHECK = { check: 'waiting-refunds' } as const;

@@ -4,11 +4,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { Command } from 'commander';
+import { scanQueue } from '../../cli/dlq-reader.ts';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
-import { scanQueue } from '../../shared/cli/dlq-reader.ts';
+import { DEFAULT_SEED } from '../../sandbox/server.ts';
 import type { SourceConfigInput } from '../../shared/config/sources.ts';
 import { hmacSha256, signGeneric } from '../../shared/platforms/signature.ts';
-import { DEFAULT_SEED } from '../../shared/sandbox/server.ts';
 
 /**
  * `npm run fuzz`: a seeded, bounded run of random and mutated signed requests against the whole local

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { DEFAULT_SEED, type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
 import {
   AffiliateClient,
   type AffiliateClientEvent,
@@ -7,7 +8,6 @@ import {
 import { DEFAULT_ROUTES, type RouteName } from '../../shared/affiliate/routes.ts';
 import type { ConversionAddBody } from '../../shared/affiliate/schemas.ts';
 import { BadInputError, ConfigurationError, PermanentError, TransientError } from '../../shared/errors.ts';
-import { DEFAULT_SEED, type RunningSandbox, startSandbox } from '../../shared/sandbox/server.ts';
 
 const PROGRAM = DEFAULT_SEED.programs[0]!;
 const RULE = DEFAULT_SEED.rules[0]!;

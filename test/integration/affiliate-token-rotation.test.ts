@@ -1,8 +1,8 @@
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
 import { AffiliateClient, type AffiliateClientEvent } from '../../shared/affiliate/client.ts';
 import { ConfigurationError } from '../../shared/errors.ts';
-import { type RunningSandbox, startSandbox } from '../../shared/sandbox/server.ts';
 import { AwsSecretStore } from '../../shared/secrets.ts';
 import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
 

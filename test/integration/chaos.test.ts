@@ -1,7 +1,8 @@
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
-import { type Ledger, ledgerKey, type OrderRecord } from '../../shared/ledger.ts';
+import { ledgerKey, type OrderRecord } from '../../shared/ledger.ts';
+import type { Ledger } from '../../shared/ports.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 const ORDERS = 60;

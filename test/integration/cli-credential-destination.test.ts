@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CliContext } from '../../shared/cli/context.ts';
+import { CliContext } from '../../cli/context.ts';
 import { runCli } from '../support/cli.ts';
 
 /**

@@ -142,6 +142,27 @@ describe('connector send', () => {
     }
   });
 
+  it('signs with the documented local default when the connector on this machine has no secret configured', async () => {
+    // Prepare
+    const nowhere = emptyDir();
+    try {
+      // Act
+      const sent = await runCli(
+        ['send', 'generic', '--url', stack.url, '--order-id', '7050', '--click-id', CLICK, '--ip', IP],
+        { cwd: nowhere.dir },
+      );
+      await stack.waitForIdle();
+      // Assess
+      expect(sent.code, sent.stderr).toBe(0);
+      expect(sent.stderr).toContain(
+        'signing with the local default GENERIC_WEBHOOK_SECRET=local-generic-secret',
+      );
+      expect(conversionsOf('7050')).toHaveLength(1);
+    } finally {
+      nowhere.remove();
+    }
+  });
+
   it('prefers the environment over .local-stack.json', async () => {
     // Act
     const sent = await runCli(['send', 'shopify'], {

@@ -15,7 +15,7 @@ import type { WebhookHandler } from '../../functions/webhook.ts';
 import type { WorkerHandler } from '../../functions/worker.ts';
 import { toRecord } from '../../infra/local/sqs-record.ts';
 import type { LocalStack } from '../../infra/local/stack.ts';
-import type { StoredConversion } from '../../shared/sandbox/types.ts';
+import type { StoredConversion } from '../../sandbox/types.ts';
 import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
 import { sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { backendFor } from '../../functions/worker.ts';
 import { type Emulators, startEmulators } from '../../infra/local/emulators.ts';
+import { type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import {
@@ -12,7 +13,6 @@ import { ConfigurationError, PermanentError } from '../../shared/errors.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
 import { LEGACY_NO_AMOUNT_UPDATE, LEGACY_NO_TRACKING_MODE } from '../../shared/legacy/backend.ts';
 import { LegacyActionError, LegacyClient } from '../../shared/legacy/client.ts';
-import { type RunningSandbox, startSandbox } from '../../shared/sandbox/server.ts';
 import type { WorkerDeps } from '../../shared/worker/flow.ts';
 import { processEvent } from '../../shared/worker/process-event.ts';
 

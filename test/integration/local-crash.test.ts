@@ -5,8 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { LOCAL_AWS } from '../../infra/local/emulators.ts';
-import { LOCAL_DEFAULTS } from '../../infra/local/stack.ts';
+import { LOCAL_AWS, LOCAL_SECRETS } from '../../local/defaults.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 /**
@@ -111,7 +110,7 @@ function order(i: number): string {
 
 describe('npm start with LOCAL_DATA_DIR killed with SIGKILL mid-drain', () => {
   it('turns every order answered 202 into exactly one conversion after a restart, nothing resent', async () => {
-    const secret = LOCAL_DEFAULTS.GENERIC_WEBHOOK_SECRET;
+    const secret = LOCAL_SECRETS.GENERIC_WEBHOOK_SECRET;
     const first = await start({ LOCAL_DATA_DIR: dataDir });
     // Slow adds, so that the kill finds orders queued, in flight and half-added.
     await fetch(`${first.platformUrl}/_sandbox/faults`, {

@@ -1,7 +1,8 @@
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type LocalStack, type LocalStackOptions, startLocalStack } from '../../infra/local/stack.ts';
-import type { Ledger, OrderRecord } from '../../shared/ledger.ts';
+import type { OrderRecord } from '../../shared/ledger.ts';
+import type { Ledger } from '../../shared/ports.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 /**

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
-import type { Ledger, OrderRecord } from '../../shared/ledger.ts';
+import type { OrderRecord } from '../../shared/ledger.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
+import type { Ledger } from '../../shared/ports.ts';
 import {
   genericWebhook,
   post,

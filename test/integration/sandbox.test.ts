@@ -4,14 +4,14 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { sandboxOptionsFromEnv } from '../../shared/sandbox/env.ts';
+import { sandboxOptionsFromEnv } from '../../sandbox/env.ts';
 import {
   DEFAULT_SEED,
   type RunningSandbox,
   type SandboxOptions,
   type StoredConversion,
   startSandbox,
-} from '../../shared/sandbox/server.ts';
+} from '../../sandbox/server.ts';
 
 const PROGRAM_EUR = DEFAULT_SEED.programs[0]!;
 const PROGRAM_USD = DEFAULT_SEED.programs[1]!;
@@ -1263,7 +1263,7 @@ describe('sandbox: options and environment', () => {
 
   it('runs as `npm run sandbox`: prints the URL, token and seeded ids, and stops on SIGTERM', async () => {
     // Prepare
-    const child = spawn(process.execPath, ['shared/sandbox/main.ts'], {
+    const child = spawn(process.execPath, ['sandbox/main.ts'], {
       cwd: join(import.meta.dirname, '..', '..'),
       env: { ...process.env, SANDBOX_PORT: '0', SANDBOX_TOKEN: 'main-token' },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -1300,7 +1300,7 @@ describe('sandbox: options and environment', () => {
 
   it('exits 1 naming the bad variable', async () => {
     // Prepare
-    const child = spawn(process.execPath, ['shared/sandbox/main.ts'], {
+    const child = spawn(process.execPath, ['sandbox/main.ts'], {
       cwd: join(import.meta.dirname, '..', '..'),
       env: { ...process.env, SANDBOX_PORT: '0', SANDBOX_RATE: 'fast' },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -4,8 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { run } from '../../cli/program.ts';
 import { type LocalStack, localState } from '../../infra/local/stack.ts';
-import { run } from '../../shared/cli/program.ts';
+import { LOCAL_STATE_FILE } from '../../local/defaults.ts';
 
 export interface CliResult {
   readonly code: number;
@@ -41,7 +42,7 @@ export async function runCli(argv: readonly string[], options: CliRunOptions): P
 /** A temporary directory holding the `.local-stack.json` that `npm start` would write for `stack`. */
 export function localStateDir(stack: LocalStack): { dir: string; remove(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'connector-cli-'));
-  writeFileSync(join(dir, '.local-stack.json'), JSON.stringify(localState(stack)));
+  writeFileSync(join(dir, LOCAL_STATE_FILE), JSON.stringify(localState(stack)));
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 

@@ -1,4 +1,5 @@
-import type { Ledger, OrderRecord } from '../../shared/ledger.ts';
+import type { OrderRecord } from '../../shared/ledger.ts';
+import type { Ledger } from '../../shared/ports.ts';
 
 /**
  * The Ledger port in memory, with DynamoLedger's contract: `create` only when absent (at version 1),

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { compareOrder } from '../../cli/compare.ts';
+import { formatAge, parseWhen } from '../../cli/io.ts';
+import { periodBound } from '../../cli/reconcile.ts';
+import { statusText } from '../../cli/status.ts';
 import type { Conversion } from '../../shared/affiliate/schemas.ts';
-import { compareOrder } from '../../shared/cli/compare.ts';
-import { formatAge, parseWhen } from '../../shared/cli/io.ts';
-import { periodBound } from '../../shared/cli/reconcile.ts';
-import { statusText } from '../../shared/cli/status.ts';
 import type { OrderRecord } from '../../shared/ledger.ts';
 
 const PROGRAM = '5ad000000000000000000101';

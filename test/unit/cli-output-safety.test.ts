@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { csvCell } from '../../shared/cli/csv.ts';
-import { formatTable } from '../../shared/cli/io.ts';
-import { reportCsv } from '../../shared/cli/reconcile.ts';
+import { csvCell } from '../../cli/csv.ts';
+import { formatTable } from '../../cli/io.ts';
+import { reportCsv } from '../../cli/reconcile.ts';
 
 /**
  * What the CLI prints carries values a shop or a buyer wrote (external ids, reasons, platform

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { parseCsv } from '../../shared/cli/csv.ts';
-import { refundsFromCsv, validateRefund } from '../../shared/cli/refund.ts';
+import { parseCsv } from '../../cli/csv.ts';
+import { refundsFromCsv, validateRefund } from '../../cli/refund.ts';
 
 const HEADER = 'externalId,refundId,amount,full,reason,source,currency';
 const csv = (...rows: string[]) => [HEADER, ...rows].join('\n');

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CliError } from '../../shared/cli/io.ts';
+import { CliError } from '../../cli/io.ts';
 import {
   applyChanges,
   checkChanges,
@@ -12,7 +12,7 @@ import {
   SAMPLES,
   samplePath,
   signedHeaders,
-} from '../../shared/cli/samples.ts';
+} from '../../cli/samples.ts';
 import { UnauthorizedError } from '../../shared/errors.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
 import { NOW, onlyEvent, SECRET, sampleRaw, signatureVector, sourceOf } from './platforms/support.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { explain, unreachableHint } from '../../shared/cli/io.ts';
+import { explain, unreachableHint } from '../../cli/io.ts';
 import { TransientError } from '../../shared/errors.ts';
 
 /** A refused connection as fetch reports it: the address is on the innermost cause. */

@@ -3,7 +3,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { buildProgram } from '../../shared/cli/program.ts';
+import { buildProgram } from '../../cli/program.ts';
 import { githubSlug, type MarkdownDoc, namedCommands, readMarkdown } from '../support/markdown.ts';
 
 /**

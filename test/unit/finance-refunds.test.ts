@@ -4,9 +4,7 @@ import { makeHandler } from '../../functions/refunds.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEvent } from '../../shared/domain/events.ts';
 import type { FinanceOutcome } from '../../shared/finance.ts';
-import type { Ledger } from '../../shared/ledger.ts';
-import type { EventQueue } from '../../shared/ports.ts';
-import type { SecretStore } from '../../shared/secrets.ts';
+import type { EventQueue, Ledger, SecretStore } from '../../shared/ports.ts';
 
 /**
  * `POST /refunds` when a dependency fails: finance's tool gets 503 with retry-after, never a 500,

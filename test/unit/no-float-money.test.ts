@@ -7,10 +7,10 @@ import { describe, expect, it } from 'vitest';
  * Amounts enter the connector only as decimal strings (webhook bodies, the finance API) or as
  * integers of minor units (Stripe), and leave it as integers. The only way a float can creep into
  * an amount is a decimal string turned into a JS number and scaled: `parseFloat("0.29") * 100` is
- * 28.999999999999996, and `toFixed` rounds binary fractions. So if no source file in shared/ or
- * functions/ calls `parseFloat` / `toFixed` or scales by 100 (`* 100`, `/ 100`), no amount can go
- * through float arithmetic; `shared/money.ts` parses the digits as strings instead. Comments are
- * stripped before the scan, so documenting the pitfall stays allowed.
+ * 28.999999999999996, and `toFixed` rounds binary fractions. So if no source file in shared/,
+ * functions/, cli/ or sandbox/ calls `parseFloat` / `toFixed` or scales by 100 (`* 100`, `/ 100`),
+ * no amount can go through float arithmetic; `shared/money.ts` parses the digits as strings instead.
+ * Comments are stripped before the scan, so documenting the pitfall stays allowed.
  */
 const FORBIDDEN: ReadonlyArray<readonly [string, RegExp]> = [
   ['parseFloat(', /\bparseFloat\s*\(/],
@@ -22,7 +22,7 @@ const FORBIDDEN: ReadonlyArray<readonly [string, RegExp]> = [
 /** Files allowed to use a pattern, each with why it is not money. */
 const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   // Formats the sandbox's `retry-after` seconds header (milliseconds / 1000), not an amount.
-  'shared/sandbox/rate-limit.ts': ['toFixed('],
+  'sandbox/rate-limit.ts': ['toFixed('],
   // The legacy 2.0 interface itself speaks floats of major units. This file is the one boundary:
   // `toFixed(exponent)` turns the platform's float back into a decimal string for parseMoney, and
   // `2 ** 53 / 100` is the bound below which that round trip is exact (LEGACY_MAX_EXACT_MINOR).
@@ -45,8 +45,8 @@ function withoutComments(text: string): string {
 }
 
 describe('no float arithmetic on amounts', () => {
-  it('finds no parseFloat, toFixed or scaling by 100 in shared/ and functions/ outside the allow-list', () => {
-    const files = [...sourceFiles('shared'), ...sourceFiles('functions')];
+  it('finds no parseFloat, toFixed or scaling by 100 in shared/, functions/, cli/ and sandbox/ outside the allow-list', () => {
+    const files = ['shared', 'functions', 'cli', 'sandbox'].flatMap((dir) => sourceFiles(dir));
     const found: string[] = [];
 
     for (const file of files) {

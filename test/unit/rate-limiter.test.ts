@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { type RateDecision, RateLimiter as ServerRateLimiter } from '../../sandbox/rate-limit.ts';
 import { RateLimiter } from '../../shared/affiliate/rate-limiter.ts';
 import { TransientError } from '../../shared/errors.ts';
-import { type RateDecision, RateLimiter as ServerRateLimiter } from '../../shared/sandbox/rate-limit.ts';
 import { FakeClock } from '../support/clock.ts';
 
 function limiterWith(clock: FakeClock, ratePerSecond?: number): RateLimiter {

@@ -3,18 +3,18 @@ import type { SQSRecord } from 'aws-lambda';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { makeHandler, WAITING_REFUNDS_CHECK } from '../../functions/worker.ts';
-import type { FailureQueue } from '../../shared/adapters/sqs.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEventInput } from '../../shared/domain/events.ts';
 import { PermanentError, TransientError } from '../../shared/errors.ts';
 import { ledgerKey, type OrderRecord } from '../../shared/ledger.ts';
-import type { FailureAttributes } from '../../shared/ports.ts';
-import { messageGroupId } from '../../shared/queueing.ts';
 import type {
   AddConversionInput,
   ConversionBackend,
+  FailureAttributes,
+  FailureQueue,
   PlatformConversion,
-} from '../../shared/worker/backend.ts';
+} from '../../shared/ports.ts';
+import { messageGroupId } from '../../shared/queueing.ts';
 import { type BatchDeps, processBatch, type RecordReport } from '../../shared/worker/batch.ts';
 import { NO_PLATFORM_AMOUNT } from '../../shared/worker/refunds.ts';
 import type { WaitingMeasure } from '../../shared/worker/waiting.ts';

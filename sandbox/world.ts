@@ -1,4 +1,4 @@
-import type { Currency } from '../affiliate/schemas.ts';
+import type { Currency } from '../shared/affiliate/schemas.ts';
 import type { SandboxStore } from './store.ts';
 import type { SeedIds } from './types.ts';
 

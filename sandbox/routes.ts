@@ -8,7 +8,7 @@ import {
   ConversionRefuseBody,
   ConversionsListQuery,
   ConversionUpdateBody,
-} from '../affiliate/schemas.ts';
+} from '../shared/affiliate/schemas.ts';
 import {
   acceptConversion,
   addCommissionAdjustment,

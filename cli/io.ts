@@ -37,7 +37,7 @@ export function processIo(): CliIo {
     stdin: process.stdin,
     env: process.env,
     cwd: process.cwd(),
-    projectRoot: fileURLToPath(new URL('../../', import.meta.url)),
+    projectRoot: fileURLToPath(new URL('../', import.meta.url)),
   };
 }
 

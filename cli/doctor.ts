@@ -2,12 +2,12 @@ import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { DescribeSecretCommand, GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
-import type { AffiliateClient } from '../affiliate/client.ts';
-import type { AdvertiserInfo } from '../affiliate/schemas.ts';
-import type { SourceConfig } from '../config/sources.ts';
-import { ConfigurationError } from '../errors.ts';
-import { MIN_FINANCE_KEY_LENGTH, weakFinanceKey } from '../finance.ts';
-import { previousVariable } from '../secrets.ts';
+import type { AffiliateClient } from '../shared/affiliate/client.ts';
+import type { AdvertiserInfo } from '../shared/affiliate/schemas.ts';
+import type { SourceConfig } from '../shared/config/sources.ts';
+import { ConfigurationError } from '../shared/errors.ts';
+import { MIN_FINANCE_KEY_LENGTH, weakFinanceKey } from '../shared/finance.ts';
+import { previousVariable } from '../shared/secrets.ts';
 import {
   awsCall,
   type CliContext,

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import * as z from 'zod';
-import type { Currency } from '../affiliate/schemas.ts';
+import type { Currency } from '../shared/affiliate/schemas.ts';
 import type {
   AmountChange,
   ConversionKind,

@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
-import { BadInputError } from '../errors.ts';
-import { FinanceRefundRequest, overRefundMessage } from '../finance.ts';
-import { ledgerKey, type OrderRecord } from '../ledger.ts';
-import { formatMinor, parseMoney } from '../money.ts';
-import { issuesOf } from '../validation.ts';
+import { BadInputError } from '../shared/errors.ts';
+import { FinanceRefundRequest, overRefundMessage } from '../shared/finance.ts';
+import { ledgerKey, type OrderRecord } from '../shared/ledger.ts';
+import { formatMinor, parseMoney } from '../shared/money.ts';
+import { issuesOf } from '../shared/validation.ts';
 import { CliContext, missingMessage, settingOptions } from './context.ts';
 import { parseCsv } from './csv.ts';
 import { CliError, type CliIo, cell, explain, unreachable, writeLine } from './io.ts';

@@ -1,6 +1,7 @@
 import { Argument, type Command, Option } from 'commander';
-import type { SourceConfig } from '../config/sources.ts';
-import { parseJsonBody } from '../json.ts';
+import { LOCAL_SECRETS } from '../local/defaults.ts';
+import type { SourceConfig } from '../shared/config/sources.ts';
+import { parseJsonBody } from '../shared/json.ts';
 import { CliContext, settingOptions } from './context.ts';
 import { CliError, type CliIo, explain, nowOf, writeLine } from './io.ts';
 import {
@@ -228,8 +229,7 @@ async function signingSecret(
     return configured;
   }
   if (isLoopback(url)) {
-    const { LOCAL_DEFAULTS } = await import('../../infra/local/stack.ts');
-    const fallback = (LOCAL_DEFAULTS as Record<string, string>)[ref];
+    const fallback = (LOCAL_SECRETS as Record<string, string>)[ref];
     if (fallback) {
       writeLine(ctx.io.stderr, `signing with the local default ${ref}=${fallback}`);
       return fallback;

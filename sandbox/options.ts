@@ -1,12 +1,11 @@
 import * as z from 'zod';
-import { firstIssue } from '../validation.ts';
+import { SANDBOX_TOKEN } from '../local/defaults.ts';
+import { firstIssue } from '../shared/validation.ts';
 import { FaultSettingsSchema } from './faults.ts';
 import { HttpError, parseOr400 } from './http.ts';
 import type { FaultSettings, RuntimeOptions, SandboxOptions } from './types.ts';
 import type { SandboxSettings } from './world.ts';
 
-export const DEFAULT_PORT = 4010;
-export const DEFAULT_TOKEN = 'sandbox-token';
 export const DEFAULT_LEGACY_USER_CODE = 'sandbox-user';
 export const DEFAULT_LEGACY_API_KEY = 'sandbox-key';
 export const DEFAULT_VENDOR = 'svc';
@@ -58,7 +57,7 @@ export function resolveSettings(options: SandboxOptions): SandboxSettings {
   }
   const o = parsed.data;
   return {
-    token: o.token ?? DEFAULT_TOKEN,
+    token: o.token ?? SANDBOX_TOKEN,
     legacyUserCode: o.legacyUserCode ?? DEFAULT_LEGACY_USER_CODE,
     legacyApiKey: o.legacyApiKey ?? DEFAULT_LEGACY_API_KEY,
     vendor: (o.vendor ?? DEFAULT_VENDOR).toLowerCase(),

@@ -1,13 +1,14 @@
 import type { Command } from 'commander';
-import type { AffiliateClient } from '../affiliate/client.ts';
-import type { Conversion } from '../affiliate/schemas.ts';
-import { type Ledger, ledgerKey, type OrderRecord, type WaitingRefund, waitingRefunds } from '../ledger.ts';
-import { formatMoney } from '../money.ts';
-import { compareOrder, type Difference, money } from './compare.ts';
+import type { AffiliateClient } from '../shared/affiliate/client.ts';
+import type { Conversion } from '../shared/affiliate/schemas.ts';
+import { ledgerKey, type OrderRecord, type WaitingRefund, waitingRefunds } from '../shared/ledger.ts';
+import { formatMoney } from '../shared/money.ts';
+import type { Ledger } from '../shared/ports.ts';
+import { compareOrder, type Difference, money, stuckAddDifference } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
 import { csvCell } from './csv.ts';
 import { ask, CliError, type CliIo, cell, formatTable, nowOf, parseWhen, writeLine } from './io.ts';
-import { isStuckAdd, repairStuckAdd, type StuckRepair, stuckAddDifference } from './stuck.ts';
+import { isStuckAdd, repairStuckAdd, type StuckRepair } from './stuck.ts';
 
 /** Page size of Conversions list (the API allows up to 10 000). */
 const PAGE = 1000;

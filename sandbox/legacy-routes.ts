@@ -1,12 +1,12 @@
-import { BadInputError } from '../errors.ts';
+import { BadInputError } from '../shared/errors.ts';
 import {
   LEGACY_MAX_WEIGHT,
   LegacyConversionAddBody,
   LegacyConversionsQuery,
   LegacyPartnershipsQuery,
   LegacyRefuseBody,
-} from '../legacy/schemas.ts';
-import { formatMoney, parseMoney } from '../money.ts';
+} from '../shared/legacy/schemas.ts';
+import { formatMoney, parseMoney } from '../shared/money.ts';
 import { materialize, requireConversion, view } from './actions.ts';
 import { HttpError, parseOr400 } from './http.ts';
 import { randomHexId } from './ids.ts';

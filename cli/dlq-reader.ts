@@ -10,7 +10,7 @@ import {
   SendMessageCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import { fromAttributes } from '../adapters/sqs.ts';
+import { fromAttributes } from '../shared/adapters/sqs.ts';
 import { awsCall } from './context.ts';
 import { CliError } from './io.ts';
 

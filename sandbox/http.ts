@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type * as z from 'zod';
-import { firstIssue } from '../validation.ts';
+import { firstIssue } from '../shared/validation.ts';
 
 const REASONS: Record<number, string> = {
   400: 'Bad Request',

@@ -1,6 +1,6 @@
-import type { AffiliateClient } from '../affiliate/client.ts';
-import type { Ledger, OrderRecord } from '../ledger.ts';
-import type { Difference } from './compare.ts';
+import type { AffiliateClient } from '../shared/affiliate/client.ts';
+import type { OrderRecord } from '../shared/ledger.ts';
+import type { Ledger } from '../shared/ports.ts';
 
 /**
  * A ledger record left in `adding` for good: its worker died mid-add and its message is gone (a
@@ -10,25 +10,12 @@ import type { Difference } from './compare.ts';
 export const STUCK_ADD_AFTER_MS = 15 * 60_000;
 
 export function isStuckAdd(record: OrderRecord, now: number): boolean {
-  return record.state === 'adding' && now - leftAt(record) > STUCK_ADD_AFTER_MS;
+  return record.state === 'adding' && now - addLeftAt(record) > STUCK_ADD_AFTER_MS;
 }
 
 /** When the add was last held: its lease's end, or the last write when the lease was released (0). */
-function leftAt(record: OrderRecord): number {
+export function addLeftAt(record: OrderRecord): number {
   return record.leaseUntil ? record.leaseUntil : Date.parse(record.updatedAt) || 0;
-}
-
-export function stuckAddDifference(program: string, record: OrderRecord, now: number): Difference {
-  const minutes = Math.floor((now - leftAt(record)) / 60_000);
-  return {
-    kind: 'stuck_add',
-    program,
-    externalId: record.externalId,
-    ...(record.conversionId ? { conversionId: record.conversionId } : {}),
-    ledgerState: record.state,
-    ...(record.currency ? { currency: record.currency } : {}),
-    detail: `an add left unfinished ${minutes} min ago and no worker will settle it: connector reconcile --repair looks it up on the platform`,
-  };
 }
 
 export type StuckRepair =

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import type { Conversion } from '../affiliate/schemas.ts';
-import { ledgerKey, type OrderRecord } from '../ledger.ts';
+import type { Conversion } from '../shared/affiliate/schemas.ts';
+import { ledgerKey, type OrderRecord } from '../shared/ledger.ts';
 import { compareOrder, type Difference, money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
 import { CliError, type CliIo, cell, formatTable, nowOf, writeLine } from './io.ts';

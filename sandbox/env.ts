@@ -1,5 +1,6 @@
+import { SANDBOX_PORT, SANDBOX_TOKEN } from '../local/defaults.ts';
 import { resolveSeed } from './ids.ts';
-import { DEFAULT_PORT, DEFAULT_TOKEN, parseFaultSettings } from './options.ts';
+import { parseFaultSettings } from './options.ts';
 import { CURRENT_API_ROUTES } from './routes.ts';
 import type { SandboxOptions, SeedIds } from './types.ts';
 
@@ -17,8 +18,8 @@ export class SandboxEnvError extends Error {
  */
 export function sandboxOptionsFromEnv(env: NodeJS.ProcessEnv): SandboxOptions {
   const options: SandboxOptions = {
-    port: integer(env, 'SANDBOX_PORT', 0, 65_535) ?? DEFAULT_PORT,
-    token: env['SANDBOX_TOKEN'] || DEFAULT_TOKEN,
+    port: integer(env, 'SANDBOX_PORT', 0, 65_535) ?? SANDBOX_PORT,
+    token: env['SANDBOX_TOKEN'] || SANDBOX_TOKEN,
   };
   // Checked by startSandbox, which names the option when one is wrong.
   if (env['SANDBOX_LEGACY_USER']) options.legacyUserCode = env['SANDBOX_LEGACY_USER'];

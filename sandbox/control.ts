@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { Cents } from '../affiliate/schemas.ts';
+import { Cents } from '../shared/affiliate/schemas.ts';
 import { materialize, requireConversion, view } from './actions.ts';
 import type { FaultInjector } from './faults.ts';
 import { HttpError, parseOr400 } from './http.ts';

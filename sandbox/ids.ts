@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
-import { HexId } from '../affiliate/schemas.ts';
-import { firstIssue } from '../validation.ts';
+import { HexId } from '../shared/domain/ids.ts';
+import { firstIssue } from '../shared/validation.ts';
 import type { SeedIds } from './types.ts';
 
 /**

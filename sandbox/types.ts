@@ -1,4 +1,4 @@
-import type { Currency } from '../affiliate/schemas.ts';
+import type { Currency } from '../shared/affiliate/schemas.ts';
 
 /** Faults the sandbox injects into API routes (never into control routes). */
 export interface FaultSettings {

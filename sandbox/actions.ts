@@ -7,7 +7,7 @@ import type {
   ConversionRefuseBody,
   ConversionsListQuery,
   ConversionUpdateBody,
-} from '../affiliate/schemas.ts';
+} from '../shared/affiliate/schemas.ts';
 import { HttpError } from './http.ts';
 import { randomHexId } from './ids.ts';
 import { type ConversionRecord, effectiveState, viewConversion } from './store.ts';

@@ -1,6 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { describeError } from '../errors.ts';
+import { describeError } from '../shared/errors.ts';
 import { CONTROL_ROUTES, createControl, type InternalControl } from './control.ts';
 import { FaultInjector } from './faults.ts';
 import { HttpError, parseJsonBody, parseQuery, readBody, reasonOf, sendJson, sleep } from './http.ts';

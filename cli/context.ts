@@ -4,9 +4,10 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
-import { DynamoLedger } from '../adapters/dynamo-ledger.ts';
-import { AffiliateClient } from '../affiliate/client.ts';
-import { parseSources, SourceConfig } from '../config/sources.ts';
+import { LOCAL_AWS, LOCAL_STATE_FILE } from '../local/defaults.ts';
+import { DynamoLedger } from '../shared/adapters/dynamo-ledger.ts';
+import { AffiliateClient } from '../shared/affiliate/client.ts';
+import { parseSources, SourceConfig } from '../shared/config/sources.ts';
 import { CliError, type CliIo, explain, unreachableHint } from './io.ts';
 
 /**
@@ -17,12 +18,6 @@ import { CliError, type CliIo, explain, unreachableHint } from './io.ts';
  * Manager) is only sent to a URL the user gave too, never to one read from the state file.
  */
 
-/** Written by `npm start` (infra/local/start.ts, `LOCAL_STATE_FILE`); repeated here so the CLI does not load the emulators. */
-export const LOCAL_STATE_FILE = '.local-stack.json';
-
-/** The emulators accept any credentials; these are never real (same as `LOCAL_AWS` in infra/local/emulators.ts). */
-const LOCAL_CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local' } as const;
-const LOCAL_REGION = 'us-east-1';
 /** Bounds every AWS call, so a wrong endpoint fails in seconds rather than hanging a terminal. */
 export const AWS_TIMEOUT_MS = 10_000;
 
@@ -370,7 +365,12 @@ export class CliContext {
   #awsConfig(endpoint: string | undefined) {
     const region = this.get('region');
     if (endpoint)
-      return { endpoint, region: region ?? LOCAL_REGION, credentials: LOCAL_CREDENTIALS, maxAttempts: 2 };
+      return {
+        endpoint,
+        region: region ?? LOCAL_AWS.region,
+        credentials: LOCAL_AWS.credentials,
+        maxAttempts: 2,
+      };
     return { ...(region ? { region } : {}), maxAttempts: 3 };
   }
 

@@ -1,7 +1,7 @@
-import type { Conversion } from '../affiliate/schemas.ts';
-import type { OrderRecord } from '../ledger.ts';
-import { formatMinor } from '../money.ts';
-import { isStuckAdd, stuckAddDifference } from './stuck.ts';
+import type { Conversion } from '../shared/affiliate/schemas.ts';
+import type { OrderRecord } from '../shared/ledger.ts';
+import { formatMinor } from '../shared/money.ts';
+import { addLeftAt, isStuckAdd } from './stuck.ts';
 
 /**
  * How an order's ledger record and its conversion on the platform disagree, for `status` and
@@ -123,4 +123,18 @@ export function compareOrder(
     });
   }
   return out;
+}
+
+/** The `stuck_add` difference of a record `isStuckAdd` finds. */
+export function stuckAddDifference(program: string, record: OrderRecord, now: number): Difference {
+  const minutes = Math.floor((now - addLeftAt(record)) / 60_000);
+  return {
+    kind: 'stuck_add',
+    program,
+    externalId: record.externalId,
+    ...(record.conversionId ? { conversionId: record.conversionId } : {}),
+    ledgerState: record.state,
+    ...(record.currency ? { currency: record.currency } : {}),
+    detail: `an add left unfinished ${minutes} min ago and no worker will settle it: connector reconcile --repair looks it up on the platform`,
+  };
 }

@@ -2,9 +2,9 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { HexId } from '../affiliate/schemas.ts';
-import type { SourceConfig } from '../config/sources.ts';
-import { hmacSha256, signGeneric } from '../platforms/signature.ts';
+import type { SourceConfig } from '../shared/config/sources.ts';
+import { HexId } from '../shared/domain/ids.ts';
+import { hmacSha256, signGeneric } from '../shared/platforms/signature.ts';
 import { CliError } from './io.ts';
 
 /**
@@ -16,7 +16,7 @@ import { CliError } from './io.ts';
 export type Platform = SourceConfig['platform'];
 export const PLATFORMS: readonly Platform[] = ['shopify', 'woocommerce', 'stripe', 'generic'];
 
-const SAMPLES_DIR = new URL('../../test/fixtures/samples/', import.meta.url);
+const SAMPLES_DIR = new URL('../test/fixtures/samples/', import.meta.url);
 
 /** What a built-in sample demonstrates in the life of an order. */
 export type SampleKind = 'order' | 'partial-refund' | 'full-refund' | 'cancel';

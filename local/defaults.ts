@@ -1,0 +1,39 @@
+/**
+ * The settings of the connector run on this machine, written once for the three programs that
+ * need them: the local stack (`npm start`, infra/local/), the operator CLI (cli/) and the platform
+ * sandbox (sandbox/). Nothing here is a secret: every value is public and documented in the README.
+ * This module imports nothing, so the CLI can read a port without loading the emulators.
+ */
+
+/** HTTP port of the local ingest API (`PORT`). */
+export const LOCAL_PORT = 3000;
+
+/** HTTP port of the platform sandbox (`SANDBOX_PORT`), under `npm start` and `npm run sandbox`. */
+export const SANDBOX_PORT = 4010;
+
+/** Bearer token of the sandbox's API routes (`SANDBOX_TOKEN`). */
+export const SANDBOX_TOKEN = 'sandbox-token';
+
+/** Secrets of the local stack when neither the environment nor `.env` sets them. */
+export const LOCAL_SECRETS = {
+  SHOPIFY_WEBHOOK_SECRET: 'local-shopify-secret',
+  WOOCOMMERCE_WEBHOOK_SECRET: 'local-woocommerce-secret',
+  STRIPE_WEBHOOK_SECRET: 'whsec_local_stripe_secret',
+  GENERIC_WEBHOOK_SECRET: 'local-generic-secret',
+  FINANCE_API_KEY: 'local-finance-key-0123456789abcdef',
+} as const;
+
+/** The local main queue (FIFO); its DLQ is named after it, `connector-events-dlq.fifo`. */
+export const LOCAL_QUEUE_NAME = 'connector-events.fifo';
+
+/** The local ledger table. */
+export const LOCAL_TABLE_NAME = 'connector-ledger';
+
+/** Written by `npm start` in the repository root (git-ignored): how the CLI finds the local stack. */
+export const LOCAL_STATE_FILE = '.local-stack.json';
+
+/** Region and credentials the local emulators accept; never real ones. */
+export const LOCAL_AWS = {
+  region: 'us-east-1',
+  credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+} as const;

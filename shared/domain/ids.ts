@@ -1,0 +1,8 @@
+import * as z from 'zod';
+
+/**
+ * The affiliate platform's ids: programs, rules, partnerships, conversions and click ids are 24
+ * hexadecimal characters. The sources' configuration, the platform client's requests and the
+ * sandbox all check ids with this one rule, so it stands on the ground floor, below each of them.
+ */
+export const HexId = z.string().regex(/^[0-9a-f]{24}$/i, 'must be 24 hexadecimal characters');
