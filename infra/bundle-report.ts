@@ -48,7 +48,21 @@ const KNOWN_OPTIONS: ReadonlySet<string> = new Set([
   'keepNames',
   'charset',
   'logLevel',
+  'esbuildArgs',
 ]);
+
+/** `esbuildArgs` this translation knows: `--alias:<package>` (CDK passes `--alias:<package>=<target>`). */
+function aliasesOf(args: nodejs.BundlingOptions['esbuildArgs'] = {}): Record<string, string> {
+  const alias: Record<string, string> = {};
+  for (const [key, value] of Object.entries(args)) {
+    const match = /^--alias:(.+)$/.exec(key);
+    if (match?.[1] === undefined || typeof value !== 'string') {
+      throw new Error(`bundle-report does not translate esbuild argument ${key}: teach it`);
+    }
+    alias[match[1]] = value;
+  }
+  return alias;
+}
 
 /**
  * The esbuild options that produce the same index.mjs as CDK's `NodejsFunction` bundling with
@@ -71,6 +85,7 @@ export function esbuildOptionsFor(
   // CDK's defaults for a Node 18+ runtime: the AWS SDK v3 stays external unless bundleAwsSDK.
   const external = bundling.externalModules ?? (bundling.bundleAwsSDK ? [] : ['@aws-sdk/*']);
   const esm = bundling.format === 'esm';
+  const alias = aliasesOf(bundling.esbuildArgs);
   return {
     absWorkingDir: projectRoot,
     entryPoints: [join(projectRoot, CONNECTOR_FUNCTIONS[name].entry)],
@@ -89,6 +104,7 @@ export function esbuildOptionsFor(
     ...(bundling.define === undefined ? {} : { define: bundling.define }),
     ...(bundling.keepNames === undefined ? {} : { keepNames: bundling.keepNames }),
     ...(bundling.charset === undefined ? {} : { charset: bundling.charset }),
+    ...(Object.keys(alias).length === 0 ? {} : { alias }),
     metafile: true,
     write: false,
     logLevel: 'silent',
