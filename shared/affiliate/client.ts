@@ -1,4 +1,4 @@
-import * as z from 'zod/mini';
+import type * as z from 'zod/mini';
 import { ConfigurationError, PermanentError, TransientError } from '../errors.ts';
 import {
   type CallOptions,

@@ -427,7 +427,11 @@ export class PlatformHttp<R extends string> {
 }
 
 /** `input` checked with `schema` before it leaves the process; `BadInputError` naming the field. */
-export function validateRequest<S extends z.core.$ZodType>(route: string, schema: S, input: unknown): z.output<S> {
+export function validateRequest<S extends z.core.$ZodType>(
+  route: string,
+  schema: S,
+  input: unknown,
+): z.output<S> {
   const parsed = z.safeParse(schema, input);
   if (parsed.success) return parsed.data;
   const { field: name, message } = firstIssue(parsed.error);

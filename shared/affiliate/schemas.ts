@@ -15,9 +15,14 @@ export { CURRENCIES, Currency } from '../domain/limits.ts';
 
 /** IDs of programs, rules, partnerships, conversions, click ids: 24 hexadecimal characters. */
 export const HexId = z.string().check(z.regex(/^[0-9a-f]{24}$/i, 'must be 24 hexadecimal characters'));
+// The message on the check, not the schema: a schema's message would replace the range checks' too.
 export const Cents = z
-  .int('must be an integer count of cents')
-  .check(z.nonnegative(), z.maximum(Number.MAX_SAFE_INTEGER));
+  .number()
+  .check(
+    z.multipleOf(1, 'must be an integer count of cents'),
+    z.nonnegative(),
+    z.maximum(Number.MAX_SAFE_INTEGER),
+  );
 /** Datetime values sent: UTC, `YYYY-MM-DDTHH:mm:ss.sssZ`. */
 export const ApiDate = z
   .string()
@@ -160,7 +165,9 @@ export type Conversion = z.infer<typeof Conversion>;
 export const AdvertiserInfo = z.looseObject({
   id: z.string(),
   programs: z._default(
-    z.array(z.looseObject({ id: z.string(), rules: z._default(z.array(z.looseObject({ id: z.string() })), []) })),
+    z.array(
+      z.looseObject({ id: z.string(), rules: z._default(z.array(z.looseObject({ id: z.string() })), []) }),
+    ),
     [],
   ),
 });

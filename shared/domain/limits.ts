@@ -66,23 +66,19 @@ const CONTROL_IN_TEXT = /(?![\t\n\r])\p{Cc}/u;
  * control characters, no lone surrogate (a half of an emoji is not a character any system can store).
  */
 export function idText(max = MAX_ID_LENGTH) {
-  return z
-    .string()
-    .check(
-      z.minLength(1, 'must not be empty'),
-      z.maxLength(max, `must be at most ${max} characters`),
-      z.refine((v) => !CONTROL.test(v), 'must not contain control characters'),
-      z.refine((v) => v.isWellFormed(), 'must be valid Unicode (a lone surrogate)'),
-    );
+  return z.string().check(
+    z.minLength(1, 'must not be empty'),
+    z.maxLength(max, `must be at most ${max} characters`),
+    z.refine((v) => !CONTROL.test(v), 'must not contain control characters'),
+    z.refine((v) => v.isWellFormed(), 'must be valid Unicode (a lone surrogate)'),
+  );
 }
 
 /** Free text (a reason): at most `max` characters, valid Unicode, no control characters but tab and line breaks. */
 export function freeText(max: number) {
-  return z
-    .string()
-    .check(
-      z.maxLength(max, `must be at most ${max} characters`),
-      z.refine((v) => !CONTROL_IN_TEXT.test(v), 'must not contain control characters'),
-      z.refine((v) => v.isWellFormed(), 'must be valid Unicode (a lone surrogate)'),
-    );
+  return z.string().check(
+    z.maxLength(max, `must be at most ${max} characters`),
+    z.refine((v) => !CONTROL_IN_TEXT.test(v), 'must not contain control characters'),
+    z.refine((v) => v.isWellFormed(), 'must be valid Unicode (a lone surrogate)'),
+  );
 }

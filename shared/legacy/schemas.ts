@@ -12,8 +12,13 @@ import * as z from 'zod/mini';
 /** An integer in [min, max] given as a number or as the digits of a query string. */
 function intParam(min: number, max: number) {
   return z.pipe(
-    z.union([z.number(), z.pipe(z.string().check(z.regex(/^-?\d+$/, 'must be an integer')), z.transform(Number))]),
-    z.int('must be an integer').check(z.minimum(min, `must be at least ${min}`), z.maximum(max, `must be at most ${max}`)),
+    z.union([
+      z.number(),
+      z.pipe(z.string().check(z.regex(/^-?\d+$/, 'must be an integer')), z.transform(Number)),
+    ]),
+    z
+      .int('must be an integer')
+      .check(z.minimum(min, `must be at least ${min}`), z.maximum(max, `must be at most ${max}`)),
   );
 }
 
