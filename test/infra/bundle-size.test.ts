@@ -123,4 +123,14 @@ describe('bundle report', () => {
 
     expect(translate).toThrow(/preCompilation/);
   });
+
+  it("passes the stack's --alias arguments to esbuild and refuses any other esbuild argument", () => {
+    const translate = (esbuildArgs: Record<string, string>) =>
+      esbuildOptionsFor('webhook', { ...CONNECTOR_BUNDLING, esbuildArgs });
+
+    expect(esbuildOptionsFor('webhook').alias).toEqual({
+      '@aws-sdk/credential-provider-node': './shared/adapters/lambda-credentials.ts',
+    });
+    expect(() => translate({ '--tree-shaking': 'false' })).toThrow(/--tree-shaking/);
+  });
 });
