@@ -75,6 +75,9 @@ export const CONNECTOR_FUNCTIONS: Readonly<Record<ConnectorFunctionName, Connect
 export const ESM_REQUIRE_BANNER =
   "import { createRequire as __connectorCreateRequire } from 'node:module'; const require = __connectorCreateRequire(import.meta.url);";
 
+/** The AWS SDK's default credential chain, which the Lambda bundles replace (CONNECTOR_BUNDLING). */
+export const CREDENTIAL_CHAIN_PACKAGE = '@aws-sdk/credential-provider-node';
+
 /**
  * How every function is bundled. `infra/bundle-report.ts` translates exactly these settings to
  * esbuild's API, and a test checks that its output equals the asset CDK built.
@@ -89,6 +92,10 @@ export const CONNECTOR_BUNDLING: nodejs.BundlingOptions = {
   // The runtime's SDK version moves under us; bundling pins the version we tested and loads faster
   // than the runtime's full copy.
   bundleAwsSDK: true,
+  // Every SDK client's default credential chain becomes the environment, where Lambda puts the
+  // role's credentials: the rest of the chain never runs in Lambda and was a quarter of each bundle
+  // (see shared/adapters/lambda-credentials.ts). esbuild resolves the target from the project root.
+  esbuildArgs: { [`--alias:${CREDENTIAL_CHAIN_PACKAGE}`]: './shared/adapters/lambda-credentials.ts' },
   minify: true,
   // Stack traces point at the TypeScript (NODE_OPTIONS=--enable-source-maps). Without sources
   // content the map stays small, and Node parses maps at load time.

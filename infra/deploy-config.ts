@@ -57,7 +57,7 @@ export const DeployConfig = z
       .regex(/^[A-Za-z][A-Za-z0-9-]{0,99}$/, 'letters, digits and -, starting with a letter')
       .default('ConversionConnector'),
     /** The shops posting webhooks, validated by the same schema the functions use. */
-    sources: SourcesFile.refine((s) => s.length > 0, 'configure at least one source'),
+    sources: SourcesFile.check(z.refine((s) => s.length > 0, 'configure at least one source')),
     affiliate: z.strictObject({
       /** Base URL of the platform's current API (host address, no route). */
       baseUrl: HttpsUrl,

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type * as z from 'zod';
+import * as z from 'zod/mini';
 import { firstIssue } from '../shared/validation.ts';
 
 const REASONS: Record<number, string> = {
@@ -50,8 +50,8 @@ export interface ErrorBody {
 }
 
 /** Parses with a shared zod schema; a failure becomes a 400 naming the first failing field. */
-export function parseOr400<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
-  const parsed = schema.safeParse(input);
+export function parseOr400<S extends z.core.$ZodType>(schema: S, input: unknown): z.output<S> {
+  const parsed = z.safeParse(schema, input);
   if (parsed.success) return parsed.data;
   const { field, message } = firstIssue(parsed.error);
   throw new HttpError(400, field ? `${field}: ${message}` : message, field || undefined);

@@ -25,10 +25,10 @@ export const FinanceRefundRequest = z
     amount: z.string().min(1).optional(),
     amountCents: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
     full: z.literal(true).optional(),
-    reason: freeText(500).optional(),
+    reason: z.optional(freeText(500)),
     source: z.string().min(1).optional(),
     // Read like the webhooks read it: `eur` is EUR.
-    currency: CurrencyInput.optional(),
+    currency: z.optional(CurrencyInput),
   })
   .superRefine((body, ctx) => {
     const given = [body.amount !== undefined, body.amountCents !== undefined, body.full === true].filter(

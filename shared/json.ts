@@ -7,6 +7,7 @@ interface ReviverContext {
 type SourceReviver = (this: unknown, key: string, value: unknown, context?: ReviverContext) => unknown;
 
 const INTEGER_TEXT = /^-?[0-9]+$/;
+const SIXTEEN_DIGITS = /[0-9]{16}/;
 
 /**
  * Parses a webhook body as JSON, keeping every integer beyond 2^53 exact: such a number comes back
@@ -21,14 +22,24 @@ export function parseJsonBody(raw: Buffer): unknown {
   let text = raw.toString('utf8');
   // A BOM is not JSON, but some PHP stacks (WooCommerce plugins) emit one; drop it, nothing else.
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  // An integer beyond 2^53 has at least 16 digits; without such a run the reviver could change
+  // nothing, and JSON.parse without one is several times faster (most bodies: ids of 13 digits).
+  if (!SIXTEEN_DIGITS.test(text)) return parseOrRefuse(text);
   const reviver: SourceReviver = (_key, value, context) => {
     if (typeof value === 'number' && !Number.isSafeInteger(value) && context?.source !== undefined) {
       if (INTEGER_TEXT.test(context.source)) return context.source;
     }
     return value;
   };
+  return parseOrRefuse(text, reviver as (this: unknown, key: string, value: unknown) => unknown);
+}
+
+function parseOrRefuse(
+  text: string,
+  reviver?: (this: unknown, key: string, value: unknown) => unknown,
+): unknown {
   try {
-    return JSON.parse(text, reviver as (this: unknown, key: string, value: unknown) => unknown);
+    return JSON.parse(text, reviver);
   } catch {
     throw new BadInputError('request body is not valid JSON', { field: 'body' });
   }

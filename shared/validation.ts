@@ -16,7 +16,7 @@ export interface FieldIssue {
  *
  * @param prefix put before every path (`body`, or the name of a nested payload)
  */
-export function issuesOf(error: z.ZodError, prefix = ''): FieldIssue[] {
+export function issuesOf(error: z.core.$ZodError, prefix = ''): FieldIssue[] {
   return error.issues.flatMap((issue): FieldIssue[] => {
     const path = [prefix, ...issue.path.map(String)].filter((p) => p !== '').join('.');
     if (issue.code !== 'unrecognized_keys')
@@ -30,6 +30,6 @@ export function issuesOf(error: z.ZodError, prefix = ''): FieldIssue[] {
 }
 
 /** The first issue of a zod error (see `issuesOf`), for "400 naming the field". */
-export function firstIssue(error: z.ZodError, prefix = ''): FieldIssue {
+export function firstIssue(error: z.core.$ZodError, prefix = ''): FieldIssue {
   return issuesOf(error, prefix)[0] ?? { field: prefix, message: 'invalid', code: 'custom' };
 }

@@ -44,6 +44,9 @@ export function awsClientConfig(budget: AwsCallBudget = LAMBDA_AWS_BUDGET) {
   };
 }
 
+// Credentials: the SDK's default chain, which in the Lambda bundles is the environment only (where
+// Lambda puts the role's); see shared/adapters/lambda-credentials.ts.
+
 /** An SQS client whose calls are bounded by `budget`. Build once per cold start. */
 export function sqsClient(budget: AwsCallBudget = LAMBDA_AWS_BUDGET): SQSClient {
   return new SQSClient(awsClientConfig(budget));

@@ -1,4 +1,4 @@
-import type * as z from 'zod';
+import type * as z from 'zod/mini';
 import { HexId } from '../domain/ids.ts';
 import { ConfigurationError, PermanentError, TransientError } from '../errors.ts';
 import {
@@ -232,7 +232,7 @@ export class AffiliateClient {
     );
   }
 
-  private action<S extends z.ZodType>(
+  private action<S extends z.core.$ZodType>(
     route: RouteName,
     schema: S,
     body: unknown,

@@ -1,4 +1,4 @@
-import type * as z from 'zod';
+import * as z from 'zod/mini';
 import {
   BadInputError,
   ConfigurationError,
@@ -252,7 +252,7 @@ export class PlatformHttp<R extends string> {
   }
 
   /** A 2xx whose body does not match the schema: the same request would get the same body. */
-  unreadable(route: R, answer: PlatformResponse, what: string, error: z.ZodError): PermanentError {
+  unreadable(route: R, answer: PlatformResponse, what: string, error: z.core.$ZodError): PermanentError {
     const { field: name, message } = firstIssue(error);
     return new PermanentError(
       `${this.profile.label(route)} answered ${answer.status} without ${what} the client can read (${name || 'body'}: ${message})`,
@@ -433,8 +433,12 @@ export class PlatformHttp<R extends string> {
 }
 
 /** `input` checked with `schema` before it leaves the process; `BadInputError` naming the field. */
-export function validateRequest<S extends z.ZodType>(route: string, schema: S, input: unknown): z.output<S> {
-  const parsed = schema.safeParse(input);
+export function validateRequest<S extends z.core.$ZodType>(
+  route: string,
+  schema: S,
+  input: unknown,
+): z.output<S> {
+  const parsed = z.safeParse(schema, input);
   if (parsed.success) return parsed.data;
   const { field: name, message } = firstIssue(parsed.error);
   throw new BadInputError(`${route}: invalid request: ${name ? `${name}: ` : ''}${message}`, {

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { HexId } from '../domain/ids.ts';
 import { Currency, idText } from '../domain/limits.ts';
 
@@ -16,36 +16,38 @@ export { CURRENCIES, Currency } from '../domain/limits.ts';
 
 export const Cents = z
   .number()
-  .int('must be an integer count of cents')
-  .nonnegative()
-  .max(Number.MAX_SAFE_INTEGER);
+  .check(
+    z.multipleOf(1, 'must be an integer count of cents'),
+    z.nonnegative(),
+    z.maximum(Number.MAX_SAFE_INTEGER),
+  );
 /** Datetime values sent: UTC, `YYYY-MM-DDTHH:mm:ss.sssZ`. */
 export const ApiDate = z
   .string()
-  .regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, 'must be YYYY-MM-DDTHH:mm:ss.sssZ (UTC)');
+  .check(z.regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, 'must be YYYY-MM-DDTHH:mm:ss.sssZ (UTC)'));
 export const Ip = z.union([z.ipv4(), z.ipv6()], { error: 'must be an IPv4 or IPv6 address' });
-const Reason = z.string().trim().min(1, 'must not be empty').max(1000);
+const Reason = z.string().check(z.trim(), z.minLength(1, 'must not be empty'), z.maxLength(1000));
 
 const conversionCommon = {
   program: HexId,
   rule: HexId,
   externalId: idText(),
-  amount: Cents.optional(),
-  paymentMethod: idText().optional(),
-  customerId: idText().optional(),
-  date: ApiDate.optional(),
-  subId: idText().or(z.literal('')).optional(),
-  voucher: idText().or(z.literal('')).optional(),
-  currency: Currency.optional(),
-  product: z.array(idText()).optional(),
-  notify: z.boolean().optional(),
+  amount: z.optional(Cents),
+  paymentMethod: z.optional(idText()),
+  customerId: z.optional(idText()),
+  date: z.optional(ApiDate),
+  subId: z.optional(z.union([idText(), z.literal('')])),
+  voucher: z.optional(z.union([idText(), z.literal('')])),
+  currency: z.optional(Currency),
+  product: z.optional(z.array(idText())),
+  notify: z.optional(z.boolean()),
 };
 
 /** Conversion Add in tracking mode: `cids` and `ip` are required, and only allowed here. */
 export const TrackingConversion = z.strictObject({
   kind: z.literal('tracking'),
   ...conversionCommon,
-  cids: z.array(HexId).min(1, 'at least one click id is required in tracking mode'),
+  cids: z.array(HexId).check(z.minLength(1, 'at least one click id is required in tracking mode')),
   ip: Ip,
 });
 /** Conversion Add in bonus mode (deprecated by the platform in favour of commission adjustments). */
@@ -59,7 +61,7 @@ export const BonusConversion = z.strictObject({
 export const ManualConversion = z.strictObject({
   kind: z.literal('manual'),
   ...conversionCommon,
-  affiliateTrackingId: z.number().int().positive(),
+  affiliateTrackingId: z.int().check(z.positive()),
 });
 export const ConversionAddBody = z.discriminatedUnion('kind', [
   TrackingConversion,
@@ -72,7 +74,7 @@ export const ConversionRefuseBody = z.strictObject({
   program: HexId,
   id: HexId,
   reason: Reason,
-  notify: z.boolean().optional(),
+  notify: z.optional(z.boolean()),
 });
 export type ConversionRefuseBody = z.infer<typeof ConversionRefuseBody>;
 
@@ -86,36 +88,44 @@ export type ConversionUpdateBody = z.infer<typeof ConversionUpdateBody>;
 export const ConversionInfoQuery = z
   .strictObject({
     program: HexId,
-    externalId: z.string().min(1).optional(),
-    customerId: z.string().min(1).optional(),
+    externalId: z.optional(z.string().check(z.minLength(1))),
+    customerId: z.optional(z.string().check(z.minLength(1))),
   })
-  .refine((q) => q.externalId !== undefined || q.customerId !== undefined, {
-    message: 'externalId or customerId is required',
-    path: ['externalId'],
-  });
+  .check(
+    z.refine((q) => q.externalId !== undefined || q.customerId !== undefined, {
+      message: 'externalId or customerId is required',
+      path: ['externalId'],
+    }),
+  );
 export type ConversionInfoQuery = z.infer<typeof ConversionInfoQuery>;
 
 export const ConversionStatus = z.enum(['pending', 'accepted', 'refused']);
 export type ConversionStatus = z.infer<typeof ConversionStatus>;
 
-const boolParam = z.union([z.boolean(), z.enum(['true', 'false']).transform((v) => v === 'true')]);
-const intParam = (max: number) => z.coerce.number().int().min(0).max(max);
+const boolParam = z.union([
+  z.boolean(),
+  z.pipe(
+    z.enum(['true', 'false']),
+    z.transform((v) => v === 'true'),
+  ),
+]);
+const intParam = (max: number) => z.pipe(z.coerce.number(), z.int().check(z.minimum(0), z.maximum(max)));
 
 export const ConversionsListQuery = z.strictObject({
-  orderBy: z.enum(['externalId', 'createdAt', 'amount', 'commissions']).optional(),
-  sort: z.enum(['asc', 'desc']).optional(),
-  limit: intParam(10_000).optional(),
-  offset: intParam(Number.MAX_SAFE_INTEGER).optional(),
-  from: z.string().min(1).optional(),
-  to: z.string().min(1).optional(),
-  program: HexId.optional(),
-  rule: HexId.optional(),
-  partnership: HexId.optional(),
-  status: ConversionStatus.optional(),
-  locked: boolParam.optional(),
-  externalId: z.string().min(1).optional(),
-  customerId: z.string().min(1).optional(),
-  subId: z.string().optional(),
+  orderBy: z.optional(z.enum(['externalId', 'createdAt', 'amount', 'commissions'])),
+  sort: z.optional(z.enum(['asc', 'desc'])),
+  limit: z.optional(intParam(10_000)),
+  offset: z.optional(intParam(Number.MAX_SAFE_INTEGER)),
+  from: z.optional(z.string().check(z.minLength(1))),
+  to: z.optional(z.string().check(z.minLength(1))),
+  program: z.optional(HexId),
+  rule: z.optional(HexId),
+  partnership: z.optional(HexId),
+  status: z.optional(ConversionStatus),
+  locked: z.optional(boolParam),
+  externalId: z.optional(z.string().check(z.minLength(1))),
+  customerId: z.optional(z.string().check(z.minLength(1))),
+  subId: z.optional(z.string()),
 });
 export type ConversionsListQuery = z.input<typeof ConversionsListQuery>;
 
@@ -123,37 +133,40 @@ export const CommissionAdjustmentAddBody = z.strictObject({
   type: z.enum(['bonus', 'fixed_fees']),
   program: HexId,
   partnership: HexId,
-  identifier: z.string().min(1).max(256),
+  identifier: z.string().check(z.minLength(1), z.maxLength(256)),
   commission: Cents,
-  comment: z.string().max(1000).optional(),
-  currency: Currency.optional(),
-  date: ApiDate.optional(),
-  status: z.enum(['accepted', 'pending']).optional(),
+  comment: z.optional(z.string().check(z.maxLength(1000))),
+  currency: z.optional(Currency),
+  date: z.optional(ApiDate),
+  status: z.optional(z.enum(['accepted', 'pending'])),
 });
 export type CommissionAdjustmentAddBody = z.infer<typeof CommissionAdjustmentAddBody>;
 
 /** A conversion as the platform returns it (fields from NOTES.md; everything else passes through). */
 export const Conversion = z.looseObject({
   id: HexId,
-  program: z.string().optional(),
-  rule: z.string().optional(),
+  program: z.optional(z.string()),
+  rule: z.optional(z.string()),
   externalId: z.string(),
-  amount: z.number().optional(),
-  currency: z.string().optional(),
-  status: ConversionStatus.or(z.string()),
-  refuseReason: z.string().nullish(),
-  isLocked: z.boolean().optional(),
-  lockedAt: z.string().nullish(),
-  customerId: z.string().nullish(),
-  subId: z.string().nullish(),
-  createdAt: z.string().optional(),
+  amount: z.optional(z.number()),
+  currency: z.optional(z.string()),
+  status: z.union([ConversionStatus, z.string()]),
+  refuseReason: z.nullish(z.string()),
+  isLocked: z.optional(z.boolean()),
+  lockedAt: z.nullish(z.string()),
+  customerId: z.nullish(z.string()),
+  subId: z.nullish(z.string()),
+  createdAt: z.optional(z.string()),
 });
 export type Conversion = z.infer<typeof Conversion>;
 
 export const AdvertiserInfo = z.looseObject({
   id: z.string(),
-  programs: z
-    .array(z.looseObject({ id: z.string(), rules: z.array(z.looseObject({ id: z.string() })).default([]) }))
-    .default([]),
+  programs: z._default(
+    z.array(
+      z.looseObject({ id: z.string(), rules: z._default(z.array(z.looseObject({ id: z.string() })), []) }),
+    ),
+    [],
+  ),
 });
 export type AdvertiserInfo = z.infer<typeof AdvertiserInfo>;

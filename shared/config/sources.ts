@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { HexId } from '../domain/ids.ts';
 import { firstIssue } from '../validation.ts';
 
@@ -13,13 +13,13 @@ export const UnattributedPolicy = z.discriminatedUnion('mode', [
   /** Default. The spec has no mode for an unattributed sale (tracking needs cids, manual a tracking id). */
   z.strictObject({ mode: z.literal('skip') }),
   /** Credit a house affiliate (for example your own newsletter partnership) in manual mode. */
-  z.strictObject({ mode: z.literal('manual'), affiliateTrackingId: z.number().int().positive() }),
+  z.strictObject({ mode: z.literal('manual'), affiliateTrackingId: z.int().check(z.positive()) }),
 ]);
 export type UnattributedPolicy = z.infer<typeof UnattributedPolicy>;
 
 export const SourceConfig = z.strictObject({
   /** URL path segment: `POST /webhooks/{id}`. */
-  id: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'lower-case letters, digits, - and _'),
+  id: z.string().check(z.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'lower-case letters, digits, - and _')),
   platform: z.enum(['shopify', 'woocommerce', 'stripe', 'generic']),
   program: HexId,
   rule: HexId,
@@ -28,45 +28,50 @@ export const SourceConfig = z.strictObject({
    * Manager secret name or ARN in AWS. The value is one secret, never split; while rotating, the
    * previous value is accepted too (`<NAME>_PREVIOUS` locally, the AWSPREVIOUS version in AWS).
    */
-  secretRef: z.string().min(1),
+  secretRef: z.string().check(z.minLength(1)),
   /** Order/note attribute names that carry the platform's click id. */
-  clickIdAttributes: z.array(z.string().min(1)).min(1).default(['aecid']),
+  clickIdAttributes: z._default(z.array(z.string().check(z.minLength(1))).check(z.minLength(1)), ['aecid']),
   /** Attribute names that carry an affiliate tracking id (selects manual mode). */
-  trackingIdAttributes: z.array(z.string().min(1)).default(['affiliate_tracking_id']),
+  trackingIdAttributes: z._default(z.array(z.string().check(z.minLength(1))), ['affiliate_tracking_id']),
   /** Attribute names that carry a subId. */
-  subIdAttributes: z.array(z.string().min(1)).default(['subid']),
+  subIdAttributes: z._default(z.array(z.string().check(z.minLength(1))), ['subid']),
   /** Shopify: the order topic that creates conversions. */
-  orderTopic: z.enum(['orders/create', 'orders/paid']).default('orders/create'),
-  unattributed: UnattributedPolicy.default({ mode: 'skip' }),
+  orderTopic: z._default(z.enum(['orders/create', 'orders/paid']), 'orders/create'),
+  unattributed: z._default(UnattributedPolicy, { mode: 'skip' }),
   /** Which platform interface the program lives on (legacy 2.0 accounts: see README). */
-  backend: z.enum(['current', 'legacy']).default('current'),
+  backend: z._default(z.enum(['current', 'legacy']), 'current'),
   /**
    * Put before every order id of this source, on the platform and in the ledger (`shopA-1001`). Set
    * it when two sources of one program may use the same order ids (two shops both with order 1001):
    * otherwise the second source's order is parked. Finance refunds name the prefixed id. Changing it
    * later splits the ledger: orders already added keep the old id. @default none
    */
-  externalIdPrefix: z
-    .string()
-    .regex(
-      /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,31}$/,
-      'up to 32 letters, digits, _ . : - starting with a letter or digit',
-    )
-    .optional(),
+  externalIdPrefix: z.optional(
+    z
+      .string()
+      .check(
+        z.regex(
+          /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,31}$/,
+          'up to 32 letters, digits, _ . : - starting with a letter or digit',
+        ),
+      ),
+  ),
   /** Stripe: signature timestamp tolerance. */
-  toleranceSeconds: z.number().int().positive().default(300),
+  toleranceSeconds: z._default(z.int().check(z.positive()), 300),
 });
 export type SourceConfig = z.infer<typeof SourceConfig>;
 export type SourceConfigInput = z.input<typeof SourceConfig>;
 
-export const SourcesFile = z.array(SourceConfig).superRefine((sources, ctx) => {
-  const seen = new Set<string>();
-  sources.forEach((s, i) => {
-    if (seen.has(s.id))
-      ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate source id ${s.id}` });
-    seen.add(s.id);
-  });
-});
+export const SourcesFile = z.array(SourceConfig).check(
+  z.superRefine((sources, ctx) => {
+    const seen = new Set<string>();
+    sources.forEach((s, i) => {
+      if (seen.has(s.id))
+        ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate source id ${s.id}` });
+      seen.add(s.id);
+    });
+  }),
+);
 
 /** Parses sources from JSON text, failing fast with the path of the first wrong setting. */
 export function parseSources(json: string, origin: string): SourceConfig[] {

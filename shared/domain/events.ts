@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { freeText, idText, isCurrency } from './limits.ts';
 
 /**
@@ -11,25 +11,29 @@ export const PLATFORMS = ['shopify', 'woocommerce', 'stripe', 'generic', 'financ
 export const Platform = z.enum(PLATFORMS);
 export type Platform = z.infer<typeof Platform>;
 
-const cents = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+const cents = z.int().check(z.nonnegative(), z.maximum(Number.MAX_SAFE_INTEGER));
 // A string (not the enum type) so adapters and the ledger keep plain strings; checked all the same.
-const currency = z.string().refine(isCurrency, 'must be an ISO 4217 currency code in upper case');
+const currency = z.string().check(z.refine(isCurrency, 'must be an ISO 4217 currency code in upper case'));
 /** Ids and codes: the platform's length limit, no control characters, valid Unicode. */
 const id = idText();
 /** A reason: trimmed, and absent when blank (the platform refuses an empty reason). */
-const reason = freeText(500)
-  .transform((v) => v.trim())
-  .transform((v) => (v === '' ? undefined : v))
-  .optional();
+const reason = z.optional(
+  z.pipe(
+    freeText(500),
+    z.transform((v) => v.trim() || undefined),
+  ),
+);
 
 /**
  * An instant the platform's date format (`YYYY-MM-DDTHH:mm:ss.sssZ`, UTC) can carry: an offset can
  * push `9999-12-31T23:00:00-05:00` into year 10000.
  */
-const sendableDate = z.iso.datetime({ offset: true }).refine((v) => {
-  const time = Date.parse(v);
-  return Number.isFinite(time) && /^\d{4}-/.test(new Date(time).toISOString());
-}, 'must be a date between the years 0000 and 9999 in UTC');
+const sendableDate = z.iso.datetime({ offset: true }).check(
+  z.refine((v) => {
+    const time = Date.parse(v);
+    return Number.isFinite(time) && /^\d{4}-/.test(new Date(time).toISOString());
+  }, 'must be a date between the years 0000 and 9999 in UTC'),
+);
 
 const eventBase = {
   /** The delivery's dedup key: the platform's event id, or a content hash when it has none. */
@@ -49,18 +53,18 @@ export const OrderPlaced = z.object({
   /** Excluding tax and shipping, after discounts, in minor units. */
   amount: cents,
   currency,
-  customerId: id.optional(),
-  vouchers: z.array(id).default([]),
-  clickIds: z.array(id).default([]),
-  buyerIp: z.union([z.ipv4(), z.ipv6()]).optional(),
-  productIds: z.array(id).default([]),
-  paymentMethod: id.optional(),
+  customerId: z.optional(id),
+  vouchers: z._default(z.array(id), []),
+  clickIds: z._default(z.array(id), []),
+  buyerIp: z.optional(z.union([z.ipv4(), z.ipv6()])),
+  productIds: z._default(z.array(id), []),
+  paymentMethod: z.optional(id),
   /** When the order was placed (ISO 8601). */
-  orderDate: sendableDate.optional(),
+  orderDate: z.optional(sendableDate),
   /** The integer that follows the prefix of an affiliate's tracking code: selects manual mode. */
-  affiliateTrackingId: z.number().int().positive().optional(),
+  affiliateTrackingId: z.optional(z.int().check(z.positive())),
   /** The platform's default is the empty string, which the worker does not send. */
-  subId: id.or(z.literal('')).optional(),
+  subId: z.optional(z.union([id, z.literal('')])),
 });
 export type OrderPlaced = z.infer<typeof OrderPlaced>;
 
@@ -76,9 +80,11 @@ export function connectorRefundId(name: string): string {
 }
 
 /** For ids that come from outside (finance, generic shops): the reserved prefix is refused. */
-export const ExternalRefundId = idText().refine((id) => !id.startsWith(CONNECTOR_REFUND_ID_PREFIX), {
-  message: `must not start with "${CONNECTOR_REFUND_ID_PREFIX}" (reserved for the connector's own refund ids)`,
-});
+export const ExternalRefundId = idText().check(
+  z.refine((id) => !id.startsWith(CONNECTOR_REFUND_ID_PREFIX), {
+    message: `must not start with "${CONNECTOR_REFUND_ID_PREFIX}" (reserved for the connector's own refund ids)`,
+  }),
+);
 
 export const OrderRefunded = z.object({
   type: z.literal('OrderRefunded'),
@@ -86,13 +92,13 @@ export const OrderRefunded = z.object({
   /** Unique per refund; the same refund seen twice (shop webhook and finance) counts once. */
   refundId: id,
   /** Refunded amount excluding tax and shipping, minor units. Absent when `full` is true. */
-  amount: cents.optional(),
-  full: z.boolean().default(false),
+  amount: z.optional(cents),
+  full: z._default(z.boolean(), false),
   /** Currency of `amount`; checked against the order's. */
-  currency: currency.optional(),
+  currency: z.optional(currency),
   reason,
   /** Who asked: a shop webhook or finance staff. */
-  origin: z.enum(['shop', 'finance']).default('shop'),
+  origin: z._default(z.enum(['shop', 'finance']), 'shop'),
 });
 export type OrderRefunded = z.infer<typeof OrderRefunded>;
 

@@ -1,4 +1,10 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
+import en from 'zod/v4/locales/en.js';
+
+// The schemas the worker loads are zod/mini (a third of classic zod's size and start-up cost, see
+// infra/bundle-report.ts); mini comes without messages, so it gets classic's English ones. (Imported
+// by path: `z.locales.en` would make the bundler keep every locale, about 200 KiB.)
+z.config(en());
 
 /**
  * The platform's request limits, written once: the normalized events (so ingest and finance refuse at
@@ -45,11 +51,10 @@ export const Currency = z.enum(CURRENCIES, { error: 'must be an ISO 4217 currenc
  * A currency as callers write it (shops and finance staff send `eur` as often as `EUR`): trimmed and
  * upper-cased, then checked against `CURRENCIES`. Every door (webhooks, `/refunds`) reads it this way.
  */
-export const CurrencyInput = z
-  .string()
-  .transform((v) => v.trim().toUpperCase())
-  .refine(isCurrency, 'must be an ISO 4217 currency code')
-  .transform((v) => v as Currency);
+export const CurrencyInput = z.pipe(
+  z.string().check(z.trim(), z.toUpperCase(), z.refine(isCurrency, 'must be an ISO 4217 currency code')),
+  z.transform((v) => v as Currency),
+);
 
 // C0, DEL and C1 controls: nothing an id or a code holds, and what some stores mangle (NUL ends a C string).
 const CONTROL = /\p{Cc}/u;
@@ -61,19 +66,19 @@ const CONTROL_IN_TEXT = /(?![\t\n\r])\p{Cc}/u;
  * control characters, no lone surrogate (a half of an emoji is not a character any system can store).
  */
 export function idText(max = MAX_ID_LENGTH) {
-  return z
-    .string()
-    .min(1, 'must not be empty')
-    .max(max, `must be at most ${max} characters`)
-    .refine((v) => !CONTROL.test(v), 'must not contain control characters')
-    .refine((v) => v.isWellFormed(), 'must be valid Unicode (a lone surrogate)');
+  return z.string().check(
+    z.minLength(1, 'must not be empty'),
+    z.maxLength(max, `must be at most ${max} characters`),
+    z.refine((v) => !CONTROL.test(v), 'must not contain control characters'),
+    z.refine((v) => v.isWellFormed(), 'must be valid Unicode (a lone surrogate)'),
+  );
 }
 
 /** Free text (a reason): at most `max` characters, valid Unicode, no control characters but tab and line breaks. */
 export function freeText(max: number) {
-  return z
-    .string()
-    .max(max, `must be at most ${max} characters`)
-    .refine((v) => !CONTROL_IN_TEXT.test(v), 'must not contain control characters')
-    .refine((v) => v.isWellFormed(), 'must be valid Unicode (a lone surrogate)');
+  return z.string().check(
+    z.maxLength(max, `must be at most ${max} characters`),
+    z.refine((v) => !CONTROL_IN_TEXT.test(v), 'must not contain control characters'),
+    z.refine((v) => v.isWellFormed(), 'must be valid Unicode (a lone surrogate)'),
+  );
 }

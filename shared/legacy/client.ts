@@ -1,4 +1,4 @@
-import type * as z from 'zod';
+import * as z from 'zod/mini';
 import {
   type CallOptions,
   checkBaseUrl,
@@ -95,9 +95,9 @@ interface Operation<T> extends Omit<PlatformRequest<LegacyRouteName, T>, 'method
 }
 
 /** A list route: the schema of its query, and of each item of its answer. */
-interface ListRoute<S extends z.ZodType> {
+interface ListRoute<S extends z.core.$ZodType> {
   readonly route: LegacyRouteName;
-  readonly query: z.ZodType<Record<string, unknown>>;
+  readonly query: z.core.$ZodType<Record<string, unknown>>;
   readonly item: S;
   /** Names an item in errors. */
   readonly what: string;
@@ -284,7 +284,7 @@ export class LegacyClient {
   private action(
     route: LegacyRouteName,
     params: Record<string, string>,
-    schema: z.ZodType | undefined,
+    schema: z.core.$ZodType | undefined,
     body: unknown,
     idempotent: boolean,
     options: LegacyCallOptions,
@@ -322,19 +322,19 @@ export class LegacyClient {
     );
   }
 
-  private parse<S extends z.ZodType>(
+  private parse<S extends z.core.$ZodType>(
     route: LegacyRouteName,
     answer: PlatformResponse,
     schema: S,
     what: string,
   ): z.output<S> {
-    const parsed = schema.safeParse(this.http.needJson(route, answer));
+    const parsed = z.safeParse(schema, this.http.needJson(route, answer));
     if (parsed.success) return parsed.data;
     throw this.http.unreadable(route, answer, what, parsed.error);
   }
 
   /** One page of a list route (never its count); the answer is a bare array of items. */
-  private list<S extends z.ZodType>(
+  private list<S extends z.core.$ZodType>(
     { route, query: querySchema, item, what }: ListRoute<S>,
     programId: string,
     query: object,
@@ -354,7 +354,7 @@ export class LegacyClient {
             });
           }
           return json.map((entry, index) => {
-            const parsed = item.safeParse(entry);
+            const parsed = z.safeParse(item, entry);
             if (!parsed.success) {
               throw this.http.unreadable(route, answer, `a ${what} at index ${index}`, parsed.error);
             }

@@ -63,7 +63,7 @@ const RefundBody = z.looseObject({
   ...common,
   refundId: IdString.pipe(ExternalRefundId),
   amount: Amount.optional(),
-  currency: CurrencyCode.optional(),
+  currency: z.optional(CurrencyCode),
   full: z.boolean().optional(),
   reason: z.string().max(500).optional(),
 });

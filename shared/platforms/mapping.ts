@@ -74,8 +74,8 @@ export function topicMark(why: string) {
  *
  * @throws BadInputError naming the first failing field as a dotted path (`line_items.0.price`)
  */
-export function parsePayload<S extends z.ZodType>(schema: S, body: unknown, prefix = ''): z.output<S> {
-  const result = schema.safeParse(body);
+export function parsePayload<S extends z.core.$ZodType>(schema: S, body: unknown, prefix = ''): z.output<S> {
+  const result = z.safeParse(schema, body);
   if (result.success) return result.data;
   const issue = firstIssue(result.error, prefix);
   const field = issue.field || 'body';

@@ -63,7 +63,7 @@ const RefundResource = z.looseObject({
   id: IdString,
   amount: MoneyText,
   reason: z.string().nullish(),
-  currency: CurrencyCode.nullish(),
+  currency: z.nullish(CurrencyCode),
   order_id: IdString.nullish(),
   parent_id: IdString.nullish(),
   line_items: z.array(z.looseObject({ total: MoneyText })).nullish(),

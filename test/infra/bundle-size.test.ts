@@ -61,6 +61,18 @@ describe('function bundles', () => {
     ).toBeLessThanOrEqual(BUNDLE_BUDGETS[name]);
   });
 
+  it.each(NAMES)(
+    '%s leaves out the credential chain Lambda never runs (profiles, SSO, STS, instance metadata)',
+    (name) => {
+      const packages = report.find((b) => b.name === name)!.contributors.map((c) => c.name);
+
+      expect(packages).not.toContain('@aws-sdk/credential-provider-node');
+      expect(packages).not.toContain('@aws-sdk/nested-clients');
+      expect(packages).not.toContain('@smithy/credential-provider-imds');
+      expect(packages).toContain('@aws-sdk/credential-provider-env');
+    },
+  );
+
   it.each(NAMES)('%s: the bundle report builds byte for byte what CDK deploys', (name) => {
     const reported = report.find((b) => b.name === name)!;
 
@@ -110,5 +122,15 @@ describe('bundle report', () => {
     const translate = () => esbuildOptionsFor('webhook', { ...CONNECTOR_BUNDLING, preCompilation: true });
 
     expect(translate).toThrow(/preCompilation/);
+  });
+
+  it("passes the stack's --alias arguments to esbuild and refuses any other esbuild argument", () => {
+    const translate = (esbuildArgs: Record<string, string>) =>
+      esbuildOptionsFor('webhook', { ...CONNECTOR_BUNDLING, esbuildArgs });
+
+    expect(esbuildOptionsFor('webhook').alias).toEqual({
+      '@aws-sdk/credential-provider-node': './shared/adapters/lambda-credentials.ts',
+    });
+    expect(() => translate({ '--tree-shaking': 'false' })).toThrow(/--tree-shaking/);
   });
 });

@@ -10,8 +10,11 @@ import type { AddressInfo } from 'node:net';
  */
 export interface FakeSecretsManager {
   readonly endpoint: string;
-  /** Actions received, in order, with the SecretId and the VersionStage asked for. */
-  readonly calls: { action: string; secretId: string; versionStage?: string }[];
+  /**
+   * Actions received, in order, with the SecretId and the VersionStage asked for, and the access key
+   * id the request was signed with (from its SigV4 Authorization header).
+   */
+  readonly calls: { action: string; secretId: string; versionStage?: string; accessKeyId?: string }[];
   /** What `put-secret-value` does: the new value becomes AWSCURRENT, the current one AWSPREVIOUS. */
   rotate(secretId: string, value: string): void;
   close(): Promise<void>;
@@ -40,7 +43,7 @@ async function bodyOf(req: IncomingMessage): Promise<Record<string, unknown>> {
 export async function startFakeSecretsManager(
   initial: Record<string, FakeSecret>,
 ): Promise<FakeSecretsManager> {
-  const calls: { action: string; secretId: string; versionStage?: string }[] = [];
+  const calls: FakeSecretsManager['calls'] = [];
   const secrets = new Map<string, Record<string, string | undefined>>(
     Object.entries(initial).map(([id, v]) => [id, typeof v === 'string' ? { AWSCURRENT: v } : { ...v }]),
   );
@@ -49,7 +52,13 @@ export async function startFakeSecretsManager(
       const action = String(req.headers['x-amz-target'] ?? '').replace(/^secretsmanager\./, '');
       const secretId = String(body['SecretId'] ?? '');
       const versionStage = typeof body['VersionStage'] === 'string' ? body['VersionStage'] : undefined;
-      calls.push({ action, secretId, ...(versionStage ? { versionStage } : {}) });
+      const accessKeyId = /Credential=([^/]+)\//.exec(String(req.headers.authorization ?? ''))?.[1];
+      calls.push({
+        action,
+        secretId,
+        ...(versionStage ? { versionStage } : {}),
+        ...(accessKeyId ? { accessKeyId } : {}),
+      });
       const versions = secrets.get(secretId);
       const value = versions?.[versionStage ?? 'AWSCURRENT'];
       if (versions === undefined || (action === 'GetSecretValue' && value === undefined)) {

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BadInputError } from '../../shared/errors.ts';
 import { parseJsonBody } from '../../shared/json.ts';
@@ -21,6 +22,28 @@ describe('parseJsonBody', () => {
     );
     // Assess
     expect(body).toEqual({ id: 450789469, rate: 0.06, price: '199.00', max: Number.MAX_SAFE_INTEGER });
+  });
+
+  it('reads any integer, safe or not, in any position: numbers when safe, their text when not', () => {
+    // Around 2^53 (16 digits, the shortest unsafe integers) as often as anywhere else.
+    const integer = fc.oneof(
+      fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }),
+      fc.bigInt({ min: 2n ** 53n - 10n, max: 10n ** 16n - 1n }),
+      fc.bigInt({ min: -(10n ** 16n) + 1n, max: -(2n ** 53n) + 10n }),
+      fc.bigInt({ min: -(10n ** 6n), max: 10n ** 6n }),
+    );
+    fc.assert(
+      fc.property(fc.array(integer), fc.string(), (ints, note) => {
+        const raw = Buffer.from(`{"note":${JSON.stringify(note)},"ints":[${ints.join(',')}]}`);
+
+        const body = parseJsonBody(raw) as { note: string; ints: unknown[] };
+
+        expect(body.note).toBe(note);
+        expect(body.ints).toEqual(
+          ints.map((i) => (Number.isSafeInteger(Number(i)) ? Number(i) : i.toString())),
+        );
+      }),
+    );
   });
 
   it('ignores a UTF-8 byte order mark', () => {
