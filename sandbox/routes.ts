@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import {
   CommissionAdjustmentAddBody,
@@ -9,6 +9,7 @@ import {
   ConversionsListQuery,
   ConversionUpdateBody,
 } from '../shared/affiliate/schemas.ts';
+import { safeEqual } from '../shared/platforms/signature.ts';
 import {
   acceptConversion,
   addCommissionAdjustment,
@@ -161,7 +162,7 @@ function safeDecode(segment: string): string | undefined {
 /** Checks `Authorization: Bearer <token>` in constant time. */
 export function bearerChecker(token: string): (headers: IncomingHttpHeaders) => boolean {
   const expected = digest(`Bearer ${token}`);
-  return (headers) => timingSafeEqual(digest(headers.authorization ?? ''), expected);
+  return (headers) => safeEqual(digest(headers.authorization ?? ''), expected);
 }
 
 /** Checks `Authorization: Basic base64(<user>:<password>)` in constant time. */
@@ -170,11 +171,11 @@ export function basicChecker(user: string, password: string): (headers: Incoming
   return (headers) => {
     const match = /^Basic +([A-Za-z0-9+/=]+) *$/i.exec(headers.authorization ?? '');
     const decoded = match?.[1] === undefined ? '' : Buffer.from(match[1], 'base64').toString('utf8');
-    return timingSafeEqual(digest(decoded), expected);
+    return safeEqual(digest(decoded), expected);
   };
 }
 
-// Hashing first gives equal lengths, which timingSafeEqual requires, without leaking the length.
+// Hashing first gives equal lengths, so the compare takes the same time whatever the length.
 function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
