@@ -237,6 +237,8 @@ async function handle(
   try {
     if (rawBody instanceof Error) throw rawBody;
     const body = route.body ? parseJsonBody(rawBody as string) : undefined;
+    // Again: the clock may have moved while the body was read and the latency slept.
+    p.lateWrites.applyDue();
     const answer = route.handle({ query: parseQuery(url.searchParams), body, params }, p.world);
     respond(200, answer);
   } catch (error) {
