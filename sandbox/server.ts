@@ -52,22 +52,26 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
   const limiter = new RateLimiter();
   const foreign = new ForeignConsumer();
   const calls = new Map<string, CallCount>();
-  const control = createControl({
-    world,
-    faults,
-    limiter,
-    foreign,
-    calls,
-    startFaults,
-    startSettings: { ...settings },
-    apiRoutePaths: () => apiPaths(apiRoutes),
-  });
+  // Aborted on close: wakes latency sleeps and hung requests so nothing outlives the server.
+  const closing = new AbortController();
+  const lateWrites = new LateWrites(world.now, closing.signal);
+  const control = settlingFirst(
+    lateWrites,
+    createControl({
+      world,
+      faults,
+      limiter,
+      foreign,
+      calls,
+      startFaults,
+      startSettings: { ...settings },
+      apiRoutePaths: () => apiPaths(apiRoutes),
+    }),
+  );
   const authCheckers: Record<AuthScheme, (headers: IncomingHttpHeaders) => boolean> = {
     bearer: bearerChecker(settings.token),
     basic: basicChecker(settings.legacyUserCode, settings.legacyApiKey),
   };
-  // Aborted on close: wakes latency sleeps and hung requests so nothing outlives the server.
-  const closing = new AbortController();
 
   const pipeline: Pipeline = {
     world,
@@ -78,6 +82,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     control,
     authCheckers,
     closing: closing.signal,
+    lateWrites,
   };
   const server = createServer((req, res) => {
     handle(pipeline, apiRoutes, req, res).catch((error: unknown) => {
@@ -125,6 +130,7 @@ interface Pipeline {
   control: InternalControl;
   authCheckers: Record<AuthScheme, (headers: IncomingHttpHeaders) => boolean>;
   closing: AbortSignal;
+  lateWrites: LateWrites;
 }
 
 function apiPaths(routes: readonly ApiRoute[]): string[] {
@@ -139,6 +145,7 @@ async function handle(
 ): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://sandbox');
   const method = req.method ?? 'GET';
+  p.lateWrites.applyDue();
   if (url.pathname.startsWith('/_sandbox/')) return handleControl(p, method, url, req, res);
 
   const match = matchRoute(apiRoutes, method, url.pathname);
@@ -208,11 +215,16 @@ async function handle(
   }
   if (fault.kind === 'late') {
     count('hang');
-    lateWrite(fault.lateMs - fault.delayMs, p.closing, () => {
-      if (rawBody instanceof Error) return;
-      const body = route.body ? parseJsonBody(rawBody as string) : undefined;
-      route.handle({ query: parseQuery(url.searchParams), body, params }, p.world);
-    });
+    // Due on the sandbox's clock, counted from the request's arrival (the latency sleep came after).
+    p.lateWrites.schedule(
+      now + fault.lateMs,
+      (world) => {
+        if (rawBody instanceof Error) return;
+        const body = route.body ? parseJsonBody(rawBody as string) : undefined;
+        route.handle({ query: parseQuery(url.searchParams), body, params }, world);
+      },
+      p.world,
+    );
     return hang(res, fault.hangMs, p.closing);
   }
   if (fault.kind === 'error') {
@@ -225,6 +237,8 @@ async function handle(
   try {
     if (rawBody instanceof Error) throw rawBody;
     const body = route.body ? parseJsonBody(rawBody as string) : undefined;
+    // Again: the clock may have moved while the body was read and the latency slept.
+    p.lateWrites.applyDue();
     const answer = route.handle({ query: parseQuery(url.searchParams), body, params }, p.world);
     respond(200, answer);
   } catch (error) {
@@ -265,21 +279,91 @@ async function handleControl(
   }
 }
 
-/** Carries out a request's work later, whatever became of its connection; dropped if the server closes. */
-function lateWrite(afterMs: number, closing: AbortSignal, work: () => void): void {
-  const timer = setTimeout(
-    () => {
-      closing.removeEventListener('abort', cancel);
+/** Shortest wait before a late write not yet due is checked again. */
+const RECHECK_MS = 25;
+
+interface LateWrite {
+  dueAt: number;
+  seq: number;
+  work: () => void;
+}
+
+/**
+ * Requests carried out later, whatever became of their connection, on the sandbox's own clock
+ * (`SandboxWorld.now`): a write is applied once that clock reaches its due time, before anything
+ * (API call, control route, in-process control) reads the state, and by a real timer for a sandbox
+ * nobody asks. So an injected clock moved on by minutes makes a write minutes late land at once.
+ * Dropped when the server closes.
+ */
+class LateWrites {
+  private pending: LateWrite[] = [];
+  private seq = 0;
+  private readonly timers = new Set<NodeJS.Timeout>();
+
+  private readonly now: () => number;
+  private readonly closing: AbortSignal;
+
+  constructor(now: () => number, closing: AbortSignal) {
+    this.now = now;
+    this.closing = closing;
+    closing.addEventListener('abort', () => {
+      for (const timer of this.timers) clearTimeout(timer);
+      this.timers.clear();
+      this.pending = [];
+    });
+  }
+
+  /** Runs `work` against the world with its clock at `dueAt`, so what it records is dated then. */
+  schedule(dueAt: number, work: (world: SandboxWorld) => void, world: SandboxWorld): void {
+    if (this.closing.aborted) return;
+    this.pending.push({ dueAt, seq: this.seq++, work: () => work({ ...world, now: () => dueAt }) });
+    this.arm(dueAt);
+  }
+
+  /** Applies, in due order, every write whose time has come. */
+  applyDue(): void {
+    const now = this.now();
+    const due = this.pending.filter((w) => w.dueAt <= now);
+    if (due.length === 0) return;
+    this.pending = this.pending.filter((w) => w.dueAt > now);
+    due.sort((a, b) => a.dueAt - b.dueAt || a.seq - b.seq);
+    for (const write of due) {
       try {
-        work();
+        write.work();
       } catch {
         // A late write the platform refuses (an HttpError) leaves nothing behind, as a refusal would.
       }
-    },
-    Math.max(0, afterMs),
-  );
-  const cancel = () => clearTimeout(timer);
-  closing.addEventListener('abort', cancel, { once: true });
+    }
+  }
+
+  private arm(dueAt: number, minMs = 1): void {
+    const timer = setTimeout(
+      () => {
+        this.timers.delete(timer);
+        this.applyDue();
+        // A real timer may fire a hair before the clock says so; an injected clock may stay short of
+        // the due time for good, so the check is not repeated more often than every RECHECK_MS.
+        if (this.pending.some((w) => w.dueAt === dueAt)) this.arm(dueAt, RECHECK_MS);
+      },
+      Math.max(minMs, dueAt - this.now()),
+    );
+    this.timers.add(timer);
+  }
+}
+
+/** The control with due late writes applied before each call, as the HTTP routes do. */
+function settlingFirst(lateWrites: LateWrites, control: InternalControl): InternalControl {
+  const settled = {} as Record<string, unknown>;
+  for (const [name, member] of Object.entries(control)) {
+    settled[name] =
+      typeof member === 'function'
+        ? (...args: unknown[]) => {
+            lateWrites.applyDue();
+            return member.apply(control, args);
+          }
+        : member;
+  }
+  return settled as unknown as InternalControl;
 }
 
 /** Holds the socket without answering until the client gives up, `hangMs` passes or the server closes. */

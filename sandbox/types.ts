@@ -20,7 +20,7 @@ export interface FaultSettings {
    * records an add after its caller timed out.
    */
   lateWriteRate?: number;
-  /** How long after the request a late write is carried out; default 20 000. */
+  /** How long after the request a late write is carried out, on the sandbox's clock (`now`); default 20 000. */
   lateWriteMs?: number;
   /** The next N requests are answered 429 (a forced burst). */
   burst429?: number;
@@ -73,7 +73,7 @@ export interface SandboxOptions {
   /** JSON file loaded at start when present and rewritten after every change. */
   persistPath?: string;
   seed?: Partial<SeedIds>;
-  /** Clock in epoch milliseconds, for tests. @default Date.now */
+  /** Clock in epoch milliseconds, for tests; late writes land when it reaches their time. @default Date.now */
   now?: () => number;
 }
 

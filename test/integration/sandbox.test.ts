@@ -980,6 +980,47 @@ describe('sandbox: faults', () => {
     expect(sandbox.control.calls()['/advertiser/conversions.add']?.byStatus).toEqual({ hang: 1 });
   });
 
+  it('lands a late write when its own clock says so: minutes late without waiting minutes', async () => {
+    // Prepare: a sandbox on an injected clock; the add is due 240 s after it arrived
+    const clock = { now: T0 };
+    const late = await startSandbox({
+      port: 0,
+      now: () => clock.now,
+      faults: { lateWriteRate: 1, lateWriteMs: 240_000, routes: ['/advertiser/conversions.add'] },
+    });
+    const shown = async () => {
+      const listed = await clientOf(late).get('/advertiser/conversions.list', { externalId: 'late-2' });
+      const viaControl = await clientOf(late).control('GET', '/conversions');
+      return {
+        listed: (listed.body['conversions'] as { total: number }).total,
+        inProcess: late.control.conversions().length,
+        viaControl: (viaControl.body['conversions'] as unknown[]).length,
+      };
+    };
+
+    try {
+      // Act
+      const unanswered = fetch(`${late.url}/advertiser/conversions.add`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${late.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(trackingBody({ externalId: 'late-2' })),
+        signal: AbortSignal.timeout(100),
+      });
+      await expect(unanswered).rejects.toMatchObject({ name: 'TimeoutError' });
+      clock.now = T0 + 239_999;
+      const justBefore = await shown();
+      clock.now = T0 + 300_000;
+      const after = await shown();
+
+      // Assess: nothing until the due time, then everywhere, dated when the platform recorded it
+      expect(justBefore).toEqual({ listed: 0, inProcess: 0, viaControl: 0 });
+      expect(after).toEqual({ listed: 1, inProcess: 1, viaControl: 1 });
+      expect(late.control.conversions()[0]?.createdAt).toBe(new Date(T0 + 240_000).toISOString());
+    } finally {
+      await late.close();
+    }
+  });
+
   it('drops a hung request after hangMs without answering', async () => {
     // Prepare
     sandbox.control.setFaults({ hangRate: 1, hangMs: 100 });
