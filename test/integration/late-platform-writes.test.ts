@@ -1,15 +1,15 @@
 import type { SQSRecord } from 'aws-lambda';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { FailureQueue } from '../../shared/adapters/sqs.ts';
+import { backendFor } from '../../functions/worker.ts';
+import { DEFAULT_SEED, type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
 import { CurrentApiBackend } from '../../shared/affiliate/backend.ts';
 import { AffiliateClient } from '../../shared/affiliate/client.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEventInput } from '../../shared/domain/events.ts';
+import type { FailureQueue } from '../../shared/ports.ts';
 import { messageGroupId } from '../../shared/queueing.ts';
-import { DEFAULT_SEED, type RunningSandbox, startSandbox } from '../../shared/sandbox/server.ts';
-import { backendFor } from '../../shared/worker/backends.ts';
 import { type BatchDeps, processBatch } from '../../shared/worker/batch.ts';
-import { settleMsFor } from '../../shared/worker/process-event.ts';
+import { settleMsFor } from '../../shared/worker/flow.ts';
 import { FakeClock } from '../support/clock.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 
