@@ -345,6 +345,7 @@ export class ConnectorStack extends Stack {
       secretRef: config.financeApiKeySecret,
       projectRoot,
       logRetention,
+      bundling: CONNECTOR_BUNDLING,
     });
     this.#grantSecret(check.function, config.financeApiKeySecret);
     return check;

@@ -5,7 +5,6 @@ import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Provider } from 'aws-cdk-lib/custom-resources';
 import { Construct } from 'constructs';
-import { CONNECTOR_BUNDLING } from './connector-stack.ts';
 
 export interface FinanceKeyCheckProps {
   /** Name or ARN of the finance API key's secret, as in the deploy config. */
@@ -13,6 +12,8 @@ export interface FinanceKeyCheckProps {
   /** Where `infra/finance-key-check-handler.ts` and package-lock.json are. */
   readonly projectRoot: string;
   readonly logRetention: logs.RetentionDays;
+  /** How the check function is bundled: the stack passes the settings of its own functions. */
+  readonly bundling: nodejs.BundlingOptions;
   /**
    * A value that differs on every synth. CloudFormation calls a custom resource only when one of its
    * properties changed, and the secret's value can change without any change to the template.
@@ -63,7 +64,7 @@ export class FinanceKeyCheck extends Construct {
       description: 'Deploy time: fails the deployment while the finance API key is under 32 characters',
       role: role('Check', checkLogs),
       logGroup: checkLogs,
-      bundling: CONNECTOR_BUNDLING,
+      bundling: props.bundling,
     });
 
     const frameworkLogs = logGroup('Framework');
