@@ -19,6 +19,7 @@ import { SourceConfig } from '../shared/config/sources.ts';
 import { WAITING_REFUNDS_CHECK } from '../shared/worker/waiting.ts';
 import { type DeployConfig, workerInitialRatePerSecond, workerRatePerSecond } from './deploy-config.ts';
 import { FifoQueuePair } from './fifo-queue-pair.ts';
+import { FinanceKeyCheck } from './finance-key-check.ts';
 import { ConnectorMonitoring } from './monitoring.ts';
 
 /** The repository root: entries, package-lock.json and tsconfig.json are found from here. */
@@ -130,6 +131,8 @@ export class ConnectorStack extends Stack {
   readonly ledger: dynamodb.Table;
   readonly functions: Readonly<Record<ConnectorFunctionName, nodejs.NodejsFunction>>;
   readonly monitoring: ConnectorMonitoring;
+  /** The deploy-time check of the finance key's length; absent with `checkFinanceKeyAtDeploy: false`. */
+  readonly financeKeyCheck: FinanceKeyCheck | undefined;
   readonly #secrets = new Map<string, secretsmanager.ISecret>();
 
   constructor(scope: Construct, id: string, props: ConnectorStackProps) {
@@ -335,6 +338,24 @@ export class ConnectorStack extends Stack {
     for (const route of [...webhookRoutes, refundsRoute]) if (route) this.stage.node.addDependency(route);
 
     this.#suppressNagFindings(webhookRoutes, refundsRoute, config.refundsIamAuth);
+    this.financeKeyCheck = this.#financeKeyCheck(config, projectRoot, logRetention);
+  }
+
+  /** Synth cannot see the finance key's value: a custom resource checks its length at deploy time. */
+  #financeKeyCheck(
+    config: DeployConfig,
+    projectRoot: string,
+    logRetention: logs.RetentionDays,
+  ): FinanceKeyCheck | undefined {
+    if (!config.checkFinanceKeyAtDeploy) return undefined;
+    const check = new FinanceKeyCheck(this, 'FinanceKeyCheck', {
+      secretRef: config.financeApiKeySecret,
+      projectRoot,
+      logRetention,
+      bundling: CONNECTOR_BUNDLING,
+    });
+    this.#grantSecret(check.function, config.financeApiKeySecret);
+    return check;
   }
 
   #function(

@@ -93,6 +93,13 @@ export const DeployConfig = z
       .prefault({}),
     /** Secret holding the API key the finance team sends to `POST /refunds`. */
     financeApiKeySecret: SecretRef,
+    /**
+     * Check at every deploy that the finance key holds at least 32 characters (a custom resource
+     * reads the secret's AWSCURRENT value in the account and fails the deployment when it is short).
+     * Turn off where the deployment's roles may not read secrets; the refunds function and
+     * `connector doctor` check it anyway.
+     */
+    checkFinanceKeyAtDeploy: z.boolean().default(true),
     /** Also require AWS IAM (SigV4) on `POST /refunds`, on top of the finance API key. */
     refundsIamAuth: z.boolean().default(false),
     /**

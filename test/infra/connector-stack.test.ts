@@ -143,7 +143,8 @@ describe('ConnectorStack (example config)', () => {
 
     it('every log group in the stack has a retention', () => {
       const groups = Object.values(s.template.findResources('AWS::Logs::LogGroup'));
-      expect(groups).toHaveLength(4);
+      // Three functions, the API access logs, and the finance key check's function and provider.
+      expect(groups).toHaveLength(6);
       for (const group of groups) expect(group).toMatchObject({ Properties: { RetentionInDays: 30 } });
     });
 
@@ -572,5 +573,65 @@ describe('compactSources', () => {
     expect(compact[0]).toMatchObject({ orderTopic: 'orders/paid' });
     expect(compact[1]).not.toHaveProperty('clickIdAttributes');
     expect(JSON.stringify(compact).length).toBeLessThan(JSON.stringify(sources).length / 2);
+  });
+});
+
+describe('the finance key checked at deploy time', () => {
+  function checkFunctionId(s: Synth): string {
+    const check = s.stack.financeKeyCheck;
+    if (check === undefined) throw new Error('no finance key check in the stack');
+    return s.id(check.function);
+  }
+
+  it('is a custom resource that reads the finance secret, with a property that changes on every synth', () => {
+    const before = Date.now();
+    const s = synth();
+    const after = Date.now();
+
+    s.template.resourceCountIs('Custom::FinanceKeyCheck', 1);
+    const [check] = Object.values(s.template.findResources('Custom::FinanceKeyCheck')) as {
+      Properties: { SecretId: string; DeployedAt: string };
+    }[];
+    expect(check!.Properties.SecretId).toBe(s.config.financeApiKeySecret);
+    expect(Number(check!.Properties.DeployedAt)).toBeGreaterThanOrEqual(before);
+    expect(Number(check!.Properties.DeployedAt)).toBeLessThanOrEqual(after);
+    const fn = s.template.toJSON().Resources[checkFunctionId(s)];
+    expect(fn.Properties.Runtime).toBe('nodejs24.x');
+    expect(fn.Properties.Architectures).toEqual(['arm64']);
+  });
+
+  it('lets its function only GetSecretValue on the finance secret (and write its own logs)', () => {
+    const s = synth();
+    const role = s.stack.financeKeyCheck!.function.role!;
+    const policies = s.template.findResources('AWS::IAM::Policy', {
+      Properties: { Roles: Match.arrayWith([{ Ref: s.id(role) }]) },
+    });
+    const statements = Object.values(policies).flatMap(
+      (p) =>
+        (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
+          .Statement,
+    );
+
+    const secretStatements = statements.filter((st) => JSON.stringify(st.Action).includes('secretsmanager'));
+    expect(secretStatements).toHaveLength(1);
+    expect(secretStatements[0]).toMatchObject({ Effect: 'Allow', Action: 'secretsmanager:GetSecretValue' });
+    expect(JSON.stringify(secretStatements[0]!.Resource)).toContain(
+      `secret:${s.config.financeApiKeySecret}-??????`,
+    );
+    expect(actionsOf(statements)).toEqual([
+      'logs:CreateLogStream',
+      'logs:PutLogEvents',
+      'secretsmanager:GetSecretValue',
+    ]);
+    const roleResource = s.template.toJSON().Resources[s.id(role)];
+    expect(roleResource.Properties.ManagedPolicyArns).toBeUndefined();
+  });
+
+  it('is left out with checkFinanceKeyAtDeploy false', () => {
+    const s = synth({ checkFinanceKeyAtDeploy: 'false' });
+
+    s.template.resourceCountIs('Custom::FinanceKeyCheck', 0);
+    expect(s.stack.financeKeyCheck).toBeUndefined();
+    expect(s.config.checkFinanceKeyAtDeploy).toBe(false);
   });
 });

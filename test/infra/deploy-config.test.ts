@@ -57,6 +57,7 @@ describe('loadDeployConfig', () => {
     expect(config).toMatchObject({
       stackName: 'ConversionConnector',
       refundsIamAuth: false,
+      checkFinanceKeyAtDeploy: true,
       ledgerDeletionProtection: true,
       queue: { maxReceiveCount: 6, retentionDays: 4 },
       worker: { maxConcurrency: 20 },
