@@ -5,14 +5,17 @@ import { DeleteMessageBatchCommand, type Message, ReceiveMessageCommand } from '
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { buildRefundsDeps, makeHandler as makeRefundsHandler } from '../../functions/refunds.ts';
 import { buildWebhookDeps, makeHandler as makeWebhookHandler } from '../../functions/webhook.ts';
-import { buildWorkerDeps, makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
+import {
+  buildWorkerDeps,
+  makeHandler as makeWorkerHandler,
+  type WorkerTuning,
+} from '../../functions/worker.ts';
 import { LOCAL_SECRETS } from '../../local/defaults.ts';
 import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../sandbox/server.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
-import type { AffiliateClientOptions } from '../../shared/affiliate/client.ts';
 import type { Env } from '../../shared/config/env.ts';
 import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
-import type { ConversionBackend, Ledger } from '../../shared/ports.ts';
+import type { Ledger } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
@@ -32,7 +35,13 @@ const PLATFORM_SECRET: Record<SourceConfig['platform'], keyof typeof LOCAL_SECRE
   generic: 'GENERIC_WEBHOOK_SECRET',
 };
 
-export interface LocalStackOptions {
+/**
+ * `WorkerTuning` (functions/worker.ts) is for tests only, over what the settings give: the defaults
+ * are the deployed worker's (lease LEASE_MS or 120 s, client timeout 5 s, settle twice that,
+ * verification ADD_VERIFY_SECONDS or 10 minutes, visibility backoff base 5 s); `wrapLedger` and
+ * `wrapBackend` let tests kill a worker mid-flight.
+ */
+export interface LocalStackOptions extends WorkerTuning {
   /** HTTP port of the ingest API; 0 = any free port. */
   readonly port?: number;
   /** Settings and secrets (env or `.env`); defaults fill what is missing. */
@@ -44,19 +53,6 @@ export interface LocalStackOptions {
   readonly emulators?: EmulatorOptions;
   /** Concurrent pollers, like Lambda's concurrent batches. */
   readonly pollers?: number;
-  /**
-   * Tests only, over what the settings give (`WorkerTuning` of functions/worker.ts): the defaults
-   * are the deployed worker's (lease LEASE_MS or 120 s, client timeout 5 s, settle twice that,
-   * verification ADD_VERIFY_SECONDS or 10 minutes, visibility backoff base 5 s).
-   */
-  readonly client?: Partial<AffiliateClientOptions>;
-  readonly leaseMs?: number;
-  readonly settleMs?: number;
-  readonly verifyMs?: number;
-  readonly visibilityBaseSeconds?: number;
-  /** Lets tests wrap the ledger or the backend (to kill a worker mid-flight). */
-  readonly wrapLedger?: (ledger: Ledger) => Ledger;
-  readonly wrapBackend?: (backend: ConversionBackend) => ConversionBackend;
   /** Start the pollers at once (default true). */
   readonly autoPoll?: boolean;
   readonly observe?: (report: RecordReport) => void;
