@@ -7,11 +7,11 @@ import { AffiliateClient } from '../../shared/affiliate/client.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEventInput } from '../../shared/domain/events.ts';
 import type { FailureQueue } from '../../shared/ports.ts';
-import { messageGroupId } from '../../shared/queueing.ts';
 import { type BatchDeps, processBatch } from '../../shared/worker/batch.ts';
 import { settleMsFor } from '../../shared/worker/flow.ts';
 import { FakeClock } from '../support/clock.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
+import { fifoRecord } from '../support/sqs-records.ts';
 
 /**
  * Issue 12, item 4, against the sandbox: the platform records an add minutes after the connector
@@ -92,32 +92,13 @@ function orderPlaced(externalId: string): ConnectorEventInput {
 }
 
 function sqsRecord(message: Message, receiptHandle: string): SQSRecord {
-  const { event } = message;
-  const attributes = { eventType: event.type, externalId: event.externalId, source: event.source };
-  return {
+  return fifoRecord(message.event, {
     messageId: message.id,
     receiptHandle,
-    body: JSON.stringify(event),
-    attributes: {
-      ApproximateReceiveCount: String(message.receiveCount),
-      SentTimestamp: String(START - 60_000),
-      SenderId: 'AROAEXAMPLE:connector-webhook',
-      ApproximateFirstReceiveTimestamp: String(START - 59_000),
-      MessageGroupId: messageGroupId(PROGRAM, event.externalId),
-      MessageDeduplicationId: event.eventId,
-      SequenceNumber: '18850000000000000000',
-    },
-    messageAttributes: Object.fromEntries(
-      Object.entries(attributes).map(([name, value]) => [
-        name,
-        { stringValue: value, stringListValues: [], binaryListValues: [], dataType: 'String' },
-      ]),
-    ),
-    md5OfBody: '',
-    eventSource: 'aws:sqs',
-    eventSourceARN: 'arn:aws:sqs:eu-central-1:123456789012:connector-events.fifo',
-    awsRegion: 'eu-central-1',
-  };
+    program: PROGRAM,
+    sentAt: START - 60_000,
+    receiveCount: message.receiveCount,
+  });
 }
 
 /**

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { SQSRecord } from 'aws-lambda';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -14,12 +13,12 @@ import type {
   FailureQueue,
   PlatformConversion,
 } from '../../shared/ports.ts';
-import { messageGroupId } from '../../shared/queueing.ts';
 import { type BatchDeps, processBatch, type RecordReport } from '../../shared/worker/batch.ts';
 import { NO_PLATFORM_AMOUNT } from '../../shared/worker/refunds.ts';
 import type { WaitingMeasure } from '../../shared/worker/waiting.ts';
 import { FakeClock } from '../support/clock.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
+import { fifoRecord } from '../support/sqs-records.ts';
 
 /**
  * Issue 5, section 1: a transient failure is retried inside the invocation while its time allows,
@@ -192,44 +191,12 @@ function orderCancelled(externalId: string): ConnectorEventInput {
   };
 }
 
-/** A record as Lambda's SQS FIFO event source hands it over, with the attributes producers set. */
 function sqsRecord(
   messageId: string,
   event: ConnectorEventInput,
   options: { receiveCount?: number; attributes?: Record<string, string> } = {},
 ): SQSRecord {
-  const receiveCount = options.receiveCount ?? 1;
-  const body = JSON.stringify(event);
-  const attributes: Record<string, string> = {
-    eventType: event.type,
-    externalId: event.externalId,
-    source: event.source,
-    ...options.attributes,
-  };
-  return {
-    messageId,
-    receiptHandle: `rh-${messageId}-${receiveCount}`,
-    body,
-    attributes: {
-      ApproximateReceiveCount: String(receiveCount),
-      SentTimestamp: String(START - 60_000),
-      SenderId: 'AROAEXAMPLE:connector-webhook',
-      ApproximateFirstReceiveTimestamp: String(START - 59_000),
-      MessageGroupId: messageGroupId(PROGRAM, event.externalId),
-      MessageDeduplicationId: event.eventId,
-      SequenceNumber: '18850000000000000000',
-    },
-    messageAttributes: Object.fromEntries(
-      Object.entries(attributes).map(([name, value]) => [
-        name,
-        { stringValue: value, stringListValues: [], binaryListValues: [], dataType: 'String' },
-      ]),
-    ),
-    md5OfBody: createHash('md5').update(body).digest('hex'),
-    eventSource: 'aws:sqs',
-    eventSourceARN: 'arn:aws:sqs:eu-west-1:123456789012:connector-events.fifo',
-    awsRegion: 'eu-west-1',
-  };
+  return fifoRecord(event, { messageId, program: PROGRAM, sentAt: START - 60_000, ...options });
 }
 
 /** Seconds the message is hidden for when the platform keeps failing at this receive count. */

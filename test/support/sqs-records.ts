@@ -1,0 +1,51 @@
+import { createHash } from 'node:crypto';
+import type { SQSRecord } from 'aws-lambda';
+import type { ConnectorEventInput } from '../../shared/domain/events.ts';
+import { messageGroupId } from '../../shared/queueing.ts';
+
+export interface FifoRecordOptions {
+  readonly messageId: string;
+  readonly program: string;
+  /** When the webhook queued it (epoch ms). */
+  readonly sentAt: number;
+  readonly receiveCount?: number;
+  readonly receiptHandle?: string;
+  /** Message attributes over the ones the webhook sets (eventType, externalId, source). */
+  readonly attributes?: Record<string, string>;
+}
+
+/** A record as Lambda's SQS FIFO event source hands it over, with the attributes producers set. */
+export function fifoRecord(event: ConnectorEventInput, options: FifoRecordOptions): SQSRecord {
+  const receiveCount = options.receiveCount ?? 1;
+  const body = JSON.stringify(event);
+  const attributes: Record<string, string> = {
+    eventType: event.type,
+    externalId: event.externalId,
+    source: event.source,
+    ...options.attributes,
+  };
+  return {
+    messageId: options.messageId,
+    receiptHandle: options.receiptHandle ?? `rh-${options.messageId}-${receiveCount}`,
+    body,
+    attributes: {
+      ApproximateReceiveCount: String(receiveCount),
+      SentTimestamp: String(options.sentAt),
+      SenderId: 'AROAEXAMPLE:connector-webhook',
+      ApproximateFirstReceiveTimestamp: String(options.sentAt + 1_000),
+      MessageGroupId: messageGroupId(options.program, event.externalId),
+      MessageDeduplicationId: event.eventId,
+      SequenceNumber: '18850000000000000000',
+    },
+    messageAttributes: Object.fromEntries(
+      Object.entries(attributes).map(([name, value]) => [
+        name,
+        { stringValue: value, stringListValues: [], binaryListValues: [], dataType: 'String' },
+      ]),
+    ),
+    md5OfBody: createHash('md5').update(body).digest('hex'),
+    eventSource: 'aws:sqs',
+    eventSourceARN: 'arn:aws:sqs:eu-west-1:123456789012:connector-events.fifo',
+    awsRegion: 'eu-west-1',
+  };
+}
