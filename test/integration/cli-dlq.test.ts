@@ -4,33 +4,22 @@ import {
   ReceiveMessageCommand,
   SendMessageCommand,
 } from '@aws-sdk/client-sqs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
+import { describe, expect, it } from 'vitest';
 import { SqsFailureQueue } from '../../shared/adapters/sqs.ts';
 import { messageGroupId } from '../../shared/queueing.ts';
-import { localStateDir, runCli } from '../support/cli.ts';
+import { localStackForCli, runCli } from '../support/cli.ts';
 
 const CLICK = '0123456789abcdef01234567';
 const IP = '203.0.113.7';
 
-let stack: LocalStack;
-let state: { dir: string; remove(): void };
-
-beforeAll(async () => {
-  stack = await startLocalStack({ port: 0, sandbox: { port: 0 } });
-  state = localStateDir(stack);
-});
-afterAll(async () => {
-  state?.remove();
-  await stack?.close();
-});
+const local = localStackForCli();
 
 const cli = (argv: string[], input?: string) =>
-  runCli(argv, { cwd: state.dir, ...(input === undefined ? {} : { input }) });
-const program = () => [...stack.sources.values()][0]?.program ?? '';
-const dlqReady = () => stack.emulators.counts(stack.emulators.dlqName).ready;
+  runCli(argv, { cwd: local.dir, ...(input === undefined ? {} : { input }) });
+const program = () => [...local.stack.sources.values()][0]?.program ?? '';
+const dlqReady = () => local.stack.emulators.counts(local.stack.emulators.dlqName).ready;
 const conversionOf = (externalId: string) =>
-  stack.sandbox?.control.conversions().find((c) => c.externalId === externalId);
+  local.stack.sandbox?.control.conversions().find((c) => c.externalId === externalId);
 
 function refundEvent(externalId: string, refundId: string): string {
   return JSON.stringify({
@@ -48,7 +37,11 @@ function refundEvent(externalId: string, refundId: string): string {
 
 /** Parks a message the way the worker does, with its failure attributes. */
 async function park(externalId: string, reason: string, lastFailureAt = new Date()): Promise<void> {
-  await new SqsFailureQueue(stack.emulators.sqs, stack.emulators.queueUrl, stack.emulators.dlqUrl).park(
+  await new SqsFailureQueue(
+    local.stack.emulators.sqs,
+    local.stack.emulators.queueUrl,
+    local.stack.emulators.dlqUrl,
+  ).park(
     {
       body: refundEvent(externalId, `rf-${externalId}`),
       groupId: messageGroupId(program(), externalId),
@@ -80,11 +73,11 @@ describe('connector dlq', () => {
     // Prepare
     const sent = await cli(['send', 'shopify', '--order-id', '8001', '--click-id', CLICK, '--ip', IP]);
     expect(sent.code).toBe(0);
-    await stack.waitForIdle();
+    await local.stack.waitForIdle();
     const conversion = conversionOf('8001');
-    stack.sandbox?.control.lock(conversion?.id ?? '');
+    local.stack.sandbox?.control.lock(conversion?.id ?? '');
     expect((await cli(['refund', '--external-id', '8001', '--refund-id', 'RF-8001', '--full'])).code).toBe(0);
-    await stack.waitForIdle();
+    await local.stack.waitForIdle();
     // Act
     const listed = await cli(['dlq', 'list']);
     // Assess
@@ -127,9 +120,9 @@ describe('connector dlq', () => {
 
   it('shows a message SQS moved after too many transient failures as "transient (redrive)"', async () => {
     // Prepare
-    await stack.emulators.sqs.send(
+    await local.stack.emulators.sqs.send(
       new SendMessageCommand({
-        QueueUrl: stack.emulators.dlqUrl,
+        QueueUrl: local.stack.emulators.dlqUrl,
         MessageBody: refundEvent('8003', 'rf-8003'),
         MessageGroupId: messageGroupId(program(), '8003'),
         MessageDeduplicationId: 'redrive-8003',
@@ -185,15 +178,15 @@ describe('connector dlq', () => {
 
   it('replays a message once: back in the main queue with its group and history, gone from the DLQ', async () => {
     // Act
-    await stack.stopPolling();
+    await local.stack.stopPolling();
     try {
       const replayed = await cli(['dlq', 'replay', '--external-id', '8002'], 'y\n');
       // Assess
       expect(replayed.code, replayed.stderr).toBe(0);
       expect(replayed.stdout).toContain('replayed 1, failed 0');
-      const out = await stack.emulators.sqs.send(
+      const out = await local.stack.emulators.sqs.send(
         new ReceiveMessageCommand({
-          QueueUrl: stack.emulators.queueUrl,
+          QueueUrl: local.stack.emulators.queueUrl,
           MaxNumberOfMessages: 10,
           MessageSystemAttributeNames: ['All'],
           MessageAttributeNames: ['All'],
@@ -206,16 +199,16 @@ describe('connector dlq', () => {
       expect(message?.MessageAttributes?.['attempts']?.StringValue).toBe('3');
       expect(message?.MessageAttributes?.['firstFailureAt']?.StringValue).toMatch(/^\d{4}-/);
       expect(JSON.parse(message?.Body ?? '{}')).toMatchObject({ externalId: '8002', refundId: 'rf-8002' });
-      await stack.emulators.sqs.send(
+      await local.stack.emulators.sqs.send(
         new DeleteMessageCommand({
-          QueueUrl: stack.emulators.queueUrl,
+          QueueUrl: local.stack.emulators.queueUrl,
           ReceiptHandle: message?.ReceiptHandle,
         }),
       );
       const again = await cli(['dlq', 'list', '--external-id', '8002', '--json']);
       expect(JSON.parse(again.stdout).messages).toEqual([]);
     } finally {
-      stack.startPolling();
+      local.stack.startPolling();
     }
   });
 
@@ -230,7 +223,7 @@ describe('connector dlq', () => {
       '8003',
       '--yes',
       '--queue-url',
-      `${stack.emulators.sqsEndpoint}/000000000000/no-such-queue.fifo`,
+      `${local.stack.emulators.sqsEndpoint}/000000000000/no-such-queue.fifo`,
     ]);
     // Assess
     expect(replayed.code).toBe(1);
@@ -241,10 +234,10 @@ describe('connector dlq', () => {
 
   it('replays the locked refund once the conversion is unlocked, and the worker applies it', async () => {
     // Prepare
-    stack.sandbox?.control.unlock(conversionOf('8001')?.id ?? '');
+    local.stack.sandbox?.control.unlock(conversionOf('8001')?.id ?? '');
     // Act
     const replayed = await cli(['dlq', 'replay', '--reason', 'locked', '--yes']);
-    await stack.waitForIdle();
+    await local.stack.waitForIdle();
     // Assess
     expect(replayed.code, replayed.stdout + replayed.stderr).toBe(0);
     expect(replayed.stdout).toMatch(/\[1\/1\] \S+ {2}8001 {2}OrderRefunded {2}replayed as \S+/);
@@ -258,20 +251,22 @@ describe('connector dlq', () => {
 
   it('purge refuses a queue that is not a dead-letter queue, even with --yes, and deletes nothing', async () => {
     // Prepare: a queue of someone else's that happens to hold a message.
-    const { QueueUrl: otherUrl } = await stack.emulators.sqs.send(
+    const { QueueUrl: otherUrl } = await local.stack.emulators.sqs.send(
       new CreateQueueCommand({ QueueName: 'not-a-dead-letter-queue' }),
     );
-    await stack.emulators.sqs.send(new SendMessageCommand({ QueueUrl: otherUrl, MessageBody: 'keep me' }));
+    await local.stack.emulators.sqs.send(
+      new SendMessageCommand({ QueueUrl: otherUrl, MessageBody: 'keep me' }),
+    );
     // Act
     const other = await cli(['dlq', 'purge', '--yes', '--dlq-url', otherUrl ?? '']);
-    const main = await cli(['dlq', 'purge', '--yes', '--dlq-url', stack.emulators.queueUrl]);
+    const main = await cli(['dlq', 'purge', '--yes', '--dlq-url', local.stack.emulators.queueUrl]);
     // Assess
     expect(other.code).toBe(2);
     expect(other.stderr).toMatch(
       /not-a-dead-letter-queue is not the dead-letter queue of .*connector-events\.fifo; nothing deleted/,
     );
     expect(main.code).toBe(2);
-    expect(stack.emulators.counts('not-a-dead-letter-queue').ready).toBe(1);
+    expect(local.stack.emulators.counts('not-a-dead-letter-queue').ready).toBe(1);
   });
 
   it('purges only after the queue name is typed', async () => {
@@ -280,13 +275,13 @@ describe('connector dlq', () => {
     // Act
     const wrong = await cli(['dlq', 'purge'], 'connector-events.fifo\n');
     const before = dlqReady();
-    const right = await cli(['dlq', 'purge'], `${stack.emulators.dlqName}\n`);
+    const right = await cli(['dlq', 'purge'], `${local.stack.emulators.dlqName}\n`);
     // Assess
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toContain('the name does not match; nothing deleted');
     expect(before).toBeGreaterThan(0);
     expect(right.code).toBe(0);
-    expect(right.stdout).toContain(`purged ${stack.emulators.dlqName}`);
+    expect(right.stdout).toContain(`purged ${local.stack.emulators.dlqName}`);
     expect(dlqReady()).toBe(0);
   });
 });

@@ -1,8 +1,8 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
-import { emptyDir, localStateDir, spawnCli } from '../support/cli.ts';
+import { startLocalStack } from '../../infra/local/stack.ts';
+import { emptyDir, localStackForCli, localStateDir, spawnCli } from '../support/cli.ts';
 
 /**
  * The whole life of a conversion from the built-in samples, with `connector` as its own process:
@@ -11,25 +11,15 @@ import { emptyDir, localStateDir, spawnCli } from '../support/cli.ts';
 const CLICK = '0123456789abcdef01234567';
 const IP = '203.0.113.7';
 
-let stack: LocalStack;
-let state: { dir: string; remove(): void };
-
-beforeAll(async () => {
-  stack = await startLocalStack({ port: 0, sandbox: { port: 0 } });
-  state = localStateDir(stack);
-});
-afterAll(async () => {
-  state?.remove();
-  await stack?.close();
-});
+const local = localStackForCli();
 
 async function connector(...argv: string[]) {
-  const result = await spawnCli(argv, { cwd: state.dir }).done;
-  await stack.waitForIdle();
+  const result = await spawnCli(argv, { cwd: local.dir }).done;
+  await local.stack.waitForIdle();
   return result;
 }
 const conversionOf = (externalId: string) =>
-  (stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === externalId);
+  (local.stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === externalId);
 
 describe('connector send walks the life of one order', () => {
   it.each([
@@ -87,7 +77,7 @@ describe('connector send walks the life of one order', () => {
 
   it('lists every built-in sample in --help', async () => {
     // Act
-    const help = await spawnCli(['send', '--help'], { cwd: state.dir }).done;
+    const help = await spawnCli(['send', '--help'], { cwd: local.dir }).done;
     // Assess
     expect(help.code).toBe(0);
     for (const line of [

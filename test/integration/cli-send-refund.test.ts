@@ -1,35 +1,24 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
+import { describe, expect, it } from 'vitest';
 import { ledgerKey } from '../../shared/ledger.ts';
-import { emptyDir, localStateDir, runCli, spawnCli } from '../support/cli.ts';
+import { emptyDir, localStackForCli, runCli, spawnCli } from '../support/cli.ts';
 
 const CLICK = '0123456789abcdef01234567';
 const IP = '203.0.113.7';
 const SAMPLE_CSV = join(import.meta.dirname, '..', 'fixtures', 'refunds.sample.csv');
 
-let stack: LocalStack;
-let state: { dir: string; remove(): void };
+const local = localStackForCli();
 
-beforeAll(async () => {
-  stack = await startLocalStack({ port: 0, sandbox: { port: 0 } });
-  state = localStateDir(stack);
-});
-afterAll(async () => {
-  state?.remove();
-  await stack?.close();
-});
-
-const cli = (...argv: string[]) => runCli(argv, { cwd: state.dir });
+const cli = (...argv: string[]) => runCli(argv, { cwd: local.dir });
 const conversionsOf = (externalId: string) =>
-  (stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === externalId);
-const program = () => [...stack.sources.values()][0]?.program ?? '';
+  (local.stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === externalId);
+const program = () => [...local.stack.sources.values()][0]?.program ?? '';
 
 async function placeOrder(platform: string, orderId: string): Promise<void> {
   const sent = await cli('send', platform, '--order-id', orderId, '--click-id', CLICK, '--ip', IP);
   expect(sent.code, sent.stderr).toBe(0);
-  await stack.waitForIdle();
+  await local.stack.waitForIdle();
 }
 
 describe('connector send', () => {
@@ -43,7 +32,7 @@ describe('connector send', () => {
     async (platform, orderId, amount, currency) => {
       // Act
       const sent = await cli('send', platform, '--order-id', orderId, '--click-id', CLICK, '--ip', IP);
-      await stack.waitForIdle();
+      await local.stack.waitForIdle();
       // Assess
       expect(sent.code, sent.stderr).toBe(0);
       expect(sent.stdout).toMatch(/^HTTP 202\n/);
@@ -55,10 +44,10 @@ describe('connector send', () => {
   );
 
   it('sends a manual-mode conversion with an affiliate tracking id', async () => {
-    const trackingId = stack.sandbox?.seed.trackingIds[0] ?? 0;
+    const trackingId = local.stack.sandbox?.seed.trackingIds[0] ?? 0;
 
     const sent = await cli('send', 'generic', '--order-id', '7010', '--tracking-id', String(trackingId));
-    await stack.waitForIdle();
+    await local.stack.waitForIdle();
 
     expect(sent.code, sent.stderr).toBe(0);
     expect(conversionsOf('7010')).toMatchObject([{ kind: 'manual', affiliateTrackingId: trackingId }]);
@@ -69,7 +58,7 @@ describe('connector send', () => {
     await placeOrder('shopify', '7020');
     // Act
     const sent = await cli('send', 'shopify', '--topic', 'refunds/create', '--order-id', '7020');
-    await stack.waitForIdle();
+    await local.stack.waitForIdle();
     // Assess
     expect(sent.code, sent.stderr).toBe(0);
     // 587.00 minus the two refunded lines excluding tax (195.66 + 195.67).
@@ -78,14 +67,14 @@ describe('connector send', () => {
 
   it('signs a body of your own from --file, byte for byte', async () => {
     // Prepare
-    const file = join(state.dir, 'own-order.json');
+    const file = join(local.dir, 'own-order.json');
     writeFileSync(
       file,
       `{"type":"order","eventId":"own-1","orderId":"7030","amount":"10.00","currency":"EUR","clickIds":["${CLICK}"],"buyerIp":"${IP}"}`,
     );
     // Act
     const sent = await cli('send', 'generic', '--file', file);
-    await stack.waitForIdle();
+    await local.stack.waitForIdle();
     // Assess
     expect(sent.code, sent.stderr).toBe(0);
     expect(conversionsOf('7030')).toMatchObject([{ amount: 1000 }]);
@@ -148,10 +137,10 @@ describe('connector send', () => {
     try {
       // Act
       const sent = await runCli(
-        ['send', 'generic', '--url', stack.url, '--order-id', '7050', '--click-id', CLICK, '--ip', IP],
+        ['send', 'generic', '--url', local.stack.url, '--order-id', '7050', '--click-id', CLICK, '--ip', IP],
         { cwd: nowhere.dir },
       );
-      await stack.waitForIdle();
+      await local.stack.waitForIdle();
       // Assess
       expect(sent.code, sent.stderr).toBe(0);
       expect(sent.stderr).toContain(
@@ -166,7 +155,7 @@ describe('connector send', () => {
   it('prefers the environment over .local-stack.json', async () => {
     // Act
     const sent = await runCli(['send', 'shopify'], {
-      cwd: state.dir,
+      cwd: local.dir,
       env: { CONNECTOR_URL: 'http://127.0.0.1:9' },
     });
     // Assess
@@ -181,7 +170,7 @@ describe('connector refund', () => {
     await placeOrder('shopify', '7101');
     // Act
     const refunded = await cli('refund', '--external-id', '7101', '--refund-id', 'RF-1', '--amount', '87.00');
-    await stack.waitForIdle();
+    await local.stack.waitForIdle();
     // Assess
     expect(refunded.code, refunded.stderr).toBe(0);
     expect(refunded.stdout).toMatch(/order 7101 {2}refund RF-1 {2}→ 202 queued {2}message \S+/);
@@ -195,7 +184,7 @@ describe('connector refund', () => {
     await placeOrder('generic', '1003');
     // Act
     const refunded = await cli('refund', '--csv', SAMPLE_CSV);
-    await stack.waitForIdle();
+    await local.stack.waitForIdle();
     // Assess
     expect(refunded.code, refunded.stdout + refunded.stderr).toBe(0);
     expect(refunded.stdout).toContain('[3/3] line 4  order 1003');
@@ -208,7 +197,7 @@ describe('connector refund', () => {
   it('validates a CSV whole: with one bad row, every problem is listed and nothing is sent', async () => {
     // Prepare
     await placeOrder('shopify', '7201');
-    const csv = join(state.dir, 'refunds-bad.csv');
+    const csv = join(local.dir, 'refunds-bad.csv');
     writeFileSync(
       csv,
       [
@@ -219,17 +208,17 @@ describe('connector refund', () => {
         '7201,RF-D,5.00,,fine,,',
       ].join('\n'),
     );
-    const before = await stack.ledger.get(ledgerKey(program(), '7201'));
+    const before = await local.stack.ledger.get(ledgerKey(program(), '7201'));
     // Act
     const refunded = await cli('refund', '--csv', csv);
-    await stack.waitForIdle();
+    await local.stack.waitForIdle();
     // Assess
     expect(refunded.code).toBe(2);
     expect(refunded.stderr).toContain('line 3: amount: "1,000.00" is not a decimal amount');
     expect(refunded.stderr).toContain('line 4: full: "maybe" is not true or false');
     expect(refunded.stderr).toContain('error: 2 problems; ');
     expect(refunded.stdout).toBe('');
-    const after = await stack.ledger.get(ledgerKey(program(), '7201'));
+    const after = await local.stack.ledger.get(ledgerKey(program(), '7201'));
     expect(after?.refunds).toEqual(before?.refunds);
     expect(conversionsOf('7201')[0]?.amountHistory).toEqual([]);
   });
@@ -237,24 +226,24 @@ describe('connector refund', () => {
   it('--dry-run validates and prints what would be sent, and sends nothing', async () => {
     // Prepare
     await placeOrder('shopify', '7301');
-    const csv = join(state.dir, 'refunds-dry.csv');
+    const csv = join(local.dir, 'refunds-dry.csv');
     writeFileSync(csv, 'externalId,refundId,amount,full\n7301,RF-DRY,10.00,false\n');
     // Act
     const refunded = await cli('refund', '--csv', csv, '--dry-run');
-    await stack.waitForIdle();
+    await local.stack.waitForIdle();
     // Assess
     expect(refunded.code).toBe(0);
     expect(refunded.stdout).toContain(
       'line 2  would POST /refunds {"externalId":"7301","refundId":"RF-DRY","amount":"10.00"}',
     );
     expect(refunded.stdout).toContain('dry run: 1 refund valid, nothing sent');
-    const record = await stack.ledger.get(ledgerKey(program(), '7301'));
+    const record = await local.stack.ledger.get(ledgerKey(program(), '7301'));
     expect(record?.refunds).toEqual({});
   });
 
   it('reports each failed row, and exits 1', async () => {
     // Prepare
-    const csv = join(state.dir, 'refunds-unknown.csv');
+    const csv = join(local.dir, 'refunds-unknown.csv');
     writeFileSync(csv, 'externalId,refundId,amount,source\n7401,RF-X,10.00,no-such-source\n');
     // Act
     const refunded = await cli('refund', '--csv', csv);
@@ -267,7 +256,7 @@ describe('connector refund', () => {
   it('stops at the first row when the API key is refused', async () => {
     // Act
     const refunded = await runCli(['refund', '--csv', SAMPLE_CSV, '--api-key', 'wrong-key'], {
-      cwd: state.dir,
+      cwd: local.dir,
     });
     // Assess
     expect(refunded.code).toBe(1);

@@ -1,9 +1,8 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
+import { describe, expect, it } from 'vitest';
 import { ledgerKey } from '../../shared/ledger.ts';
-import { localStateDir, runCli } from '../support/cli.ts';
+import { localStackForCli, runCli } from '../support/cli.ts';
 import { post, sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
 
 /**
@@ -14,28 +13,18 @@ import { post, sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
 const CLICK = '0123456789abcdef01234567';
 const IP = '203.0.113.7';
 
-let stack: LocalStack;
-let state: { dir: string; remove(): void };
+const local = localStackForCli();
 
-beforeAll(async () => {
-  stack = await startLocalStack({ port: 0, sandbox: { port: 0 } });
-  state = localStateDir(stack);
-});
-afterAll(async () => {
-  state?.remove();
-  await stack?.close();
-});
-
-const cli = (...argv: string[]) => runCli(argv, { cwd: state.dir });
+const cli = (...argv: string[]) => runCli(argv, { cwd: local.dir });
 const conversionOf = (externalId: string) =>
-  (stack.sandbox?.control.conversions() ?? []).find((c) => c.externalId === externalId);
-const program = () => stack.sources.get('shopify')?.program ?? '';
+  (local.stack.sandbox?.control.conversions() ?? []).find((c) => c.externalId === externalId);
+const program = () => local.stack.sources.get('shopify')?.program ?? '';
 
 /** A USD 587.00 Shopify order (the docs sample with a click id), as a conversion. */
 async function placeOrder(orderId: string): Promise<void> {
   const sent = await cli('send', 'shopify', '--order-id', orderId, '--click-id', CLICK, '--ip', IP);
   expect(sent.code, sent.stderr).toBe(0);
-  await stack.waitForIdle();
+  await local.stack.waitForIdle();
 }
 
 /** The order with USD 543.10 refunded by finance: USD 43.90 left. */
@@ -56,7 +45,7 @@ async function orderWith4390Left(orderId: string): Promise<void> {
       `order ${orderId} {2}refund RF-${orderId}-1 {2}→ 202 queued {2}message \\S+ {2}USD 543\\.10\n`,
     ),
   );
-  await stack.waitForIdle();
+  await local.stack.waitForIdle();
   expect(conversionOf(orderId)?.amount).toBe(4_390);
 }
 
@@ -65,13 +54,16 @@ describe('a partial refund larger than what remains', () => {
     // Prepare
     await orderWith4390Left('6101');
     // Act
-    const res = await fetch(`${stack.url}/refunds`, {
+    const res = await fetch(`${local.stack.url}/refunds`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-api-key': String(stack.secrets['FINANCE_API_KEY']) },
+      headers: {
+        'content-type': 'application/json',
+        'x-api-key': String(local.stack.secrets['FINANCE_API_KEY']),
+      },
       body: JSON.stringify({ externalId: '6101', refundId: 'RF-6101-typo', amount: '1000.00' }),
     });
     const body = (await res.json()) as Record<string, unknown>;
-    await stack.waitForIdle();
+    await local.stack.waitForIdle();
     // Assess
     expect(res.status).toBe(400);
     expect(body).toMatchObject({ field: 'amount', message: expect.stringContaining('USD 43.90 remains') });
@@ -81,7 +73,7 @@ describe('a partial refund larger than what remains', () => {
   it('is refused by connector refund before sending, dry run and CSV included, naming the flag and what remains', async () => {
     // Prepare
     await orderWith4390Left('6102');
-    const csv = join(state.dir, 'typo.csv');
+    const csv = join(local.dir, 'typo.csv');
     writeFileSync(csv, 'externalId,refundId,amount\n6102,RF-6102-2,10.00\n6102,RF-6102-3,1000.00\n');
     // Act
     const flags = await cli(
@@ -113,7 +105,7 @@ describe('a partial refund larger than what remains', () => {
       '--full',
       '--dry-run',
     );
-    await stack.waitForIdle();
+    await local.stack.waitForIdle();
     // Assess
     expect(flags.code).toBe(2);
     expect(flags.stderr).toContain(
@@ -144,7 +136,7 @@ describe('money in what the worker writes for people', () => {
   it('states by how much shop refunds exceed the conversion in decimals', async () => {
     // Prepare: the docs refund (USD 391.33 net) twice, under two refund ids, on a USD 587.00 order
     await placeOrder('6104');
-    const secret = stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '';
+    const secret = local.stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '';
     const refund = JSON.parse(sampleFixture('shopify/refund_2026-07_docs_example_two_lines.json')) as Record<
       string,
       unknown
@@ -153,14 +145,14 @@ describe('money in what the worker writes for people', () => {
     for (const id of ['7100001', '7100002']) {
       const body = JSON.stringify({ ...refund, id: Number(id), order_id: 6104 });
       const answer = await post(
-        `${stack.url}/webhooks/shopify`,
+        `${local.stack.url}/webhooks/shopify`,
         shopifyWebhook(body, secret, 'refunds/create'),
       );
       expect(answer.status).toBe(202);
-      await stack.waitForIdle();
+      await local.stack.waitForIdle();
     }
     // Assess: 2 × 391.33 − 587.00 = 195.66
-    const record = await stack.ledger.get(ledgerKey(program(), '6104'));
+    const record = await local.stack.ledger.get(ledgerKey(program(), '6104'));
     expect(record?.refunds['7100002']?.outcome).toBe(
       'refunds exceed the conversion amount by USD 195.66: conversion refused',
     );

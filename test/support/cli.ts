@@ -4,8 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll } from 'vitest';
 import { run } from '../../cli/program.ts';
-import { type LocalStack, localState } from '../../infra/local/stack.ts';
+import { type LocalStack, localState, startLocalStack } from '../../infra/local/stack.ts';
 import { LOCAL_STATE_FILE } from '../../local/defaults.ts';
 
 export interface CliResult {
@@ -95,6 +96,33 @@ export function spawnCli(
     kill: async () => {
       child.kill('SIGKILL');
       await done;
+    },
+  };
+}
+
+/**
+ * The local stack for one test file (started before its tests, closed after), with its state file in
+ * a temporary directory that the CLI runs in, as an operator's checkout would hold it.
+ */
+export function localStackForCli(): { readonly stack: LocalStack; readonly dir: string } {
+  let stack: LocalStack | undefined;
+  let state: { dir: string; remove(): void } | undefined;
+  beforeAll(async () => {
+    stack = await startLocalStack({ port: 0, sandbox: { port: 0 } });
+    state = localStateDir(stack);
+  });
+  afterAll(async () => {
+    state?.remove();
+    await stack?.close();
+  });
+  return {
+    get stack() {
+      if (!stack) throw new Error('the local stack is started in beforeAll');
+      return stack;
+    },
+    get dir() {
+      if (!state) throw new Error('the state directory is made in beforeAll');
+      return state.dir;
     },
   };
 }
