@@ -8,7 +8,7 @@ import { scanQueue } from '../../cli/dlq-reader.ts';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { DEFAULT_SEED } from '../../sandbox/server.ts';
 import type { SourceConfigInput } from '../../shared/config/sources.ts';
-import { hmacSha256, signGeneric } from '../../shared/platforms/signature.ts';
+import { signedHeaders } from '../support/webhooks.ts';
 
 /**
  * `npm run fuzz`: a seeded, bounded run of random and mutated signed requests against the whole local
@@ -205,47 +205,31 @@ const SECRET_NAMES: Record<Platform, string> = {
   generic: 'GENERIC_WEBHOOK_SECRET',
 };
 
-function signedHeaders(
+/** The topics the fuzzer sends under, valid ones more often; platforms without a topic header have none. */
+const FUZZ_TOPICS: Partial<Record<Platform, string[]>> = {
+  shopify: [
+    'orders/create',
+    'orders/create',
+    'refunds/create',
+    'orders/cancelled',
+    'orders/paid',
+    'app/uninstalled',
+  ],
+  woocommerce: ['order.created', 'order.created', 'order.updated', 'order.deleted'],
+};
+
+function fuzzHeaders(
   platform: Platform,
   secret: string,
   body: Buffer,
   f: Fuzzer,
   i: number,
 ): Record<string, string> {
-  const now = Math.floor(Date.now() / 1000);
-  switch (platform) {
-    case 'shopify':
-      return {
-        'content-type': 'application/json',
-        'x-shopify-topic': f.pick([
-          'orders/create',
-          'orders/create',
-          'refunds/create',
-          'orders/cancelled',
-          'orders/paid',
-          'app/uninstalled',
-        ]),
-        'x-shopify-hmac-sha256': hmacSha256(secret, body).toString('base64'),
-        'x-shopify-event-id': `fz-${i}`,
-      };
-    case 'woocommerce':
-      return {
-        'content-type': 'application/json',
-        'x-wc-webhook-topic': f.pick(['order.created', 'order.created', 'order.updated', 'order.deleted']),
-        'x-wc-webhook-signature': hmacSha256(secret, body).toString('base64'),
-      };
-    case 'stripe':
-      return {
-        'content-type': 'application/json',
-        'stripe-signature': `t=${now},v1=${hmacSha256(secret, `${now}.`, body).toString('hex')}`,
-      };
-    case 'generic':
-      return {
-        'content-type': 'application/json',
-        'x-connector-timestamp': String(now),
-        'x-connector-signature': signGeneric(body, secret, now),
-      };
-  }
+  const topics = FUZZ_TOPICS[platform];
+  return signedHeaders(platform, secret, body, {
+    ...(topics ? { topic: f.pick(topics) } : {}),
+    eventId: `fz-${i}`,
+  });
 }
 
 /** A valid payload of `platform` for a fresh order `i`, before mutation. */
@@ -305,7 +289,7 @@ function nextRequest(f: Fuzzer, stack: LocalStack, i: number, seed: number): Fuz
       kind: 'signed-mutated',
       path,
       method: 'POST',
-      headers: signedHeaders(platform, secret, body, f, i),
+      headers: fuzzHeaders(platform, secret, body, f, i),
       body,
     };
   }
@@ -315,14 +299,14 @@ function nextRequest(f: Fuzzer, stack: LocalStack, i: number, seed: number): Fuz
       kind: 'signed-random-bytes',
       path,
       method: 'POST',
-      headers: signedHeaders(platform, secret, body, f, i),
+      headers: fuzzHeaders(platform, secret, body, f, i),
       body,
     };
   }
   if (roll < 0.8) {
     const json = payload(platform, f, i, seed);
     const body = Buffer.from(JSON.stringify(json));
-    const headers = signedHeaders(platform, secret, body, f, i);
+    const headers = fuzzHeaders(platform, secret, body, f, i);
     const name = f.pick(Object.keys(headers));
     if (f.chance(0.5)) delete headers[name];
     else headers[name] = f.pick(NASTY_STRINGS).replace(/[^\x20-\x7e]/g, '?');
@@ -362,7 +346,7 @@ function nextRequest(f: Fuzzer, stack: LocalStack, i: number, seed: number): Fuz
       kind: 'edge-gzip',
       path,
       method: 'POST',
-      headers: { ...signedHeaders(platform, secret, zipped, f, i), 'content-encoding': 'gzip' },
+      headers: { ...fuzzHeaders(platform, secret, zipped, f, i), 'content-encoding': 'gzip' },
       body: zipped,
     };
   }
@@ -379,7 +363,7 @@ function nextRequest(f: Fuzzer, stack: LocalStack, i: number, seed: number): Fuz
       kind: 'edge-oversized',
       path: f.pick([path, '/refunds']),
       method: 'POST',
-      headers: signedHeaders(platform, secret, body, f, i),
+      headers: fuzzHeaders(platform, secret, body, f, i),
       body: Buffer.alloc(1024 * 1024 + 1 + f.int(1000), 0x20),
     };
   // One in a few hundred: a body that never finishes.
@@ -396,7 +380,7 @@ function nextRequest(f: Fuzzer, stack: LocalStack, i: number, seed: number): Fuz
     kind: 'edge-empty',
     path,
     method: 'POST',
-    headers: signedHeaders(platform, secret, Buffer.alloc(0), f, i),
+    headers: fuzzHeaders(platform, secret, Buffer.alloc(0), f, i),
     body: Buffer.alloc(0),
   };
 }

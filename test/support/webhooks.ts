@@ -17,6 +17,53 @@ export interface SignedPost {
   readonly body: string;
 }
 
+export type SignedPlatform = 'shopify' | 'woocommerce' | 'stripe' | 'generic';
+
+export interface SignatureOptions {
+  /** Shopify's and WooCommerce's topic header (default `orders/create`, `order.created`). */
+  readonly topic?: string;
+  /** Shopify's event id (default a random UUID). */
+  readonly eventId?: string;
+  /** Stripe's and the generic webhook's timestamp, in seconds (default now). */
+  readonly now?: number;
+}
+
+/** Valid signature headers for exactly these bytes, as each platform documents them. */
+export function signedHeaders(
+  platform: SignedPlatform,
+  secret: string,
+  body: Buffer | string,
+  options: SignatureOptions = {},
+): Record<string, string> {
+  const now = options.now ?? Math.floor(Date.now() / 1000);
+  switch (platform) {
+    case 'shopify':
+      return {
+        'content-type': 'application/json',
+        'x-shopify-topic': options.topic ?? 'orders/create',
+        'x-shopify-hmac-sha256': hmacSha256(secret, body).toString('base64'),
+        'x-shopify-event-id': options.eventId ?? randomUUID(),
+      };
+    case 'woocommerce':
+      return {
+        'content-type': 'application/json',
+        'x-wc-webhook-topic': options.topic ?? 'order.created',
+        'x-wc-webhook-signature': hmacSha256(secret, body).toString('base64'),
+      };
+    case 'stripe':
+      return {
+        'content-type': 'application/json',
+        'stripe-signature': `t=${now},v1=${hmacSha256(secret, `${now}.`, body).toString('hex')}`,
+      };
+    case 'generic':
+      return {
+        'content-type': 'application/json',
+        'x-connector-timestamp': String(now),
+        'x-connector-signature': signGeneric(body, secret, now),
+      };
+  }
+}
+
 export function shopifyWebhook(
   body: string,
   secret: string,
@@ -26,10 +73,7 @@ export function shopifyWebhook(
   return {
     body,
     headers: {
-      'content-type': 'application/json',
-      'x-shopify-topic': topic,
-      'x-shopify-hmac-sha256': hmacSha256(secret, body).toString('base64'),
-      'x-shopify-event-id': eventId,
+      ...signedHeaders('shopify', secret, body, { topic, eventId }),
       'x-shopify-webhook-id': randomUUID(),
       'x-shopify-triggered-at': new Date().toISOString(),
     },
@@ -40,9 +84,7 @@ export function wooWebhook(body: string, secret: string, topic: string): SignedP
   return {
     body,
     headers: {
-      'content-type': 'application/json',
-      'x-wc-webhook-topic': topic,
-      'x-wc-webhook-signature': hmacSha256(secret, body).toString('base64'),
+      ...signedHeaders('woocommerce', secret, body, { topic }),
       'x-wc-webhook-delivery-id': randomUUID(),
     },
   };
@@ -53,11 +95,7 @@ export function stripeWebhook(
   secret: string,
   timestamp = Math.floor(Date.now() / 1000),
 ): SignedPost {
-  const v1 = hmacSha256(secret, `${timestamp}.${body}`).toString('hex');
-  return {
-    body,
-    headers: { 'content-type': 'application/json', 'stripe-signature': `t=${timestamp},v1=${v1}` },
-  };
+  return { body, headers: signedHeaders('stripe', secret, body, { now: timestamp }) };
 }
 
 export function genericWebhook(
@@ -65,14 +103,7 @@ export function genericWebhook(
   secret: string,
   timestamp = Math.floor(Date.now() / 1000),
 ): SignedPost {
-  return {
-    body,
-    headers: {
-      'content-type': 'application/json',
-      'x-connector-timestamp': String(timestamp),
-      'x-connector-signature': signGeneric(body, secret, timestamp),
-    },
-  };
+  return { body, headers: signedHeaders('generic', secret, body, { now: timestamp }) };
 }
 
 export async function post(

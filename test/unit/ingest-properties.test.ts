@@ -5,9 +5,9 @@ import type { ConnectorEvent } from '../../shared/domain/events.ts';
 import { MAX_BODY_BYTES } from '../../shared/http/answers.ts';
 import { ingestWebhook } from '../../shared/ingest.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
-import { hmacSha256, signGeneric } from '../../shared/platforms/signature.ts';
 import type { EventQueue } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
+import { signedHeaders } from '../support/webhooks.ts';
 import { sampleJson } from './platforms/support.ts';
 
 const PLATFORMS = ['shopify', 'woocommerce', 'stripe', 'generic'] as const;
@@ -55,34 +55,10 @@ async function ingest(source: string, headers: Record<string, string>, rawBody: 
 
 /** Valid signature headers for exactly these bytes, with a topic that each platform maps. */
 function signed(platform: Platform, body: Buffer, topic?: string): Record<string, string> {
-  const secret = SECRETS[platform];
-  const now = Math.floor(Date.now() / 1000);
-  switch (platform) {
-    case 'shopify':
-      return {
-        'content-type': 'application/json',
-        'x-shopify-topic': topic ?? 'orders/create',
-        'x-shopify-hmac-sha256': hmacSha256(secret, body).toString('base64'),
-        'x-shopify-event-id': 'prop-event',
-      };
-    case 'woocommerce':
-      return {
-        'content-type': 'application/json',
-        'x-wc-webhook-topic': topic ?? 'order.created',
-        'x-wc-webhook-signature': hmacSha256(secret, body).toString('base64'),
-      };
-    case 'stripe':
-      return {
-        'content-type': 'application/json',
-        'stripe-signature': `t=${now},v1=${hmacSha256(secret, `${now}.`, body).toString('hex')}`,
-      };
-    case 'generic':
-      return {
-        'content-type': 'application/json',
-        'x-connector-timestamp': String(now),
-        'x-connector-signature': signGeneric(body, secret, now),
-      };
-  }
+  return signedHeaders(platform, SECRETS[platform], body, {
+    eventId: 'prop-event',
+    ...(topic ? { topic } : {}),
+  });
 }
 
 const KNOWN_HEADERS = [
