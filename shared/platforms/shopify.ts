@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import type { ConnectorEventInput } from '../domain/events.ts';
+import type { BasisLine, ConnectorEventInput, RefundBasis, RefundLine } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
@@ -17,7 +17,10 @@ import {
   MoneyText,
   mapped,
   money,
+  optionalBasis,
   parsePayload,
+  refundBasis,
+  refundLines,
   requiredHeader,
   topicMark,
   unique,
@@ -44,6 +47,7 @@ const MoneySet = z.looseObject({ shop_money: Money, presentment_money: Money.nul
 const TaxLine = z.looseObject({ price: MoneyText, price_set: MoneySet });
 const DiscountAllocation = z.looseObject({ amount: MoneyText, amount_set: MoneySet });
 const LineItem = z.looseObject({
+  id: IdString.nullish(),
   price: MoneyText,
   price_set: MoneySet,
   quantity: z.number().int().nonnegative(),
@@ -65,6 +69,9 @@ const Order = z.looseObject({
   subtotal_price: MoneyText.nullish(),
   subtotal_price_set: MoneySet,
   line_items: z.array(LineItem),
+  shipping_lines: z
+    .array(z.looseObject({ price: MoneyText, price_set: MoneySet, tax_lines: z.array(TaxLine).nullish() }))
+    .nullish(),
   discount_codes: z.array(z.looseObject({ code: z.string() })).nullish(),
   note_attributes: z.array(z.unknown()).nullish(),
   landing_site: z.string().nullish(),
@@ -86,6 +93,7 @@ const CancelledOrder = z.looseObject({
 });
 
 const RefundLineItem = z.looseObject({
+  line_item_id: IdString.nullish(),
   quantity: z.number().int().nonnegative(),
   subtotal: MoneyText.nullish(),
   subtotal_set: MoneySet,
@@ -182,6 +190,37 @@ export function shopifyOrderAmount(order: Order): number {
   return amount;
 }
 
+/**
+ * What a refund of this order needs later (see shared/worker/refund-net.ts): the tax mode and each
+ * line's net as `shopifyOrderAmount` counted it. None for payloads too old for
+ * `discount_allocations` (their amount is not the lines') or with a line that has no id.
+ */
+export function shopifyRefundBasis(order: Order): RefundBasis | undefined {
+  const currency = order.currency;
+  const taxesIncluded = order.taxes_included === true;
+  if (!order.line_items.some((l) => l.discount_allocations !== undefined)) return undefined;
+  const lines: BasisLine[] = [];
+  for (const [i, line] of order.line_items.entries()) {
+    if (line.quantity === 0) continue;
+    if (!line.id) return undefined;
+    const path = `line_items.${i}`;
+    lines.push({
+      id: line.id,
+      net: lineNet(line, currency, path, taxesIncluded),
+      tax: lineTaxes(line, currency, path),
+      quantity: line.quantity,
+    });
+  }
+  const shipping = sumMinor(
+    (order.shipping_lines ?? []).map((l, i) => {
+      const price = read(shopMoney(l.price, l.price_set, `shipping_lines.${i}.price`)!, currency);
+      return taxesIncluded ? price - lineTaxes(l, currency, `shipping_lines.${i}`) : price;
+    }),
+    'shipping_lines',
+  );
+  return refundBasis(lines, { taxesIncluded, shipping });
+}
+
 function placed(order: Order, eventId: string, context: AdapterContext): ConnectorEventInput {
   const entries = [
     ...nameValueEntries(order.note_attributes, 'note_attributes'),
@@ -204,6 +243,7 @@ function placed(order: Order, eventId: string, context: AdapterContext): Connect
     productIds: unique(order.line_items.flatMap((l) => (l.product_id ? [l.product_id] : []))),
     paymentMethod: order.payment_gateway_names?.[0] || order.gateway || undefined,
     orderDate: isoDate(order.processed_at) ?? isoDate(order.created_at),
+    basis: optionalBasis(() => shopifyRefundBasis(order)),
   };
 }
 
@@ -284,7 +324,9 @@ function presentmentTotals(
  * transactions in several currencies) the subtotals are taken as net, which is exact for
  * tax-exclusive shops and, for tax-inclusive ones, errs by the refunded lines' tax.
  */
-export function shopifyRefundAmount(refund: Refund): { amount: number; currency: string } | undefined {
+export function shopifyRefundAmount(
+  refund: Refund,
+): { amount: number; currency: string; lines: RefundLine[] } | undefined {
   const lines = refund.refund_line_items;
   if (lines.length === 0) return undefined;
   const currency = refundCurrency(refund, lines);
@@ -327,7 +369,16 @@ export function shopifyRefundAmount(refund: Refund): { amount: number; currency:
       field: 'refund_line_items',
     });
   }
-  return { amount, currency };
+  const refundLines = lines.map((line, i): RefundLine => {
+    const id = line.line_item_id ?? line.line_item?.id ?? undefined;
+    return {
+      ...(id ? { id } : {}),
+      quantity: line.quantity,
+      amount: Math.max(0, parts[i]!.subtotal),
+      tax: Math.max(0, parts[i]!.tax),
+    };
+  });
+  return { amount, currency, lines: refundLines };
 }
 
 /**
@@ -408,6 +459,7 @@ export const shopifyAdapter: PlatformAdapter = {
       currency: net.currency,
       reason: refund.note?.slice(0, 500) || undefined,
       origin: 'shop',
+      ...refundLines(net.lines),
     };
     return mapped([event]);
   },

@@ -12,6 +12,7 @@ import {
   settleMsFor,
   type WorkerDeps,
 } from './flow.ts';
+import { netHeldRefunds } from './refund-net.ts';
 import { applyRefunds } from './refunds.ts';
 
 /**
@@ -167,6 +168,8 @@ function takeOrder(record: OrderRecord, event: OrderPlaced, kind: 'tracking' | '
   record.kind = kind;
   record.originalAmount = event.amount;
   record.currency = event.currency;
+  record.refundBasis = event.basis;
+  netHeldRefunds(record);
   record.currentAmount = event.amount - countedRefunds(record).reduce((sum, r) => sum + r.amount, 0);
 }
 

@@ -64,6 +64,19 @@ describe('shopify orders', () => {
       productIds: ['632910392'],
       paymentMethod: 'bogus',
       orderDate: '2008-01-10T11:00:00-05:00',
+      // Kept for refunds (issue 19): each line's net as counted above, its tax, its quantity.
+      basis: {
+        taxesIncluded: false,
+        net: 58700,
+        tax: 1194,
+        shipping: 0,
+        lines: [
+          { id: '466157049', net: 19566, tax: 398, quantity: 1 },
+          { id: '518995019', net: 19567, tax: 398, quantity: 1 },
+          { id: '703073504', net: 19567, tax: 398, quantity: 1 },
+        ],
+        truncated: false,
+      },
     });
     expect(event).not.toHaveProperty('affiliateTrackingId');
     expect(event).not.toHaveProperty('subId');
@@ -315,6 +328,8 @@ describe('shopify refunds', () => {
       full: false,
       reason: 'wrong size',
       origin: 'shop',
+      // Passed through for the worker, which turns them net against the order's recorded lines.
+      lines: [{ id: '518995019', quantity: 1, amount: 0, tax: 0 }],
     });
   });
 

@@ -61,6 +61,18 @@ describe('woocommerce orders', () => {
       productIds: ['93', '22'],
       paymentMethod: 'bacs',
       orderDate: '2017-03-22T19:28:02Z',
+      // Kept for refunds (issue 19): each line's total and tax, the shipping.
+      basis: {
+        taxesIncluded: false,
+        net: 1800,
+        tax: 135,
+        shipping: 1000,
+        lines: [
+          { id: '315', net: 600, tax: 45, quantity: 2 },
+          { id: '316', net: 1200, tax: 90, quantity: 1 },
+        ],
+        truncated: false,
+      },
     });
   });
 
@@ -152,7 +164,7 @@ describe('woocommerce orders', () => {
 });
 
 describe('woocommerce order.updated', () => {
-  it('emits one net OrderRefunded per refunds[] entry, pro-rated with the net/gross ratio', () => {
+  it('emits one OrderRefunded per refunds[] entry, with its gross for the worker and the net/gross ratio as fallback', () => {
     // Prepare
     const raw = JSON.stringify(refundedOrder());
     // Act
@@ -172,6 +184,8 @@ describe('woocommerce order.updated', () => {
         currency: 'USD',
         full: false,
         origin: 'shop',
+        // The worker turns this net against the order's recorded lines (issue 19).
+        gross: 1000,
       },
       expect.objectContaining({
         refundId: '724',
