@@ -219,6 +219,8 @@ describe('stripe refunds', () => {
       receivedAt: NOW.toISOString(),
       refundId: 're_1Pgc72B7WZ01zgkWqPvrRrPE',
       amount: 100,
+      // For the worker: turned net when it holds the session's lines with tax (issue 19).
+      gross: 100,
       currency: 'USD',
       full: false,
       reason: 'requested_by_customer',
