@@ -73,6 +73,7 @@ function fromLines(
     const order = line.id === undefined ? undefined : recorded.get(line.id);
     if (line.net !== undefined) {
       parts.push(line.net);
+      if (order) done.set(order.id, (done.get(order.id) ?? 0) + line.quantity);
     } else if (order && line.quantity > 0) {
       const before = done.get(order.id) ?? 0;
       const net = share(order.net, before, line.quantity, order.quantity);
