@@ -95,6 +95,33 @@ export interface OrderRecord {
   updatedAt: string;
 }
 
+/**
+ * Most bytes of a record's JSON: DynamoDB refuses an item past 400 KB, and the item carries a few
+ * attributes beside the JSON. Only the lines kept for refunds can grow a record this far (an order
+ * of hundreds of lines with long ids, refunded many times).
+ */
+export const MAX_RECORD_BYTES = 350_000;
+
+/**
+ * The record as a ledger stores it. Past `MAX_RECORD_BYTES` the order's refund basis keeps its
+ * totals and tax mode but drops its lines (`truncated`), and recorded refunds drop theirs: a later
+ * refund is then turned net from its own money and the tax mode, or the order's net/gross ratio.
+ */
+export function storableRecord(record: OrderRecord): OrderRecord {
+  if (Buffer.byteLength(JSON.stringify(record)) <= MAX_RECORD_BYTES) return record;
+  const refunds: Record<string, RefundRecord> = {};
+  const compact: OrderRecord = {
+    ...record,
+    ...(record.refundBasis ? { refundBasis: { ...record.refundBasis, lines: [], truncated: true } } : {}),
+    refunds,
+  };
+  for (const refund of Object.values(record.refunds)) {
+    const { lines: _lines, ...rest } = refund;
+    recordRefund(compact, rest);
+  }
+  return compact;
+}
+
 export function ledgerKey(program: string, externalId: string): string {
   return `${program}#${externalId}`;
 }

@@ -162,7 +162,12 @@ export function netRefund(
   }
   refund.amount = computed.amount;
   refund.amountFrom = computed.from;
-  if (computed.lines) refund.lines = computed.lines;
+  // Only what later refunds' shares need stays in the ledger: the order lines and quantities taken.
+  const taken = (computed.lines ?? refund.lines ?? []).flatMap((l) =>
+    l.id !== undefined && basisLines(basis).has(l.id) ? [{ id: l.id, quantity: l.quantity }] : [],
+  );
+  if (taken.length > 0) refund.lines = taken;
+  else delete refund.lines;
 }
 
 /** The counted refunds of `record` other than `refund`: those a new refund's shares follow. */
@@ -177,6 +182,9 @@ export function refundsBefore(record: OrderRecord, refund: RefundRecord): Refund
 export function netHeldRefunds(record: OrderRecord): void {
   const counted = countedRefunds(record).sort((a, b) => a.receivedAt.localeCompare(b.receivedAt));
   for (const [i, refund] of counted.entries()) {
-    if (refund.status === 'pending') netRefund(record.refundBasis, refund, counted.slice(0, i));
+    // Only those still held: one computed already keeps its amount (and its lines are pared down).
+    if (refund.status === 'pending' && refund.amountFrom === HELD_RULES) {
+      netRefund(record.refundBasis, refund, counted.slice(0, i));
+    }
   }
 }

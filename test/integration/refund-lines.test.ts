@@ -232,3 +232,56 @@ describe('WooCommerce refunds use the refund’s lines, else the order’s per-l
     expect(conversion('9102').amountHistory.map((h) => h.amount)).toEqual([10_000]);
   });
 });
+
+describe('the lines kept for refunds, in DynamoDB', () => {
+  it('stores a record past the item size with its basis pared down to totals and tax mode', async () => {
+    // 200 lines with ids at their length limit, refunded line by line 8 times: past 400 KB as is.
+    const id = (i: number) => `${i}`.padStart(256, '0');
+    const lines = Array.from({ length: 200 }, (_, i) => ({ id: id(i), net: 100, tax: 19, quantity: 1 }));
+    const refunds = Object.fromEntries(
+      Array.from({ length: 8 }, (_, r) => [
+        `r${r}`,
+        {
+          refundId: `r${r}`,
+          amount: 100,
+          full: false,
+          origin: 'shop' as const,
+          receivedAt: new Date().toISOString(),
+          status: 'applied' as const,
+          lines: lines.map((l) => ({ id: l.id, quantity: 1 })),
+        },
+      ]),
+    );
+    const key = ledgerKey('0123456789abcdef01234567', 'big-order');
+    const now = new Date().toISOString();
+    const created = await stack.ledger.create({
+      key,
+      program: '0123456789abcdef01234567',
+      externalId: 'big-order',
+      source: 'shopify',
+      state: 'added',
+      version: 0,
+      originalAmount: 20_000,
+      currentAmount: 19_200,
+      currency: 'EUR',
+      refundBasis: { taxesIncluded: true, net: 20_000, tax: 3_800, shipping: 0, lines, truncated: false },
+      refunds,
+      createdAt: now,
+      updatedAt: now,
+    });
+
+    expect(created).toBe(true);
+    const stored = await stack.ledger.get(key);
+    expect(stored?.refundBasis).toEqual({
+      taxesIncluded: true,
+      net: 20_000,
+      tax: 3_800,
+      shipping: 0,
+      lines: [],
+      truncated: true,
+    });
+    expect(Object.values(stored?.refunds ?? {}).map((r) => [r.refundId, r.amount, r.lines])).toEqual(
+      Array.from({ length: 8 }, (_, r) => [`r${r}`, 100, undefined]),
+    );
+  });
+});
