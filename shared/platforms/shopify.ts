@@ -313,7 +313,10 @@ function presentmentTotals(
 }
 
 /**
- * Refund amount excluding tax. `subtotal` of a refund line is `price × quantity − discounts` in
+ * The fallback refund amount excluding tax, with the refund's lines passed through: the worker
+ * computes the net from those against the order's lines kept in the ledger, and uses this amount
+ * only for an order the ledger holds no lines of (placed before the connector; issue 19).
+ * `subtotal` of a refund line is `price × quantity − discounts` in
  * the order's pricing, so it holds the tax when the order's prices included it, and Shopify's
  * refund payload does not say whether they did. We decide from the refund's own money: when its
  * successful refund transactions add up to exactly Σ subtotal (not Σ subtotal + Σ total_tax), the

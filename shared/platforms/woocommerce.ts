@@ -40,8 +40,11 @@ import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts'
  * line taxes are subtracted.
  *
  * Refunds arrive inside `order.updated` as `refunds[]` entries whose `total` is negative and
- * includes tax and shipping; each is turned net with the order's net/gross ratio
- * (`|refund total| × amount / total`, integer arithmetic, half away from zero).
+ * includes tax and shipping. Each passes its own `line_items` (when a plugin adds them) or its
+ * gross to the worker, which turns it net against the order's lines kept in the ledger
+ * (shared/worker/refund-net.ts); the event's `amount`, the order's net/gross ratio
+ * (`|refund total| × amount / total`, integer arithmetic, half away from zero), is the fallback
+ * for an order the ledger holds no lines of.
  */
 
 /**
