@@ -5,8 +5,8 @@ import {
   ConnectorEvent,
   type ConnectorEventInput,
   MAX_BASIS_LINES,
-  type RefundBasis,
-  type RefundLine,
+  RefundBasis,
+  RefundLine,
 } from '../domain/events.ts';
 import { CurrencyInput } from '../domain/limits.ts';
 import { BadInputError } from '../errors.ts';
@@ -201,9 +201,14 @@ export function refundBasis(
   };
 }
 
-/** A refund's lines for the event: none past `MAX_BASIS_LINES`, where the adapter's amount stands. */
+/**
+ * A refund's lines for the event: none past `MAX_BASIS_LINES`, or when one would not pass the event
+ * schema (an id past the length limit): the adapter's amount then stands, and the refund is not
+ * refused for lines it was never judged by.
+ */
 export function refundLines(lines: readonly RefundLine[]): { lines?: RefundLine[] } {
-  return lines.length > 0 && lines.length <= MAX_BASIS_LINES ? { lines: [...lines] } : {};
+  if (lines.length === 0 || lines.length > MAX_BASIS_LINES) return {};
+  return lines.every((l) => RefundLine.safeParse(l).success) ? { lines: [...lines] } : {};
 }
 
 /**
@@ -212,10 +217,13 @@ export function refundLines(lines: readonly RefundLine[]): { lines?: RefundLine[
  * refused for a field it was never judged by.
  */
 export function optionalBasis(build: () => RefundBasis | undefined): RefundBasis | undefined {
+  let basis: RefundBasis | undefined;
   try {
-    return build();
+    basis = build();
   } catch (error) {
     if (error instanceof BadInputError) return undefined;
     throw error;
   }
+  // A line the event schema refuses (an over-discounted line's negative net, an over-long id).
+  return basis && RefundBasis.safeParse(basis).success ? basis : undefined;
 }
