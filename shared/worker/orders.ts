@@ -162,7 +162,8 @@ export async function placeOrder(
 
 /**
  * Writes the order's data into the record, as the add will send it: the amount is the order's minus
- * the refunds already recorded against it (refunds that came before the order).
+ * the refunds already recorded against it (refunds that came before the order), those turned net
+ * now against the lines the order brings (its refund basis, kept for later refunds too).
  */
 function takeOrder(record: OrderRecord, event: OrderPlaced, kind: 'tracking' | 'manual'): void {
   record.kind = kind;

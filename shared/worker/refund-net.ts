@@ -89,9 +89,8 @@ function fromLines(
       return undefined;
     }
   }
-  const amount = sumMinor(parts, 'refund lines');
   return {
-    amount,
+    amount: sumMinor(parts, 'refund lines'),
     from:
       matched === lines.length
         ? "the order's recorded lines: each line's net share for the quantity refunded"
@@ -99,16 +98,20 @@ function fromLines(
   };
 }
 
+/** What the buyer paid for a line: its net and its tax. */
+function lineGross(line: BasisLine): number {
+  return line.net + line.tax;
+}
+
 function fromGross(basis: RefundBasis, gross: number, done: Map<string, number>): Computed {
-  const gross_ = (l: BasisLine) => l.net + l.tax;
   for (const line of basis.lines) {
     const before = done.get(line.id) ?? 0;
     const left = line.quantity - before;
-    if (left <= 0 || gross_(line) === 0) continue;
-    const guess = prorateMinor(gross, line.quantity, gross_(line), 'gross');
+    if (left <= 0 || lineGross(line) === 0) continue;
+    const guess = prorateMinor(gross, line.quantity, lineGross(line), 'gross');
     for (const quantity of [guess, guess - 1, guess + 1]) {
       if (quantity < 1 || quantity > left) continue;
-      if (share(gross_(line), before, quantity, line.quantity) !== gross) continue;
+      if (share(lineGross(line), before, quantity, line.quantity) !== gross) continue;
       return {
         amount: share(line.net, before, quantity, line.quantity),
         lines: [{ id: line.id, quantity }],
@@ -121,7 +124,9 @@ function fromGross(basis: RefundBasis, gross: number, done: Map<string, number>)
       const before = done.get(l.id) ?? 0;
       return before < l.quantity ? [{ line: l, before, quantity: l.quantity - before }] : [];
     });
-    const restGross = sumMinor(rest.map((r) => share(gross_(r.line), r.before, r.quantity, r.line.quantity)));
+    const restGross = sumMinor(
+      rest.map((r) => share(lineGross(r.line), r.before, r.quantity, r.line.quantity)),
+    );
     if (rest.length > 0 && restGross === gross) {
       return {
         amount: sumMinor(rest.map((r) => share(r.line.net, r.before, r.quantity, r.line.quantity))),

@@ -28,7 +28,7 @@ import { type SignedPlatform, signedHeaders } from '../support/webhooks.ts';
 const SECRET = 'refund-properties-secret-0123456789';
 const CLICK = '0123456789abcdef01234567';
 const IP = '203.0.113.7';
-const RUNS = 25;
+const RUNS = 40;
 
 let sandbox: RunningSandbox;
 let deps: WorkerDeps;
@@ -212,7 +212,7 @@ describe('Σ refunds of every line = the order’s amount, conversion refused', 
           );
         },
       ),
-      { numRuns: RUNS },
+      { numRuns: RUNS, seed: 19001 },
     );
   });
 
@@ -307,7 +307,7 @@ describe('Σ refunds of every line = the order’s amount, conversion refused', 
           await expectWhollyRefunded(orderId, net, at === updates.length);
         },
       ),
-      { numRuns: RUNS },
+      { numRuns: RUNS, seed: 19002 },
     );
   });
 
@@ -386,7 +386,7 @@ describe('Σ refunds of every line = the order’s amount, conversion refused', 
           await expectWhollyRefunded(orderId, net, at === refunds.length);
         },
       ),
-      { numRuns: RUNS },
+      { numRuns: RUNS, seed: 19003 },
     );
   });
 });
