@@ -46,8 +46,12 @@ const MoneySet = z.looseObject({ shop_money: Money, presentment_money: Money.nul
 
 const TaxLine = z.looseObject({ price: MoneyText, price_set: MoneySet });
 const DiscountAllocation = z.looseObject({ amount: MoneyText, amount_set: MoneySet });
+/**
+ * The fields read only for the refund basis (`id`, `line_item_id`, `shipping_lines`) are `unknown`
+ * here and read leniently there: an order or refund accepted before must not become a 400 for them.
+ */
 const LineItem = z.looseObject({
-  id: IdString.nullish(),
+  id: z.unknown().optional(),
   price: MoneyText,
   price_set: MoneySet,
   quantity: z.number().int().nonnegative(),
@@ -69,9 +73,7 @@ const Order = z.looseObject({
   subtotal_price: MoneyText.nullish(),
   subtotal_price_set: MoneySet,
   line_items: z.array(LineItem),
-  shipping_lines: z
-    .array(z.looseObject({ price: MoneyText, price_set: MoneySet, tax_lines: z.array(TaxLine).nullish() }))
-    .nullish(),
+  shipping_lines: z.unknown().optional(),
   discount_codes: z.array(z.looseObject({ code: z.string() })).nullish(),
   note_attributes: z.array(z.unknown()).nullish(),
   landing_site: z.string().nullish(),
@@ -93,7 +95,7 @@ const CancelledOrder = z.looseObject({
 });
 
 const RefundLineItem = z.looseObject({
-  line_item_id: IdString.nullish(),
+  line_item_id: z.unknown().optional(),
   quantity: z.number().int().nonnegative(),
   subtotal: MoneyText.nullish(),
   subtotal_set: MoneySet,
@@ -195,6 +197,16 @@ export function shopifyOrderAmount(order: Order): number {
  * line's net as `shopifyOrderAmount` counted it. None for payloads too old for
  * `discount_allocations` (their amount is not the lines') or with a line that has no id.
  */
+const ShippingLines = z
+  .array(z.looseObject({ price: MoneyText, price_set: MoneySet, tax_lines: z.array(TaxLine).nullish() }))
+  .nullish();
+
+/** An id read leniently (see `LineItem`): undefined when it is not one. */
+function idOf(value: unknown): string | undefined {
+  const parsed = IdString.safeParse(value);
+  return parsed.success ? parsed.data : undefined;
+}
+
 export function shopifyRefundBasis(order: Order): RefundBasis | undefined {
   const currency = order.currency;
   const taxesIncluded = order.taxes_included === true;
@@ -202,17 +214,18 @@ export function shopifyRefundBasis(order: Order): RefundBasis | undefined {
   const lines: BasisLine[] = [];
   for (const [i, line] of order.line_items.entries()) {
     if (line.quantity === 0) continue;
-    if (!line.id) return undefined;
+    const id = idOf(line.id);
+    if (!id) return undefined;
     const path = `line_items.${i}`;
     lines.push({
-      id: line.id,
+      id,
       net: lineNet(line, currency, path, taxesIncluded),
       tax: lineTaxes(line, currency, path),
       quantity: line.quantity,
     });
   }
   const shipping = sumMinor(
-    (order.shipping_lines ?? []).map((l, i) => {
+    (parsePayload(ShippingLines, order.shipping_lines, 'shipping_lines') ?? []).map((l, i) => {
       const price = read(shopMoney(l.price, l.price_set, `shipping_lines.${i}.price`)!, currency);
       return taxesIncluded ? price - lineTaxes(l, currency, `shipping_lines.${i}`) : price;
     }),
@@ -373,7 +386,7 @@ export function shopifyRefundAmount(
     });
   }
   const refundLines = lines.map((line, i): RefundLine => {
-    const id = line.line_item_id ?? line.line_item?.id ?? undefined;
+    const id = idOf(line.line_item_id) ?? idOf(line.line_item?.id);
     return {
       ...(id ? { id } : {}),
       quantity: line.quantity,

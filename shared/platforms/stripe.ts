@@ -63,20 +63,8 @@ const Session = z.looseObject({
   customer: Ref,
   payment_method_types: z.array(z.string()).nullish(),
   created: z.number().int().nullish(),
-  /** Only when the sender expanded it (Stripe's own webhooks never do): read for refunds only. */
-  line_items: z
-    .looseObject({
-      has_more: z.boolean().nullish(),
-      data: z.array(
-        z.looseObject({
-          id: z.string().min(1),
-          quantity: z.number().int().nullish(),
-          amount_total: z.number().int(),
-          amount_tax: z.number().int().nullish(),
-        }),
-      ),
-    })
-    .nullish(),
+  /** Only when the sender expanded it (Stripe's own webhooks never do): read for refunds only, leniently. */
+  line_items: z.unknown().optional(),
 });
 type Session = z.infer<typeof Session>;
 
@@ -132,8 +120,22 @@ function orderIdOf(metadata: Readonly<Record<string, unknown>> | null | undefine
  * with their tax, when it lists them all and they carry tax; without tax a refund is taken as given.
  * Each line's net is `amount_total − amount_tax` (after discounts, in both tax behaviours).
  */
+const LineItems = z
+  .looseObject({
+    has_more: z.boolean().nullish(),
+    data: z.array(
+      z.looseObject({
+        id: z.string().min(1),
+        quantity: z.number().int().nullish(),
+        amount_total: z.number().int(),
+        amount_tax: z.number().int().nullish(),
+      }),
+    ),
+  })
+  .nullish();
+
 function stripeRefundBasis(session: Session, amount: number): RefundBasis | undefined {
-  const items = session.line_items;
+  const items = parsePayload(LineItems, session.line_items, 'data.object.line_items');
   if (!items || items.has_more || items.data.length === 0) return undefined;
   const c = session.currency;
   const lines: BasisLine[] = [];

@@ -57,6 +57,8 @@ const RefundItem = z.looseObject({
   total_tax: MoneyText.nullish(),
   meta_data: z.array(z.unknown()).nullish(),
 });
+/** Read only for refunds, and leniently: a body accepted before must not become a 400 for them. */
+const RefundItems = z.array(RefundItem).nullish();
 type RefundItem = z.infer<typeof RefundItem>;
 
 const Order = z.looseObject({
@@ -75,9 +77,10 @@ const Order = z.looseObject({
   meta_data: z.array(z.unknown()).nullish(),
   line_items: z.array(
     z.looseObject({
-      id: IdString.nullish(),
+      // Read for the refund basis only, leniently (see `RefundItems`).
+      id: z.unknown().optional(),
       product_id: IdString.nullish(),
-      quantity: z.number().int().nullish(),
+      quantity: z.unknown().optional(),
       total: MoneyText,
       total_tax: MoneyText.nullish(),
     }),
@@ -90,7 +93,7 @@ const Order = z.looseObject({
         id: IdString,
         total: MoneyText,
         refund: z.string().nullish(),
-        line_items: z.array(RefundItem).nullish(),
+        line_items: z.unknown().optional(),
       }),
     )
     .nullish(),
@@ -105,7 +108,7 @@ const RefundResource = z.looseObject({
   currency: z.nullish(CurrencyCode),
   order_id: IdString.nullish(),
   parent_id: IdString.nullish(),
-  line_items: z.array(RefundItem).nullish(),
+  line_items: z.array(z.looseObject({ total: MoneyText })).nullish(),
   _links: z.looseObject({ up: z.array(z.looseObject({ href: z.string() })).nullish() }).nullish(),
 });
 
@@ -162,8 +165,13 @@ export function wooRefundBasis(order: Order): RefundBasis | undefined {
       ? money(line.total_tax, c, `line_items.${i}.total_tax`, { allowNegative: true })
       : 0;
     const lineNet = grossLines ? total - tax : total;
-    if (!line.id || !line.quantity || line.quantity < 0 || lineNet < 0 || tax < 0) return undefined;
-    lines.push({ id: line.id, net: lineNet, tax, quantity: line.quantity });
+    const id = IdString.safeParse(line.id);
+    const quantity = line.quantity;
+    if (!id.success || typeof quantity !== 'number' || !Number.isSafeInteger(quantity) || quantity <= 0) {
+      return undefined;
+    }
+    if (lineNet < 0 || tax < 0) return undefined;
+    lines.push({ id: id.data, net: lineNet, tax, quantity });
   }
   const basis = refundBasis(lines, {
     taxesIncluded: grossLines,
@@ -188,7 +196,18 @@ function refundedItemId(item: RefundItem): string | undefined {
  * A refund's own lines: WooCommerce writes them negative and net of tax (with the tax inside when the
  * order's line totals carried it, `grossLines`), so each states its net.
  */
-function wooRefundLines(
+function wooRefundLines(items: unknown, currency: string, grossLines: boolean, path: string): RefundLine[] {
+  const parsed = RefundItems.safeParse(items);
+  if (!parsed.success) return [];
+  try {
+    return readRefundLines(parsed.data ?? [], currency, grossLines, path);
+  } catch (error) {
+    if (error instanceof BadInputError) return [];
+    throw error;
+  }
+}
+
+function readRefundLines(
   items: readonly RefundItem[],
   currency: string,
   grossLines: boolean,

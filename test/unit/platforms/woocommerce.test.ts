@@ -108,6 +108,42 @@ describe('woocommerce orders', () => {
     expect(event).toMatchObject({ amount: 10084 });
   });
 
+  it('reads the lines kept for refunds leniently: an odd line id or quantity drops them, not the order', () => {
+    // Prepare
+    const order = sampleJson(ORDER);
+    const lines = order['line_items'] as Record<string, unknown>[];
+    lines[0]!['quantity'] = '2';
+    lines[1]!['id'] = { odd: true };
+    // Act
+    const event = onlyEvent(handle(JSON.stringify(order), 'order.created'));
+    // Assess
+    expect(event).toMatchObject({ type: 'OrderPlaced', amount: 1800 });
+    expect(event).not.toHaveProperty('basis', expect.anything());
+  });
+
+  it('passes a refund’s own lines through, net, naming the order line refunded', () => {
+    // Prepare: refund 726 of order 723 lists the line it refunds (one unit of line 311, 9.00).
+    const order = refundedOrder();
+    const refunds = order['refunds'] as Record<string, unknown>[];
+    refunds[0]!['line_items'] = [
+      {
+        id: 314,
+        quantity: -1,
+        total: '-9.00',
+        total_tax: '0.00',
+        meta_data: [{ id: 2076, key: '_refunded_item_id', value: '311' }],
+      },
+    ];
+    refunds[1]!['line_items'] = 'junk';
+    // Act
+    const events = eventsOf(handle(JSON.stringify(order), 'order.updated'));
+    // Assess: lines for the first; the second, unreadable, passes its gross instead.
+    expect(events[0]).toMatchObject({ refundId: '726', lines: [{ id: '311', quantity: 1, net: 900 }] });
+    expect(events[0]).not.toHaveProperty('gross', expect.anything());
+    expect(events[1]).toMatchObject({ refundId: '724', gross: 900 });
+    expect(events[1]).not.toHaveProperty('lines', expect.anything());
+  });
+
   it('reads JPY amounts without decimals and names a bad one', () => {
     // Prepare
     const order = sampleJson(ORDER);
