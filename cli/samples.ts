@@ -77,7 +77,7 @@ export const SAMPLES: readonly Sample[] = [
     kind: 'partial-refund',
     topic: 'order.updated',
     file: 'woocommerce-order-refunded-partly.json',
-    about: 'refunds[] with one 10.00 refund',
+    about: 'refunds[] with one 12.90 refund (one item with its tax)',
   },
   {
     platform: 'woocommerce',

@@ -143,7 +143,7 @@ export function statusText(status: OrderStatus): string {
           r.status,
           r.resultingAmount === undefined ? '-' : money(r.resultingAmount, currency),
           r.receivedAt,
-          cell([r.reason, r.outcome].filter(Boolean).join('; '), 50),
+          cell([r.reason, r.outcome, netNote(r.amountFrom)].filter(Boolean).join('; '), 50),
         ]),
       ),
     );
@@ -166,6 +166,14 @@ export function statusText(status: OrderStatus): string {
     );
   }
   return lines.join('\n');
+}
+
+/** A refund's net amount worth a look: by the rules of before the ledger kept lines, or approximate. */
+function netNote(amountFrom: string | undefined): string | undefined {
+  if (amountFrom?.startsWith('current rules'))
+    return 'net by the current rules (no order lines in the ledger)';
+  if (amountFrom?.startsWith('approximate')) return 'net approximate (gross × order net/gross)';
+  return undefined;
 }
 
 /**

@@ -1,3 +1,5 @@
+import type { RefundBasis, RefundLine } from './domain/events.ts';
+
 /**
  * The ledger: one record per order (program + externalId), the connector's memory of what it did on
  * the platform. Every write is conditional on the record's version, so two workers never both win.
@@ -22,8 +24,11 @@ export type RefundStatus = 'pending' | 'applied' | 'skipped' | 'rejected';
 
 export interface RefundRecord {
   readonly refundId: string;
-  /** Net refunded amount in minor units (0 for a full refund or cancellation). */
-  readonly amount: number;
+  /**
+   * Net refunded amount in minor units (0 for a full refund or cancellation). Set by the worker from
+   * the order's lines (shared/worker/refund-net.ts), once when recorded, or when a held refund's order arrives.
+   */
+  amount: number;
   readonly full: boolean;
   readonly origin: 'shop' | 'finance';
   /** The source whose webhook sent it (absent on records written before sources were checked). */
@@ -38,6 +43,15 @@ export interface RefundRecord {
   appliedAt?: string;
   /** Why it was skipped or rejected, or a remark (over-refund). */
   outcome?: string;
+  /**
+   * The refund's lines: as its payload listed them, or the order lines a gross refund was matched
+   * to. Later refunds of the same lines take their share from what these left.
+   */
+  lines?: RefundLine[];
+  /** The gross paid back, when that is all the payload said. */
+  gross?: number;
+  /** How `amount` was computed (from the order's lines, the refund's, or the current rules and why). */
+  amountFrom?: string;
 }
 
 export interface OrderRecord {
@@ -54,6 +68,8 @@ export interface OrderRecord {
   originalAmount: number;
   currentAmount: number;
   currency?: string;
+  /** What the order said that refunds are turned net with (issue 19); absent on older records. */
+  refundBasis?: RefundBasis;
   /** By refund id. Ids are free-form: read it with `refundOf` and write it with `recordRefund`. */
   refunds: Record<string, RefundRecord>;
   leaseOwner?: string;
@@ -77,6 +93,33 @@ export interface OrderRecord {
   amountUnknown?: boolean;
   createdAt: string;
   updatedAt: string;
+}
+
+/**
+ * Most bytes of a record's JSON: DynamoDB refuses an item past 400 KB, and the item carries a few
+ * attributes beside the JSON. Only the lines kept for refunds can grow a record this far (an order
+ * of hundreds of lines with long ids, refunded many times).
+ */
+export const MAX_RECORD_BYTES = 350_000;
+
+/**
+ * The record as a ledger stores it. Past `MAX_RECORD_BYTES` the order's refund basis keeps its
+ * totals and tax mode but drops its lines (`truncated`), and recorded refunds drop theirs: a later
+ * refund is then turned net from its own money and the tax mode, or the order's net/gross ratio.
+ */
+export function storableRecord(record: OrderRecord): OrderRecord {
+  if (Buffer.byteLength(JSON.stringify(record)) <= MAX_RECORD_BYTES) return record;
+  const refunds: Record<string, RefundRecord> = {};
+  const compact: OrderRecord = {
+    ...record,
+    ...(record.refundBasis ? { refundBasis: { ...record.refundBasis, lines: [], truncated: true } } : {}),
+    refunds,
+  };
+  for (const refund of Object.values(record.refunds)) {
+    const { lines: _lines, ...rest } = refund;
+    recordRefund(compact, rest);
+  }
+  return compact;
 }
 
 export function ledgerKey(program: string, externalId: string): string {

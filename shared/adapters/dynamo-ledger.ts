@@ -6,7 +6,7 @@ import {
   PutItemCommand,
   ScanCommand,
 } from '@aws-sdk/client-dynamodb';
-import type { OrderRecord } from '../ledger.ts';
+import { type OrderRecord, storableRecord } from '../ledger.ts';
 import type { Ledger } from '../ports.ts';
 
 /** Options of `DynamoLedger`. */
@@ -116,7 +116,8 @@ function toItem(record: OrderRecord): Record<string, AttributeValue> {
     externalId: { S: record.externalId },
     source: { S: record.source },
     updatedAt: { S: record.updatedAt },
-    doc: { S: JSON.stringify(record) },
+    // Past DynamoDB's item size the lines kept for refunds are dropped (see storableRecord).
+    doc: { S: JSON.stringify(storableRecord(record)) },
   };
 }
 

@@ -47,6 +47,45 @@ const eventBase = {
   receivedAt: z.iso.datetime(),
 };
 
+/**
+ * Most order lines kept for refunds: a record stays far below DynamoDB's 400 KB item limit (and an
+ * event below SQS's 256 KB) with ids at their length limit. Past it the lines are dropped, the
+ * totals and tax mode kept (`RefundBasis.truncated`).
+ */
+export const MAX_BASIS_LINES = 200;
+
+const quantity = z.int().check(z.positive(), z.maximum(Number.MAX_SAFE_INTEGER));
+
+/** One order line as the conversion amount was built from it. */
+export const BasisLine = z.object({
+  /** The shop's line id, which its refunds name. */
+  id,
+  /** Net of tax and after discounts, minor units: this line's part of the conversion amount. */
+  net: cents,
+  tax: cents,
+  quantity,
+});
+export type BasisLine = z.infer<typeof BasisLine>;
+
+/**
+ * What the order said that a refund needs to be turned net later (issue 19): kept in the ledger with
+ * the order, because a refund's own payload does not say it (Shopify's does not carry
+ * `taxes_included`; WooCommerce's and Stripe's carry only a gross total).
+ */
+export const RefundBasis = z.object({
+  /** The platform's line money (a Shopify refund line's `subtotal`) includes tax. */
+  taxesIncluded: z.boolean(),
+  /** Σ net and Σ tax of every line, also those past the cap: `net` is the conversion amount. */
+  net: cents,
+  tax: cents,
+  /** Shipping left out of the amount (net of tax), for the record. */
+  shipping: z._default(cents, 0),
+  lines: z.array(BasisLine).check(z.maxLength(MAX_BASIS_LINES)),
+  /** The order had more than `MAX_BASIS_LINES` lines: only the first are in `lines`. */
+  truncated: z._default(z.boolean(), false),
+});
+export type RefundBasis = z.infer<typeof RefundBasis>;
+
 export const OrderPlaced = z.object({
   type: z.literal('OrderPlaced'),
   ...eventBase,
@@ -65,6 +104,8 @@ export const OrderPlaced = z.object({
   affiliateTrackingId: z.optional(z.int().check(z.positive())),
   /** The platform's default is the empty string, which the worker does not send. */
   subId: z.optional(z.union([id, z.literal('')])),
+  /** Absent when the adapter could not tie the amount to lines (the worker then keeps today's rules). */
+  basis: z.optional(RefundBasis),
 });
 export type OrderPlaced = z.infer<typeof OrderPlaced>;
 
@@ -86,6 +127,22 @@ export const ExternalRefundId = idText().check(
   }),
 );
 
+/**
+ * A line of a refund as its payload states it, passed through for the worker to turn net against
+ * the order's `RefundBasis` (see shared/worker/refund-net.ts).
+ */
+export const RefundLine = z.object({
+  /** The order line refunded (Shopify `line_item_id`, WooCommerce `_refunded_item_id`). */
+  id: z.optional(id),
+  quantity: z.int().check(z.nonnegative(), z.maximum(Number.MAX_SAFE_INTEGER)),
+  /** The net the refund itself states for the line (WooCommerce line totals): taken as is. */
+  net: z.optional(cents),
+  /** The line's money in the order's pricing (Shopify `subtotal`) and its tax: the fallback. */
+  amount: z.optional(cents),
+  tax: z.optional(cents),
+});
+export type RefundLine = z.infer<typeof RefundLine>;
+
 export const OrderRefunded = z.object({
   type: z.literal('OrderRefunded'),
   ...eventBase,
@@ -99,6 +156,13 @@ export const OrderRefunded = z.object({
   reason,
   /** Who asked: a shop webhook or finance staff. */
   origin: z._default(z.enum(['shop', 'finance']), 'shop'),
+  /**
+   * The refund's own lines, when its payload lists them. With them (or `gross`) `amount` is only
+   * the fallback, by the adapter's rules, for an order the ledger holds no lines of.
+   */
+  lines: z.optional(z.array(RefundLine).check(z.maxLength(MAX_BASIS_LINES))),
+  /** The money paid back, tax (and maybe shipping) included, when that is all the payload says. */
+  gross: z.optional(cents),
 });
 export type OrderRefunded = z.infer<typeof OrderRefunded>;
 

@@ -1,9 +1,16 @@
 import { createHash } from 'node:crypto';
 import * as z from 'zod';
-import { ConnectorEvent, type ConnectorEventInput } from '../domain/events.ts';
+import {
+  type BasisLine,
+  ConnectorEvent,
+  type ConnectorEventInput,
+  MAX_BASIS_LINES,
+  RefundBasis,
+  RefundLine,
+} from '../domain/events.ts';
 import { CurrencyInput } from '../domain/limits.ts';
 import { BadInputError } from '../errors.ts';
-import { type ParseMoneyOptions, parseMoney } from '../money.ts';
+import { type ParseMoneyOptions, parseMoney, sumMinor } from '../money.ts';
 import { firstIssue } from '../validation.ts';
 import type { AdapterResult } from './types.ts';
 
@@ -167,4 +174,56 @@ export function unixToIso(seconds: number | null | undefined): string | undefine
 /** Keeps the first occurrence of each non-empty string. */
 export function unique(values: Iterable<string>): string[] {
   return [...new Set([...values].map((v) => v.trim()).filter((v) => v.length > 0))];
+}
+
+/**
+ * The order's `RefundBasis` from its lines (net, tax, quantity each): totals over every line, the
+ * lines themselves up to `MAX_BASIS_LINES` (past it only the totals and the tax mode are kept, and
+ * refunds of the lines left out are computed from their own money).
+ */
+export function refundBasis(
+  lines: readonly BasisLine[],
+  options: { readonly taxesIncluded: boolean; readonly shipping: number },
+): RefundBasis {
+  return {
+    taxesIncluded: options.taxesIncluded,
+    net: sumMinor(
+      lines.map((l) => l.net),
+      'line_items',
+    ),
+    tax: sumMinor(
+      lines.map((l) => l.tax),
+      'line_items',
+    ),
+    shipping: Math.max(0, options.shipping),
+    lines: lines.slice(0, MAX_BASIS_LINES),
+    truncated: lines.length > MAX_BASIS_LINES,
+  };
+}
+
+/**
+ * A refund's lines for the event: none past `MAX_BASIS_LINES`, or when one would not pass the event
+ * schema (an id past the length limit): the adapter's amount then stands, and the refund is not
+ * refused for lines it was never judged by.
+ */
+export function refundLines(lines: readonly RefundLine[]): { lines?: RefundLine[] } {
+  if (lines.length === 0 || lines.length > MAX_BASIS_LINES) return {};
+  return lines.every((l) => RefundLine.safeParse(l).success) ? { lines: [...lines] } : {};
+}
+
+/**
+ * The basis, or none when a part of the payload that the amount does not read (a tax or shipping
+ * line) cannot be read: refunds of that order then keep the adapter's rules, and the order is not
+ * refused for a field it was never judged by.
+ */
+export function optionalBasis(build: () => RefundBasis | undefined): RefundBasis | undefined {
+  let basis: RefundBasis | undefined;
+  try {
+    basis = build();
+  } catch (error) {
+    if (error instanceof BadInputError) return undefined;
+    throw error;
+  }
+  // A line the event schema refuses (an over-discounted line's negative net, an over-long id).
+  return basis && RefundBasis.safeParse(basis).success ? basis : undefined;
 }

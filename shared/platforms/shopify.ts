@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import type { ConnectorEventInput } from '../domain/events.ts';
+import type { BasisLine, ConnectorEventInput, RefundBasis, RefundLine } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
@@ -17,7 +17,10 @@ import {
   MoneyText,
   mapped,
   money,
+  optionalBasis,
   parsePayload,
+  refundBasis,
+  refundLines,
   requiredHeader,
   topicMark,
   unique,
@@ -43,7 +46,12 @@ const MoneySet = z.looseObject({ shop_money: Money, presentment_money: Money.nul
 
 const TaxLine = z.looseObject({ price: MoneyText, price_set: MoneySet });
 const DiscountAllocation = z.looseObject({ amount: MoneyText, amount_set: MoneySet });
+/**
+ * The fields read only for the refund basis (`id`, `line_item_id`, `shipping_lines`) are `unknown`
+ * here and read leniently there: an order or refund accepted before must not become a 400 for them.
+ */
 const LineItem = z.looseObject({
+  id: z.unknown().optional(),
   price: MoneyText,
   price_set: MoneySet,
   quantity: z.number().int().nonnegative(),
@@ -65,6 +73,7 @@ const Order = z.looseObject({
   subtotal_price: MoneyText.nullish(),
   subtotal_price_set: MoneySet,
   line_items: z.array(LineItem),
+  shipping_lines: z.unknown().optional(),
   discount_codes: z.array(z.looseObject({ code: z.string() })).nullish(),
   note_attributes: z.array(z.unknown()).nullish(),
   landing_site: z.string().nullish(),
@@ -86,6 +95,7 @@ const CancelledOrder = z.looseObject({
 });
 
 const RefundLineItem = z.looseObject({
+  line_item_id: z.unknown().optional(),
   quantity: z.number().int().nonnegative(),
   subtotal: MoneyText.nullish(),
   subtotal_set: MoneySet,
@@ -182,6 +192,48 @@ export function shopifyOrderAmount(order: Order): number {
   return amount;
 }
 
+/**
+ * What a refund of this order needs later (see shared/worker/refund-net.ts): the tax mode and each
+ * line's net as `shopifyOrderAmount` counted it. None for payloads too old for
+ * `discount_allocations` (their amount is not the lines') or with a line that has no id.
+ */
+const ShippingLines = z
+  .array(z.looseObject({ price: MoneyText, price_set: MoneySet, tax_lines: z.array(TaxLine).nullish() }))
+  .nullish();
+
+/** An id read leniently (see `LineItem`): undefined when it is not one. */
+function idOf(value: unknown): string | undefined {
+  const parsed = IdString.safeParse(value);
+  return parsed.success ? parsed.data : undefined;
+}
+
+export function shopifyRefundBasis(order: Order): RefundBasis | undefined {
+  const currency = order.currency;
+  const taxesIncluded = order.taxes_included === true;
+  if (!order.line_items.some((l) => l.discount_allocations !== undefined)) return undefined;
+  const lines: BasisLine[] = [];
+  for (const [i, line] of order.line_items.entries()) {
+    if (line.quantity === 0) continue;
+    const id = idOf(line.id);
+    if (!id) return undefined;
+    const path = `line_items.${i}`;
+    lines.push({
+      id,
+      net: lineNet(line, currency, path, taxesIncluded),
+      tax: lineTaxes(line, currency, path),
+      quantity: line.quantity,
+    });
+  }
+  const shipping = sumMinor(
+    (parsePayload(ShippingLines, order.shipping_lines, 'shipping_lines') ?? []).map((l, i) => {
+      const price = read(shopMoney(l.price, l.price_set, `shipping_lines.${i}.price`)!, currency);
+      return taxesIncluded ? price - lineTaxes(l, currency, `shipping_lines.${i}`) : price;
+    }),
+    'shipping_lines',
+  );
+  return refundBasis(lines, { taxesIncluded, shipping });
+}
+
 function placed(order: Order, eventId: string, context: AdapterContext): ConnectorEventInput {
   const entries = [
     ...nameValueEntries(order.note_attributes, 'note_attributes'),
@@ -204,6 +256,7 @@ function placed(order: Order, eventId: string, context: AdapterContext): Connect
     productIds: unique(order.line_items.flatMap((l) => (l.product_id ? [l.product_id] : []))),
     paymentMethod: order.payment_gateway_names?.[0] || order.gateway || undefined,
     orderDate: isoDate(order.processed_at) ?? isoDate(order.created_at),
+    basis: optionalBasis(() => shopifyRefundBasis(order)),
   };
 }
 
@@ -273,7 +326,10 @@ function presentmentTotals(
 }
 
 /**
- * Refund amount excluding tax. `subtotal` of a refund line is `price × quantity − discounts` in
+ * The fallback refund amount excluding tax, with the refund's lines passed through: the worker
+ * computes the net from those against the order's lines kept in the ledger, and uses this amount
+ * only for an order the ledger holds no lines of (placed before the connector; issue 19).
+ * `subtotal` of a refund line is `price × quantity − discounts` in
  * the order's pricing, so it holds the tax when the order's prices included it, and Shopify's
  * refund payload does not say whether they did. We decide from the refund's own money: when its
  * successful refund transactions add up to exactly Σ subtotal (not Σ subtotal + Σ total_tax), the
@@ -284,7 +340,9 @@ function presentmentTotals(
  * transactions in several currencies) the subtotals are taken as net, which is exact for
  * tax-exclusive shops and, for tax-inclusive ones, errs by the refunded lines' tax.
  */
-export function shopifyRefundAmount(refund: Refund): { amount: number; currency: string } | undefined {
+export function shopifyRefundAmount(
+  refund: Refund,
+): { amount: number; currency: string; lines: RefundLine[] } | undefined {
   const lines = refund.refund_line_items;
   if (lines.length === 0) return undefined;
   const currency = refundCurrency(refund, lines);
@@ -327,7 +385,16 @@ export function shopifyRefundAmount(refund: Refund): { amount: number; currency:
       field: 'refund_line_items',
     });
   }
-  return { amount, currency };
+  const refundLines = lines.map((line, i): RefundLine => {
+    const id = idOf(line.line_item_id) ?? idOf(line.line_item?.id);
+    return {
+      ...(id ? { id } : {}),
+      quantity: line.quantity,
+      amount: Math.max(0, parts[i]!.subtotal),
+      tax: Math.max(0, parts[i]!.tax),
+    };
+  });
+  return { amount, currency, lines: refundLines };
 }
 
 /**
@@ -408,6 +475,7 @@ export const shopifyAdapter: PlatformAdapter = {
       currency: net.currency,
       reason: refund.note?.slice(0, 500) || undefined,
       origin: 'shop',
+      ...refundLines(net.lines),
     };
     return mapped([event]);
   },

@@ -1,11 +1,24 @@
 import * as z from 'zod';
-import { type ConnectorEventInput, connectorRefundId } from '../domain/events.ts';
+import {
+  type BasisLine,
+  type ConnectorEventInput,
+  connectorRefundId,
+  type RefundBasis,
+} from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
 import { currencyExponent, multiplyMinor, prorateMinor } from '../money.ts';
 import { attributeIp, extractAttribution, recordEntries } from './attribution.ts';
-import { CurrencyCode, mapped, parsePayload, unique, unixToIso } from './mapping.ts';
+import {
+  CurrencyCode,
+  mapped,
+  optionalBasis,
+  parsePayload,
+  refundBasis,
+  unique,
+  unixToIso,
+} from './mapping.ts';
 import { verifyStripeSignature } from './signature.ts';
 import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts';
 
@@ -50,7 +63,10 @@ const Session = z.looseObject({
   customer: Ref,
   payment_method_types: z.array(z.string()).nullish(),
   created: z.number().int().nullish(),
+  /** Only when the sender expanded it (Stripe's own webhooks never do): read for refunds only, leniently. */
+  line_items: z.unknown().optional(),
 });
+type Session = z.infer<typeof Session>;
 
 const Refund = z.looseObject({
   id: z.string().min(1),
@@ -99,6 +115,48 @@ function orderIdOf(metadata: Readonly<Record<string, unknown>> | null | undefine
   return typeof value === 'string' && value.trim() ? value.trim() : undefined;
 }
 
+/**
+ * What a partial refund needs to be turned net (shared/worker/refund-net.ts): the session's line items
+ * with their tax, when it lists them all and they carry tax; without tax a refund is taken as given.
+ * Each line's net is `amount_total − amount_tax` (after discounts, in both tax behaviours).
+ */
+const LineItems = z
+  .looseObject({
+    has_more: z.boolean().nullish(),
+    data: z.array(
+      z.looseObject({
+        id: z.string().min(1),
+        quantity: z.number().int().nullish(),
+        amount_total: z.number().int(),
+        amount_tax: z.number().int().nullish(),
+      }),
+    ),
+  })
+  .nullish();
+
+function stripeRefundBasis(session: Session, amount: number): RefundBasis | undefined {
+  const items = parsePayload(LineItems, session.line_items, 'data.object.line_items');
+  if (!items || items.has_more || items.data.length === 0) return undefined;
+  const c = session.currency;
+  const lines: BasisLine[] = [];
+  for (const [i, item] of items.data.entries()) {
+    const tax = item.amount_tax ?? 0;
+    if (!item.quantity || item.quantity < 0 || tax < 0 || item.amount_total < tax) return undefined;
+    const field = `data.object.line_items.data.${i}.amount_total`;
+    lines.push({
+      id: item.id,
+      net: fromStripeUnits(item.amount_total - tax, c, field),
+      tax: fromStripeUnits(tax, c, field),
+      quantity: item.quantity,
+    });
+  }
+  const basis = refundBasis(lines, {
+    taxesIncluded: false,
+    shipping: fromStripeUnits(session.total_details?.amount_shipping ?? 0, c, 'data.object.total_details'),
+  });
+  return basis.tax > 0 && basis.net === amount ? basis : undefined;
+}
+
 function sessionPlaced(object: unknown, eventId: string, context: AdapterContext): AdapterResult {
   const session = parsePayload(Session, object, 'data.object');
   const tax = session.total_details?.amount_tax ?? 0;
@@ -122,6 +180,9 @@ function sessionPlaced(object: unknown, eventId: string, context: AdapterContext
     receivedAt: context.now.toISOString(),
     amount: fromStripeUnits(amount, session.currency, 'data.object.amount_total'),
     currency: session.currency,
+    basis: optionalBasis(() =>
+      stripeRefundBasis(session, fromStripeUnits(amount, session.currency, 'data.object.amount_total')),
+    ),
     customerId: session.customer,
     vouchers: unique(vouchers),
     ...extractAttribution(entries, context.source),
@@ -173,8 +234,10 @@ function refunded(
     externalId,
     receivedAt: context.now.toISOString(),
     refundId: refund.id,
-    // Stripe refunds include tax; a partial one is taken as given (no tax split).
+    // Stripe refunds include tax and name no line: taken as given, unless the worker holds the
+    // session's lines with tax (then turned net against them, shared/worker/refund-net.ts).
     amount: fromStripeUnits(refund.amount, currency, amountField),
+    gross: fromStripeUnits(refund.amount, currency, amountField),
     currency,
     reason: refund.reason ?? undefined,
     origin: 'shop',

@@ -1,5 +1,11 @@
 import * as z from 'zod';
-import { type ConnectorEventInput, connectorRefundId } from '../domain/events.ts';
+import {
+  type BasisLine,
+  type ConnectorEventInput,
+  connectorRefundId,
+  type RefundBasis,
+  type RefundLine,
+} from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
@@ -14,7 +20,10 @@ import {
   MoneyText,
   mapped,
   money,
+  optionalBasis,
   parsePayload,
+  refundBasis,
+  refundLines,
   requiredHeader,
   unique,
 } from './mapping.ts';
@@ -31,9 +40,26 @@ import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts'
  * line taxes are subtracted.
  *
  * Refunds arrive inside `order.updated` as `refunds[]` entries whose `total` is negative and
- * includes tax and shipping; each is turned net with the order's net/gross ratio
- * (`|refund total| × amount / total`, integer arithmetic, half away from zero).
+ * includes tax and shipping. Each passes its own `line_items` (when a plugin adds them) or its
+ * gross to the worker, which turns it net against the order's lines kept in the ledger
+ * (shared/worker/refund-net.ts); the event's `amount`, the order's net/gross ratio
+ * (`|refund total| × amount / total`, integer arithmetic, half away from zero), is the fallback
+ * for an order the ledger holds no lines of.
  */
+
+/**
+ * A refund's line (the refund resource's `line_items`, and a `refunds[]` entry's when a plugin adds
+ * them): negative quantity and totals, net of tax; the order line in `_refunded_item_id`.
+ */
+const RefundItem = z.looseObject({
+  quantity: z.number().int().nullish(),
+  total: MoneyText,
+  total_tax: MoneyText.nullish(),
+  meta_data: z.array(z.unknown()).nullish(),
+});
+/** Read only for refunds, and leniently: a body accepted before must not become a 400 for them. */
+const RefundItems = z.array(RefundItem).nullish();
+type RefundItem = z.infer<typeof RefundItem>;
 
 const Order = z.looseObject({
   id: IdString,
@@ -50,11 +76,27 @@ const Order = z.looseObject({
   payment_method: z.string().nullish(),
   meta_data: z.array(z.unknown()).nullish(),
   line_items: z.array(
-    z.looseObject({ product_id: IdString.nullish(), total: MoneyText, total_tax: MoneyText.nullish() }),
+    z.looseObject({
+      // Read for the refund basis only, leniently (see `RefundItems`).
+      id: z.unknown().optional(),
+      product_id: IdString.nullish(),
+      quantity: z.unknown().optional(),
+      total: MoneyText,
+      total_tax: MoneyText.nullish(),
+    }),
   ),
   fee_lines: z.array(z.looseObject({ total: MoneyText })).nullish(),
   coupon_lines: z.array(z.looseObject({ code: z.string() })).nullish(),
-  refunds: z.array(z.looseObject({ id: IdString, total: MoneyText, refund: z.string().nullish() })).nullish(),
+  refunds: z
+    .array(
+      z.looseObject({
+        id: IdString,
+        total: MoneyText,
+        refund: z.string().nullish(),
+        line_items: z.unknown().optional(),
+      }),
+    )
+    .nullish(),
 });
 type Order = z.infer<typeof Order>;
 
@@ -74,8 +116,11 @@ function sum(values: readonly string[], currency: string, path: (i: number) => s
   return sumMinor(values.map((v, i) => money(v, currency, path(i), { allowNegative: true })));
 }
 
-/** Net amount and the gross `total` it is part of, in minor units. */
-export function wooOrderAmounts(order: Order): { net: number; gross: number } {
+/**
+ * Net amount and the gross `total` it is part of, in minor units; `grossLines` when the line totals
+ * carried their tax (see the top of this file).
+ */
+export function wooOrderAmounts(order: Order): { net: number; gross: number; grossLines: boolean } {
   const c = order.currency;
   const lines = sum(
     order.line_items.map((l) => l.total),
@@ -102,7 +147,85 @@ export function wooOrderAmounts(order: Order): { net: number; gross: number } {
     if (!netIdentity && lines - lineTax + others === gross) net = lines - lineTax;
   }
   if (net < 0) throw new BadInputError('line_items: negative order amount', { field: 'line_items' });
-  return { net, gross };
+  return { net, gross, grossLines: net !== lines };
+}
+
+/**
+ * What a refund of this order needs later (shared/worker/refund-net.ts): each line's net (its
+ * `total`, less its tax when the totals carried it) and tax, and the shipping. None when a line has
+ * no id or quantity, or when the lines do not add up to the amount (negative totals of edited orders).
+ */
+export function wooRefundBasis(order: Order): RefundBasis | undefined {
+  const c = order.currency;
+  const { net, grossLines } = wooOrderAmounts(order);
+  const lines: BasisLine[] = [];
+  for (const [i, line] of order.line_items.entries()) {
+    const total = money(line.total, c, `line_items.${i}.total`, { allowNegative: true });
+    const tax = line.total_tax
+      ? money(line.total_tax, c, `line_items.${i}.total_tax`, { allowNegative: true })
+      : 0;
+    const lineNet = grossLines ? total - tax : total;
+    const id = IdString.safeParse(line.id);
+    const quantity = line.quantity;
+    if (!id.success || typeof quantity !== 'number' || !Number.isSafeInteger(quantity) || quantity <= 0) {
+      return undefined;
+    }
+    if (lineNet < 0 || tax < 0) return undefined;
+    lines.push({ id: id.data, net: lineNet, tax, quantity });
+  }
+  const basis = refundBasis(lines, {
+    taxesIncluded: grossLines,
+    shipping: order.shipping_total ? money(order.shipping_total, c, 'shipping_total') : 0,
+  });
+  return basis.net === net ? basis : undefined;
+}
+
+/** `_refunded_item_id` of a refund line: the order line it refunds. */
+function refundedItemId(item: RefundItem): string | undefined {
+  for (const entry of item.meta_data ?? []) {
+    if (typeof entry !== 'object' || entry === null) continue;
+    const { key, value } = entry as { key?: unknown; value?: unknown };
+    if (key !== '_refunded_item_id') continue;
+    if (typeof value === 'string' && value.trim()) return value.trim();
+    if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
+  }
+  return undefined;
+}
+
+/**
+ * A refund's own lines: WooCommerce writes them negative and net of tax (with the tax inside when the
+ * order's line totals carried it, `grossLines`), so each states its net.
+ */
+function wooRefundLines(items: unknown, currency: string, grossLines: boolean, path: string): RefundLine[] {
+  const parsed = RefundItems.safeParse(items);
+  if (!parsed.success) return [];
+  try {
+    return readRefundLines(parsed.data ?? [], currency, grossLines, path);
+  } catch (error) {
+    if (error instanceof BadInputError) return [];
+    throw error;
+  }
+}
+
+function readRefundLines(
+  items: readonly RefundItem[],
+  currency: string,
+  grossLines: boolean,
+  path: string,
+): RefundLine[] {
+  return items.map((item, i) => {
+    const at = `${path}.${i}`;
+    const total = Math.abs(money(item.total, currency, `${at}.total`, { allowNegative: true }));
+    const tax = item.total_tax
+      ? Math.abs(money(item.total_tax, currency, `${at}.total_tax`, { allowNegative: true }))
+      : 0;
+    const id = refundedItemId(item);
+    return {
+      ...(id ? { id } : {}),
+      quantity: Math.abs(item.quantity ?? 0),
+      net: grossLines ? Math.max(0, total - tax) : total,
+    };
+  });
 }
 
 function placed(order: Order, eventId: string, context: AdapterContext): ConnectorEventInput {
@@ -126,6 +249,7 @@ function placed(order: Order, eventId: string, context: AdapterContext): Connect
     ),
     paymentMethod: order.payment_method || undefined,
     orderDate: isoDate(order.date_created_gmt, true),
+    basis: optionalBasis(() => wooRefundBasis(order)),
   };
 }
 
@@ -155,20 +279,29 @@ function updated(order: Order, eventId: string, context: AdapterContext): Adapte
   if (refunds.length === 0) {
     return { kind: 'ignored', reason: `order.updated with status ${order.status} and no refunds` };
   }
-  const { net, gross } = wooOrderAmounts(order);
+  const { net, gross, grossLines } = wooOrderAmounts(order);
   const events = refunds.map((refund, i): ConnectorEventInput => {
     const refunded = Math.abs(
       money(refund.total, order.currency, `refunds.${i}.total`, { allowNegative: true }),
+    );
+    const lines = wooRefundLines(
+      refund.line_items ?? [],
+      order.currency,
+      grossLines,
+      `refunds.${i}.line_items`,
     );
     return {
       type: 'OrderRefunded',
       ...base,
       eventId: `${eventId}:refund:${refund.id}`,
       refundId: refund.id,
+      // The fallback, for an order the ledger holds no lines of: the worker computes the net from
+      // the refund's lines when it lists them, else from its gross and the order's lines.
       amount: Math.min(net, prorateMinor(refunded, net, gross)),
       currency: order.currency,
       reason: refund.refund?.slice(0, 500) || undefined,
       origin: 'shop',
+      ...(lines.length > 0 ? refundLines(lines) : { gross: refunded }),
     };
   });
   return mapped(events);
@@ -196,6 +329,7 @@ function refundResource(body: unknown, context: AdapterContext): AdapterResult {
     return { kind: 'ignored', reason: `refund ${refund.id} has no currency: counted from its order.updated` };
   }
   const lines = refund.line_items ?? [];
+  const gross = Math.abs(money(refund.amount, currency, 'amount', { allowNegative: true }));
   const amount =
     lines.length > 0
       ? Math.abs(
@@ -205,7 +339,7 @@ function refundResource(body: unknown, context: AdapterContext): AdapterResult {
             (i) => `line_items.${i}.total`,
           ),
         )
-      : Math.abs(money(refund.amount, currency, 'amount', { allowNegative: true }));
+      : gross;
   const event: ConnectorEventInput = {
     type: 'OrderRefunded',
     eventId: `refund:${externalId}:${refund.id}`,
@@ -218,6 +352,7 @@ function refundResource(body: unknown, context: AdapterContext): AdapterResult {
     currency,
     reason: refund.reason?.slice(0, 500) || undefined,
     origin: 'shop',
+    ...(lines.length > 0 ? refundLines(wooRefundLines(lines, currency, false, 'line_items')) : { gross }),
   };
   return mapped([event]);
 }

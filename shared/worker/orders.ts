@@ -12,6 +12,7 @@ import {
   settleMsFor,
   type WorkerDeps,
 } from './flow.ts';
+import { netHeldRefunds } from './refund-net.ts';
 import { applyRefunds } from './refunds.ts';
 
 /**
@@ -161,12 +162,15 @@ export async function placeOrder(
 
 /**
  * Writes the order's data into the record, as the add will send it: the amount is the order's minus
- * the refunds already recorded against it (refunds that came before the order).
+ * the refunds already recorded against it (refunds that came before the order), those turned net
+ * now against the lines the order brings (its refund basis, kept for later refunds too).
  */
 function takeOrder(record: OrderRecord, event: OrderPlaced, kind: 'tracking' | 'manual'): void {
   record.kind = kind;
   record.originalAmount = event.amount;
   record.currency = event.currency;
+  record.refundBasis = event.basis;
+  netHeldRefunds(record);
   record.currentAmount = event.amount - countedRefunds(record).reduce((sum, r) => sum + r.amount, 0);
 }
 

@@ -12,6 +12,7 @@ import {
 import { formatMinor } from '../money.ts';
 import type { CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
 import { CANCELLATION_REFUND_ID, newRecord, type Outcome, type WorkerDeps } from './flow.ts';
+import { HELD_RULES, netRefund, refundsBefore } from './refund-net.ts';
 
 /**
  * The refund flow: a refund (or cancellation) is recorded in the ledger, then the conversion is set
@@ -41,7 +42,7 @@ export async function refundOrder(
       // ledger holds the refund and the message is done, so it never blocks its order's FIFO group.
       record = found ? importFromPlatform(deps, source, event, found) : awaitingRecord(deps, source, event);
       if (!found) {
-        recordRefund(record, refundEntry(event, source, iso));
+        recordRefund(record, heldEntry(event, source, iso));
         if (!(await deps.ledger.create(record))) continue;
         return waiting(event);
       }
@@ -62,7 +63,7 @@ export async function refundOrder(
     if (record.state === 'awaiting' || record.state === 'failed') {
       // The order is yet to come, or parked in the DLQ: its arrival or replay applies this refund.
       if (known) return waiting(event, `refund ${event.refundId} already ${known.status}`);
-      recordRefund(record, refundEntry(event, source, iso));
+      recordRefund(record, heldEntry(event, source, iso));
       record.awaitingSince ??= iso;
       if (!(await deps.ledger.update(record))) continue;
       return waiting(event);
@@ -72,6 +73,7 @@ export async function refundOrder(
     }
     if (!known) {
       const entry = refundEntry(event, source, iso);
+      if (entry.status === 'pending') netRefund(record.refundBasis, entry, refundsBefore(record, entry));
       if (record.state === 'skipped') {
         entry.status = 'skipped';
         entry.outcome = `order was skipped (${record.skipReason ?? 'no affiliate signal'}): no conversion to change`;
@@ -119,7 +121,16 @@ function refundEntry(event: OrderRefunded, source: SourceConfig, receivedAt: str
     ...(!event.full && event.amount === undefined
       ? { outcome: 'refund has neither an amount nor full' }
       : {}),
+    ...(event.lines ? { lines: event.lines } : {}),
+    ...(event.gross !== undefined ? { gross: event.gross } : {}),
   };
+}
+
+/** A refund recorded before its order: its net amount is computed when the order brings its lines. */
+function heldEntry(event: OrderRefunded, source: SourceConfig, receivedAt: string): RefundRecord {
+  const entry = refundEntry(event, source, receivedAt);
+  if (entry.lines || entry.gross !== undefined) entry.amountFrom = HELD_RULES;
+  return entry;
 }
 
 /** A record holding refunds of an order that has not arrived: no conversion, nothing to compare. */

@@ -24,7 +24,8 @@ const conversionOf = (externalId: string) =>
 describe('connector send walks the life of one order', () => {
   it.each([
     ['shopify', '8101', 58_700, 19_567],
-    ['woocommerce', '8102', 1_800, 1_187],
+    // The 12.90 refund is the gross of line 316 (12.00 + 0.90 tax): 18.00 − 12.00.
+    ['woocommerce', '8102', 1_800, 600],
     ['stripe', '8103', 5_990, 3_990],
     ['generic', '8104', 4_990, 3_990],
   ] as const)('%s: order, partial refund, full refund', async (platform, orderId, amount, afterPartial) => {
@@ -60,7 +61,7 @@ describe('connector send walks the life of one order', () => {
   it.each([
     ['stripe', '8301', ['--topic', 'charge.refunded'], 3_990],
     ['stripe', '8302', ['--topic', 'refund.created'], 4_990],
-    ['woocommerce', '8303', ['--topic', 'order.updated'], 1_187],
+    ['woocommerce', '8303', ['--topic', 'order.updated'], 600],
     ['generic', '8304', ['--topic', 'refund'], 3_990],
   ] as const)(
     "%s %s: --topic alone picks that topic's refund sample",

@@ -134,16 +134,23 @@ describe('money in what the worker writes for people', () => {
   });
 
   it('states by how much shop refunds exceed the conversion in decimals', async () => {
-    // Prepare: the docs refund (USD 391.33 net) twice, under two refund ids, on a USD 587.00 order
+    // Prepare: the docs refund (USD 391.33 net) twice, under two refund ids, on a USD 587.00 order.
+    // The second names lines the ledger did not keep (added by an order edit), so it counts its own
+    // money: the order's own lines cannot be refunded past their quantity.
     await placeOrder('6104');
     const secret = local.stack.secrets['SHOPIFY_WEBHOOK_SECRET'] ?? '';
     const refund = JSON.parse(sampleFixture('shopify/refund_2026-07_docs_example_two_lines.json')) as Record<
       string,
       unknown
     >;
+    const editedLines = (refund['refund_line_items'] as Record<string, unknown>[]).map((line, i) => {
+      const { line_item: _item, ...rest } = line;
+      return { ...rest, line_item_id: 990_000_001 + i };
+    });
     // Act
     for (const id of ['7100001', '7100002']) {
-      const body = JSON.stringify({ ...refund, id: Number(id), order_id: 6104 });
+      const lines = id === '7100002' ? { refund_line_items: editedLines } : {};
+      const body = JSON.stringify({ ...refund, ...lines, id: Number(id), order_id: 6104 });
       const answer = await post(
         `${local.stack.url}/webhooks/shopify`,
         shopifyWebhook(body, secret, 'refunds/create'),

@@ -1,4 +1,4 @@
-import type { OrderRecord } from '../../shared/ledger.ts';
+import { type OrderRecord, storableRecord } from '../../shared/ledger.ts';
 import type { Ledger } from '../../shared/ports.ts';
 
 /**
@@ -22,7 +22,7 @@ export class MemoryLedger implements Ledger {
   async create(record: OrderRecord): Promise<boolean> {
     if (this.#records.has(record.key)) return false;
     record.version = 1;
-    this.#records.set(record.key, structuredClone(record));
+    this.#records.set(record.key, structuredClone(storableRecord(record)));
     return true;
   }
 
@@ -30,7 +30,7 @@ export class MemoryLedger implements Ledger {
     if (this.#records.get(record.key)?.version !== record.version) return false;
     record.version += 1;
     record.updatedAt = new Date(this.#now()).toISOString();
-    this.#records.set(record.key, structuredClone(record));
+    this.#records.set(record.key, structuredClone(storableRecord(record)));
     return true;
   }
 

@@ -64,6 +64,19 @@ describe('shopify orders', () => {
       productIds: ['632910392'],
       paymentMethod: 'bogus',
       orderDate: '2008-01-10T11:00:00-05:00',
+      // Kept for refunds (issue 19): each line's net as counted above, its tax, its quantity.
+      basis: {
+        taxesIncluded: false,
+        net: 58700,
+        tax: 1194,
+        shipping: 0,
+        lines: [
+          { id: '466157049', net: 19566, tax: 398, quantity: 1 },
+          { id: '518995019', net: 19567, tax: 398, quantity: 1 },
+          { id: '703073504', net: 19567, tax: 398, quantity: 1 },
+        ],
+        truncated: false,
+      },
     });
     expect(event).not.toHaveProperty('affiliateTrackingId');
     expect(event).not.toHaveProperty('subId');
@@ -130,6 +143,33 @@ describe('shopify orders', () => {
       affiliateTrackingId: 31,
       subId: 'summer',
     });
+  });
+
+  it('maps an order whose lines the event cannot keep for refunds (a line discounted below zero) without them', () => {
+    // Prepare: the first 199.00 line carries a 250.00 discount; the order is still 340.34 net.
+    const order = sampleJson(ORDER);
+    const lines = order['line_items'] as {
+      discount_allocations: { amount: string; amount_set?: unknown }[];
+    }[];
+    lines[0]!.discount_allocations = [{ amount: '250.00' }];
+    // Act
+    const event = onlyEvent(handle(JSON.stringify(order), 'orders/create'));
+    // Assess: the order goes through as before; its refunds keep the adapter's rules.
+    expect(event).toMatchObject({ type: 'OrderPlaced', amount: 34_034 });
+    expect(event).not.toHaveProperty('basis', expect.anything());
+  });
+
+  it('maps a refund whose line id the event cannot carry with the adapter’s amount and no lines', () => {
+    // Prepare
+    const refund = sampleJson(REFUND_TWO_LINES);
+    const items = refund['refund_line_items'] as { line_item_id: unknown; line_item?: unknown }[];
+    items[0]!.line_item_id = '9'.repeat(300);
+    delete items[0]!.line_item;
+    // Act
+    const event = onlyEvent(handle(JSON.stringify(refund), 'refunds/create'));
+    // Assess
+    expect(event).toMatchObject({ type: 'OrderRefunded', amount: 39_133 });
+    expect(event).not.toHaveProperty('lines', expect.anything());
   });
 
   it('rejects a tracking id attribute that is not an integer, naming it', () => {
@@ -315,6 +355,8 @@ describe('shopify refunds', () => {
       full: false,
       reason: 'wrong size',
       origin: 'shop',
+      // Passed through for the worker, which turns them net against the order's recorded lines.
+      lines: [{ id: '518995019', quantity: 1, amount: 0, tax: 0 }],
     });
   });
 

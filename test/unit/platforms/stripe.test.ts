@@ -96,6 +96,40 @@ describe('stripe signature and envelope', () => {
 });
 
 describe('stripe checkout sessions', () => {
+  it('keeps the session’s line items with tax for refunds, and none without tax or when they do not add up', () => {
+    // Prepare: 12400 = 10000 net + 1900 tax + 500 shipping, in two items.
+    const items = (data: unknown[], hasMore = false) => ({ object: 'list', has_more: hasMore, data });
+    const taxed = [
+      { id: 'li_A', quantity: 2, amount_total: 9520, amount_tax: 1520 },
+      { id: 'li_B', quantity: 1, amount_total: 2380, amount_tax: 380 },
+    ];
+    const event = (lineItems: unknown, overrides: Record<string, unknown> = {}) =>
+      onlyEvent(
+        handle(envelope('checkout.session.completed', paidSession({ line_items: lineItems, ...overrides }))),
+      );
+    // Act / Assess
+    expect(event(items(taxed))).toMatchObject({
+      amount: 10000,
+      basis: {
+        taxesIncluded: false,
+        net: 10000,
+        tax: 1900,
+        shipping: 500,
+        lines: [
+          { id: 'li_A', net: 8000, tax: 1520, quantity: 2 },
+          { id: 'li_B', net: 2000, tax: 380, quantity: 1 },
+        ],
+      },
+    });
+    const untaxed = { amount_total: 10500, total_details: { amount_shipping: 500, amount_tax: 0 } };
+    const noTax = taxed.map((l) => ({ ...l, amount_total: l.amount_total - l.amount_tax, amount_tax: 0 }));
+    expect(event(items(noTax), untaxed)).not.toHaveProperty('basis', expect.anything());
+    expect(event(items(taxed, true))).not.toHaveProperty('basis', expect.anything());
+    expect(event(items(taxed.slice(0, 1)))).not.toHaveProperty('basis', expect.anything());
+    // Read for refunds only: a shape it cannot read leaves the order as it was, not a 400.
+    expect(event({ data: 'junk' })).toMatchObject({ type: 'OrderPlaced', amount: 10000 });
+  });
+
   it('ignores the fixture session, which is unpaid (the async event follows)', () => {
     // Prepare
     const object = sampleJson('stripe/checkout_session_object_stripe_mock_fixture.json');
@@ -219,6 +253,8 @@ describe('stripe refunds', () => {
       receivedAt: NOW.toISOString(),
       refundId: 're_1Pgc72B7WZ01zgkWqPvrRrPE',
       amount: 100,
+      // For the worker: turned net when it holds the session's lines with tax (issue 19).
+      gross: 100,
       currency: 'USD',
       full: false,
       reason: 'requested_by_customer',

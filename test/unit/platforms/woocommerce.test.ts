@@ -61,6 +61,18 @@ describe('woocommerce orders', () => {
       productIds: ['93', '22'],
       paymentMethod: 'bacs',
       orderDate: '2017-03-22T19:28:02Z',
+      // Kept for refunds (issue 19): each line's total and tax, the shipping.
+      basis: {
+        taxesIncluded: false,
+        net: 1800,
+        tax: 135,
+        shipping: 1000,
+        lines: [
+          { id: '315', net: 600, tax: 45, quantity: 2 },
+          { id: '316', net: 1200, tax: 90, quantity: 1 },
+        ],
+        truncated: false,
+      },
     });
   });
 
@@ -94,6 +106,42 @@ describe('woocommerce orders', () => {
     const event = onlyEvent(handle(JSON.stringify(order), 'order.created'));
     // Assess: 120.00 − (15.97 + 3.19) = 100.84, as 100.84 + 4.20 + 19.96 = 125.00 confirms
     expect(event).toMatchObject({ amount: 10084 });
+  });
+
+  it('reads the lines kept for refunds leniently: an odd line id or quantity drops them, not the order', () => {
+    // Prepare
+    const order = sampleJson(ORDER);
+    const lines = order['line_items'] as Record<string, unknown>[];
+    lines[0]!['quantity'] = '2';
+    lines[1]!['id'] = { odd: true };
+    // Act
+    const event = onlyEvent(handle(JSON.stringify(order), 'order.created'));
+    // Assess
+    expect(event).toMatchObject({ type: 'OrderPlaced', amount: 1800 });
+    expect(event).not.toHaveProperty('basis', expect.anything());
+  });
+
+  it('passes a refund’s own lines through, net, naming the order line refunded', () => {
+    // Prepare: refund 726 of order 723 lists the line it refunds (one unit of line 311, 9.00).
+    const order = refundedOrder();
+    const refunds = order['refunds'] as Record<string, unknown>[];
+    refunds[0]!['line_items'] = [
+      {
+        id: 314,
+        quantity: -1,
+        total: '-9.00',
+        total_tax: '0.00',
+        meta_data: [{ id: 2076, key: '_refunded_item_id', value: '311' }],
+      },
+    ];
+    refunds[1]!['line_items'] = 'junk';
+    // Act
+    const events = eventsOf(handle(JSON.stringify(order), 'order.updated'));
+    // Assess: lines for the first; the second, unreadable, passes its gross instead.
+    expect(events[0]).toMatchObject({ refundId: '726', lines: [{ id: '311', quantity: 1, net: 900 }] });
+    expect(events[0]).not.toHaveProperty('gross', expect.anything());
+    expect(events[1]).toMatchObject({ refundId: '724', gross: 900 });
+    expect(events[1]).not.toHaveProperty('lines', expect.anything());
   });
 
   it('reads JPY amounts without decimals and names a bad one', () => {
@@ -152,7 +200,7 @@ describe('woocommerce orders', () => {
 });
 
 describe('woocommerce order.updated', () => {
-  it('emits one net OrderRefunded per refunds[] entry, pro-rated with the net/gross ratio', () => {
+  it('emits one OrderRefunded per refunds[] entry, with its gross for the worker and the net/gross ratio as fallback', () => {
     // Prepare
     const raw = JSON.stringify(refundedOrder());
     // Act
@@ -172,6 +220,8 @@ describe('woocommerce order.updated', () => {
         currency: 'USD',
         full: false,
         origin: 'shop',
+        // The worker turns this net against the order's recorded lines (issue 19).
+        gross: 1000,
       },
       expect.objectContaining({
         refundId: '724',
