@@ -1,3 +1,5 @@
+import { prorateMinor } from './money.ts';
+
 /**
  * The ledger: one record per order (program + externalId), the connector's memory of what it did on
  * the platform. Every write is conditional on the record's version, so two workers never both win.
@@ -16,9 +18,31 @@ export type OrderState =
    * A refund or cancellation came before its order (shops do not deliver in order): the record holds
    * it, with no conversion yet, and the order applies it when it arrives.
    */
-  | 'awaiting';
+  | 'awaiting'
+  /**
+   * A shadow source's order (see `SourceConfig.mode`): the record holds what the add would have sent,
+   * nothing was sent. Refunds of it stay `pending`. When the source goes live, the order's next
+   * delivery or replay looks it up on the platform (the pixel's conversion is adopted) before any add.
+   */
+  | 'shadowed';
 
-export type RefundStatus = 'pending' | 'applied' | 'skipped' | 'rejected';
+/**
+ * `late`: the platform no longer lets the conversion change (locked, or accepted for a partial
+ * refund), so the refund was not applied there; finance settles it (see `LateRefund`).
+ */
+export type RefundStatus = 'pending' | 'applied' | 'skipped' | 'rejected' | 'late';
+
+/** Why a late refund could not be applied, and what finance needs to settle it. */
+export interface LateRefund {
+  /** `locked`: past the waiting period; `accepted`: only a pending conversion's amount can change. */
+  readonly because: 'locked' | 'accepted';
+  readonly conversionId: string;
+  /** The conversion's amount and commission on the platform when the refund came (minor units). */
+  readonly conversionAmount: number;
+  /** Absent when the platform did not give the conversion's commission. */
+  readonly commission?: number;
+  readonly lockedAt?: string;
+}
 
 export interface RefundRecord {
   readonly refundId: string;
@@ -38,6 +62,8 @@ export interface RefundRecord {
   appliedAt?: string;
   /** Why it was skipped or rejected, or a remark (over-refund). */
   outcome?: string;
+  /** Set with status `late`. */
+  late?: LateRefund;
 }
 
 export interface OrderRecord {
@@ -48,6 +74,11 @@ export interface OrderRecord {
   source: string;
   state: OrderState;
   version: number;
+  /**
+   * Written by a source in shadow mode: nothing of it was sent to the platform. Cleared when a live
+   * source takes the order over (adopting the pixel's conversion, or adding it).
+   */
+  shadow?: boolean;
   kind?: 'tracking' | 'manual';
   conversionId?: string;
   /** Amount of the conversion as added (minor units), the base refunds are subtracted from. */
@@ -138,4 +169,68 @@ export function waitingRefunds(records: Iterable<OrderRecord>): WaitingRefund[] 
     }
   }
   return out.sort((a, b) => a.since.localeCompare(b.since));
+}
+
+/** A late refund as finance lists it (`connector late-refunds`). */
+export interface LateRefundRow {
+  readonly program: string;
+  readonly externalId: string;
+  readonly source: string;
+  readonly refundId: string;
+  /** The refunded amount; for a full refund, the conversion's amount. */
+  readonly refundAmount: number;
+  readonly full: boolean;
+  readonly currency?: string;
+  readonly because: LateRefund['because'];
+  readonly conversionId: string;
+  readonly conversionAmount: number;
+  readonly commission?: number;
+  /** `commissionShare(commission, refundAmount, conversionAmount)`; absent without a commission. */
+  readonly commissionShare?: number;
+  readonly recordedAt: string;
+  readonly origin: RefundRecord['origin'];
+}
+
+/**
+ * The commission a refund takes back: commission × refund / conversion amount, in integer minor
+ * units, rounded half away from zero (half a cent up), a refund larger than the amount counting as
+ * the whole. A conversion of amount 0 has no share to give back: 0.
+ */
+export function commissionShare(commission: number, refund: number, conversionAmount: number): number {
+  return prorateMinor(commission, Math.min(refund, conversionAmount), conversionAmount, 'commission');
+}
+
+/** The late refunds of these records, oldest first. */
+export function lateRefunds(records: Iterable<OrderRecord>): LateRefundRow[] {
+  const out: LateRefundRow[] = [];
+  for (const record of records) {
+    for (const refund of Object.values(record.refunds)) {
+      if (refund.status !== 'late' || !refund.late) continue;
+      const { late } = refund;
+      const refundAmount = refund.full ? late.conversionAmount : refund.amount;
+      out.push({
+        program: record.program,
+        externalId: record.externalId,
+        source: refund.source ?? record.source,
+        refundId: refund.refundId,
+        refundAmount,
+        full: refund.full,
+        ...(record.currency ? { currency: record.currency } : {}),
+        because: late.because,
+        conversionId: late.conversionId,
+        conversionAmount: late.conversionAmount,
+        ...(late.commission === undefined
+          ? {}
+          : {
+              commission: late.commission,
+              commissionShare: commissionShare(late.commission, refundAmount, late.conversionAmount),
+            }),
+        recordedAt: refund.appliedAt ?? refund.receivedAt,
+        origin: refund.origin,
+      });
+    }
+  }
+  return out.sort(
+    (a, b) => a.recordedAt.localeCompare(b.recordedAt) || a.externalId.localeCompare(b.externalId),
+  );
 }

@@ -56,6 +56,13 @@ export const SourceConfig = z.strictObject({
         ),
       ),
   ),
+  /**
+   * `shadow`: orders go through ingest, the queue, mapping, attribution and the ledger as usual, but
+   * the worker changes nothing on the platform (no add, update or refusal): the ledger records what it
+   * would have sent (state `shadowed`), for `connector shadow-report` to compare with the platform's
+   * browser pixel before the switch. Switch to `live` once the report is convincing. @default 'live'
+   */
+  mode: z._default(z.enum(['live', 'shadow']), 'live'),
   /** Stripe: signature timestamp tolerance. */
   toleranceSeconds: z._default(z.int().check(z.positive()), 300),
 });
