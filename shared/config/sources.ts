@@ -63,6 +63,13 @@ export const SourceConfig = z.strictObject({
    * browser pixel before the switch. Switch to `live` once the report is convincing. @default 'live'
    */
   mode: z._default(z.enum(['live', 'shadow']), 'live'),
+  /**
+   * Look every new order up on the platform (Conversion info by externalId) before adding it, and
+   * adopt the conversion found instead of adding a second. For the days after switching a source from
+   * shadow to live: an order the pixel recorded whose webhook comes only after the switch (a shop's
+   * retries, a queue backlog) is then not counted twice. One more read per order. @default false
+   */
+  lookupBeforeAdd: z._default(z.boolean(), false),
   /** Stripe: signature timestamp tolerance. */
   toleranceSeconds: z._default(z.int().check(z.positive()), 300),
 });

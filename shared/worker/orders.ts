@@ -180,6 +180,22 @@ export async function placeOrder(
         }
       }
       if (!(await (existing ? deps.ledger.update(record) : deps.ledger.create(record)))) continue;
+      if (source.lookupBeforeAdd && source.mode === 'live') {
+        const found = await backend
+          .find(source.program, event.externalId, call)
+          .catch(async (error: unknown) => {
+            await releaseLease(deps, record);
+            throw error;
+          });
+        if (found) {
+          record.currentAmount = found.amount ?? record.currentAmount;
+          const outcome = await settleAdded(deps, record, found.id, 'reconciled');
+          if (outcome.result === 'reconciled' && countedRefunds(record).some((r) => r.status === 'pending')) {
+            return applyRefunds(deps, backend, source, record, undefined, call);
+          }
+          return { ...outcome, detail: 'the platform already had this order (lookupBeforeAdd): adopted it' };
+        }
+      }
     }
 
     return addConversion(deps, backend, source, event, record, call);

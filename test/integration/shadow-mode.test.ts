@@ -146,9 +146,9 @@ describe('a source in shadow mode', () => {
     expect(csv.stdout).toMatch(/\nonly_connector,5ad000000000000000000101,7003,,,,120\.00,120\.00,EUR,/);
   });
 
-  it('adds nothing for an order the pixel recorded once the source is live, and adds what it missed once', async () => {
+  it('adds nothing for an order the pixel recorded once the source is live (replayed, or first seen then), and adds what it missed once', async () => {
     // Prepare: the same source, switched to live; the shadow period's orders are replayed.
-    const live = SourceConfig.parse({ ...SHADOW, mode: 'live' });
+    const live = SourceConfig.parse({ ...SHADOW, mode: 'live', lookupBeforeAdd: true });
     const deps = {
       ledger: stack.ledger,
       sources: new Map([[live.id, live]]),
@@ -181,6 +181,9 @@ describe('a source in shadow mode', () => {
     const recorded = await replay('7001', 4_990);
     const missed = await replay('7003', 12_000);
     const again = await replay('7003', 12_000);
+    // The pixel's order 7004 reaches the connector only now (a shop's retry), and a new order 7006.
+    const late = await replay('7004', 2_500);
+    const fresh = await replay('7006', 3_000);
     // Assess
     expect(recorded).toMatchObject({ result: 'refund_applied', conversionId: pixel7001 });
     expect(conversionsOf('7001')).toHaveLength(1);
@@ -189,6 +192,10 @@ describe('a source in shadow mode', () => {
     expect(missed).toMatchObject({ result: 'added' });
     expect(again).toMatchObject({ result: 'duplicate' });
     expect(conversionsOf('7003').map((c) => c.amount)).toEqual([12_000]);
+    expect(late).toMatchObject({ result: 'reconciled', conversionId: conversionsOf('7004')[0]?.id });
+    expect(conversionsOf('7004')).toHaveLength(1);
+    expect(fresh).toMatchObject({ result: 'added' });
+    expect(conversionsOf('7006').map((c) => c.amount)).toEqual([3_000]);
     const adopted = await stack.ledger.get(ledgerKey(PROGRAM, '7001'));
     expect(adopted).toMatchObject({ state: 'added', conversionId: pixel7001, currentAmount: 3_990 });
     expect(adopted?.shadow).toBeUndefined();
