@@ -31,10 +31,9 @@ class Platform {
   readonly pages: ConversionsListQuery[] = [];
   readonly lookups: string[] = [];
   readonly all: Conversion[];
-  constructor(
-    count: number,
-    readonly elsewhere: Conversion[] = [],
-  ) {
+  readonly elsewhere: Conversion[];
+  constructor(count: number, elsewhere: Conversion[] = []) {
+    this.elsewhere = elsewhere;
     this.all = Array.from({ length: count }, (_, i) => ({
       id: hex(i + 1),
       externalId: `p${i}`,
