@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { type LateRefundRow, lateRefunds } from '../shared/ledger.ts';
-import { formatMoney } from '../shared/money.ts';
+import type { LateRefund, OrderRecord, RefundRecord } from '../shared/ledger.ts';
+import { formatMoney, prorateMinor } from '../shared/money.ts';
 import type { Ledger } from '../shared/ports.ts';
 import { money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
@@ -13,20 +13,78 @@ import { CliError, type CliIo, formatTable, writeLine } from './io.ts';
  * with the platform's commission adjustments.
  */
 
+/** A late refund as finance lists it (`connector late-refunds`). */
+export interface LateRefundRow {
+  readonly program: string;
+  readonly externalId: string;
+  readonly source: string;
+  readonly refundId: string;
+  /** The refunded amount; for a full refund, the conversion's amount. */
+  readonly refundAmount: number;
+  readonly full: boolean;
+  readonly currency?: string;
+  readonly because: LateRefund['because'];
+  readonly conversionId: string;
+  readonly conversionAmount: number;
+  readonly commission?: number;
+  /** `commissionShare(commission, refundAmount, conversionAmount)`; absent without a commission. */
+  readonly commissionShare?: number;
+  readonly recordedAt: string;
+  readonly origin: RefundRecord['origin'];
+}
+
+/**
+ * The commission a refund takes back: commission × refund / conversion amount, in integer minor
+ * units, rounded half away from zero (half a cent up), a refund larger than the amount counting as
+ * the whole. A conversion of amount 0 has no share to give back: 0.
+ */
+export function commissionShare(commission: number, refund: number, conversionAmount: number): number {
+  return prorateMinor(commission, Math.min(refund, conversionAmount), conversionAmount, 'commission');
+}
+
+/** The late refunds of these records, oldest first. */
+export function lateRefunds(records: Iterable<OrderRecord>): LateRefundRow[] {
+  const out: LateRefundRow[] = [];
+  for (const record of records) {
+    for (const refund of Object.values(record.refunds)) {
+      if (refund.status !== 'late' || !refund.late) continue;
+      const { late } = refund;
+      const refundAmount = refund.full ? late.conversionAmount : refund.amount;
+      out.push({
+        program: record.program,
+        externalId: record.externalId,
+        source: refund.source ?? record.source,
+        refundId: refund.refundId,
+        refundAmount,
+        full: refund.full,
+        ...(record.currency ? { currency: record.currency } : {}),
+        because: late.because,
+        conversionId: late.conversionId,
+        conversionAmount: late.conversionAmount,
+        ...(late.commission === undefined
+          ? {}
+          : {
+              commission: late.commission,
+              commissionShare: commissionShare(late.commission, refundAmount, late.conversionAmount),
+            }),
+        recordedAt: refund.appliedAt ?? refund.receivedAt,
+        origin: refund.origin,
+      });
+    }
+  }
+  return out.sort(
+    (a, b) => a.recordedAt.localeCompare(b.recordedAt) || a.externalId.localeCompare(b.externalId),
+  );
+}
+
 /** The late refunds of these programs' ledger records, oldest first. */
 export async function listLateRefunds(
   ledger: Pick<Ledger, 'list'>,
   programs: readonly string[],
 ): Promise<LateRefundRow[]> {
-  const rows: LateRefundRow[] = [];
-  for (const program of programs) {
-    const records = [];
-    for await (const record of ledger.list(program)) records.push(record);
-    rows.push(...lateRefunds(records));
-  }
-  return rows.sort(
-    (a, b) => a.recordedAt.localeCompare(b.recordedAt) || a.externalId.localeCompare(b.externalId),
-  );
+  const records: OrderRecord[] = [];
+  for (const program of programs) for await (const record of ledger.list(program)) records.push(record);
+  return lateRefunds(records);
 }
 
 const CSV_HEADER = [

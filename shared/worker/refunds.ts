@@ -2,6 +2,7 @@ import type { SourceConfig } from '../config/sources.ts';
 import type { OrderRefunded } from '../domain/events.ts';
 import {
   type ConnectorError,
+  failureClassOf,
   isConnectorError,
   LateRefundError,
   PermanentError,
@@ -208,7 +209,11 @@ export async function applyRefunds(
   } catch (error) {
     if (!isConnectorError(error) || error.failureClass !== 'permanent') throw error;
     // Refused for good: a conversion the platform no longer lets change is a late refund, for finance.
-    const current = await backend.find(source.program, record.externalId, call).catch(() => undefined);
+    // Telling one needs the lookup: should it fail transiently, the refund is tried again later.
+    const current = await backend.find(source.program, record.externalId, call).catch((lookup: unknown) => {
+      if (failureClassOf(lookup) === 'transient') throw lookup;
+      return undefined;
+    });
     const because =
       current?.id !== conversionId
         ? undefined

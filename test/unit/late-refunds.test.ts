@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { commissionShare, lateRefunds, type OrderRecord } from '../../shared/ledger.ts';
+import { commissionShare, lateRefunds } from '../../cli/late-refunds.ts';
+import type { OrderRecord } from '../../shared/ledger.ts';
 
 /** Issue 17, part 3: what finance reads of a refund the platform could no longer apply. */
 
