@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from '
 import { dirname } from 'node:path';
 import * as z from 'zod';
 import type { Currency } from '../shared/affiliate/schemas.ts';
+import { prorateMinor } from '../shared/money.ts';
 import type {
   AmountChange,
   ConversionKind,
@@ -48,12 +49,12 @@ export interface ConversionRecord {
 
 /**
  * The sandbox's commission rule, the same for every program and rule: 10 % of the amount, rounded
- * down to the minor unit. (The platform computes commissions from the program's rules.)
+ * half away from zero to the minor unit. (The platform computes commissions from the program's rules.)
  */
 export const SANDBOX_COMMISSION_PERCENT = 10;
 
 export function defaultCommission(amount: number): number {
-  return Math.floor((amount * SANDBOX_COMMISSION_PERCENT) / 100);
+  return prorateMinor(amount, SANDBOX_COMMISSION_PERCENT, 100);
 }
 
 /** Settings that the computed view depends on. */

@@ -124,7 +124,7 @@ export interface StoredConversion {
   bonus: number | null;
   notify: boolean;
   amountHistory: AmountChange[];
-  /** Minor units: 10 % of the amount rounded down, or the commission given when seeding. */
+  /** Minor units: 10 % of the amount (half a unit rounded up), or the commission given when seeding. */
   commission: number;
 }
 
@@ -142,7 +142,7 @@ export interface SeedConversionInput {
   status?: ConversionStatusValue;
   /** @default now */
   createdAt?: string;
-  /** @default 10 % of the amount, rounded down */
+  /** @default 10 % of the amount, half a unit rounded up */
   commission?: number;
 }
 

@@ -1143,7 +1143,7 @@ describe('sandbox: control routes', () => {
       status: 'pending',
       cids: null,
       createdAt: '2026-05-02T10:00:00.000Z',
-      commission: 499,
+      commission: 500,
     });
     expect(given.body['conversion']).toMatchObject({
       status: 'accepted',
