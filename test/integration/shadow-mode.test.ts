@@ -108,6 +108,7 @@ describe('a source in shadow mode', () => {
     const json = await runCli(['shadow-report', '--from', startedAt, '--json'], { cwd: state.dir });
     const text = await runCli(['shadow-report', '--from', startedAt], { cwd: state.dir });
     const csv = await runCli(['shadow-report', '--from', startedAt, '--csv'], { cwd: state.dir });
+    const status = await runCli(['status', '7002'], { cwd: state.dir });
     // Assess
     expect(json.code, json.stderr).toBe(0);
     const report = JSON.parse(json.stdout) as {
@@ -143,6 +144,8 @@ describe('a source in shadow mode', () => {
     expect(csv.stdout.split('\n')[0]).toBe(
       'kind,program,externalId,pixelConversionId,pixelStatus,pixelAmount,connectorAmount,difference,currency,detail',
     );
+    expect(status.code, status.stdout).toBe(0);
+    expect(status.stdout).toContain('recorded in shadow mode: nothing was sent to the platform');
     expect(csv.stdout).toMatch(/\nonly_connector,5ad000000000000000000101,7003,,,,120\.00,120\.00,EUR,/);
   });
 
