@@ -39,7 +39,6 @@ export interface LateRefund {
   readonly conversionAmount: number;
   /** Absent when the platform did not give the conversion's commission. */
   readonly commission?: number;
-  readonly lockedAt?: string;
 }
 
 export interface RefundRecord {
