@@ -81,7 +81,7 @@ export async function shadowReport(
     const live = new Set<string>();
     for await (const record of ledger.list(program)) {
       if (record.shadow && ids.has(record.source)) shadow.set(record.externalId, record);
-      else if (record.state !== 'awaiting') live.add(record.externalId);
+      else if (['added', 'refused', 'adding'].includes(record.state)) live.add(record.externalId);
     }
     const pixel = new Map<string, Conversion[]>();
     for (const c of await listAllConversions(client, program, from.toISOString(), to.toISOString(), onPage)) {
