@@ -41,7 +41,8 @@ export function money(amount: number | undefined, currency: string | undefined):
 
 /**
  * The differences between one order's record and its conversion(s) on the platform; none when they
- * agree. An add in flight (`adding`) is not judged, unless it was left unfinished long before `now`.
+ * agree. An add in flight (`adding`) is not judged, unless it was left unfinished long before `now`,
+ * nor is a shadow source's record.
  */
 export function compareOrder(
   program: string,
@@ -77,6 +78,8 @@ export function compareOrder(
     if (now !== undefined && isStuckAdd(record, now)) out.push(stuckAddDifference(program, record, now));
     return out;
   }
+  // A shadow source sent nothing: the pixel's conversion is compared by `connector shadow-report`.
+  if (record.shadow) return out;
   if (!conversion) {
     if (ON_PLATFORM.has(record.state)) {
       out.push({

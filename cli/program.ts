@@ -2,9 +2,11 @@ import { Command, CommanderError } from 'commander';
 import { registerDlq } from './dlq.ts';
 import { registerDoctor } from './doctor.ts';
 import { CliError, type CliIo, explain, processIo, writeLine } from './io.ts';
+import { registerLateRefunds } from './late-refunds.ts';
 import { registerReconcile } from './reconcile.ts';
 import { registerRefund } from './refund.ts';
 import { registerSend } from './send.ts';
+import { registerShadowReport } from './shadow-report.ts';
 import { registerStatus } from './status.ts';
 
 const OVERVIEW = `
@@ -20,6 +22,8 @@ Examples:
   $ npx connector dlq list
   $ npx connector status 1001
   $ npx connector reconcile --from 2026-05-01 --to 2026-05-31
+  $ npx connector shadow-report --from 30d
+  $ npx connector late-refunds --csv > late-refunds.csv
   $ npx connector doctor
 
 Exit codes: 0 success, 1 the work failed (or differences found), 2 usage or missing setting.`;
@@ -47,6 +51,8 @@ export function buildProgram(io: CliIo): Command {
   registerDlq(program, io);
   registerStatus(program, io);
   registerReconcile(program, io);
+  registerShadowReport(program, io);
+  registerLateRefunds(program, io);
   registerDoctor(program, io);
   return program;
 }

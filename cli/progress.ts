@@ -1,4 +1,4 @@
-import { MultiBar, Presets } from 'cli-progress';
+import { MultiBar, Presets, SingleBar } from 'cli-progress';
 import { type CliIo, writeLine } from './io.ts';
 
 /**
@@ -63,6 +63,44 @@ export function rowProgress(io: CliIo, total: number, label: string): RowProgres
       // Logged lines wait for the next redraw; the last ones would be lost without this one.
       bars.update();
       bars.stop();
+    },
+  };
+}
+
+/** Progress of reading pages of a list: how many items so far, of how many. */
+export interface PageProgress {
+  page(read: number, total: number): void;
+  stop(): void;
+}
+
+/**
+ * A bar on stderr while pages are read, on a terminal only: stdout stays the report's alone (JSON or
+ * CSV piped to a file), and a pipe or log gets no control characters.
+ */
+export function pageProgress(io: CliIo, label: string): PageProgress {
+  if (!io.stderr.isTTY) return { page() {}, stop() {} };
+  const bar = new SingleBar(
+    {
+      stream: io.stderr as NodeJS.WritableStream,
+      format: `${label} [{bar}] {value}/{total}`,
+      hideCursor: false,
+      clearOnComplete: true,
+    },
+    Presets.shades_classic,
+  );
+  let started = false;
+  return {
+    page(read, total) {
+      if (!started) {
+        bar.start(total, read);
+        started = true;
+        return;
+      }
+      bar.setTotal(total);
+      bar.update(read);
+    },
+    stop() {
+      if (started) bar.stop();
     },
   };
 }

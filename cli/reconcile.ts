@@ -40,12 +40,16 @@ function waitingText(waiting: readonly WaitingRefund[]): string {
   return `\n${waiting.length} refund${waiting.length === 1 ? '' : 's'} waiting for their order (applied when it is added):\n${table}`;
 }
 
-/** Every conversion of a program created in the period, paged with limit/offset. */
+/**
+ * Every conversion of a program created in the period, paged with limit/offset. `onPage` hears how
+ * many were read so far and the platform's total, after each page.
+ */
 export async function listAllConversions(
   client: Pick<AffiliateClient, 'listConversions'>,
   program: string,
   from: string,
   to: string,
+  onPage?: (read: number, total: number) => void,
 ): Promise<Conversion[]> {
   const all: Conversion[] = [];
   for (let offset = 0; ; offset += PAGE) {
@@ -60,6 +64,7 @@ export async function listAllConversions(
       sort: 'asc',
     });
     all.push(...page.data);
+    onPage?.(all.length, Math.max(page.total, all.length));
     if (page.data.length < PAGE || offset + PAGE >= page.total) return all;
   }
 }

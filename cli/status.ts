@@ -154,6 +154,10 @@ export function statusText(status: OrderStatus): string {
     lines.push(unclearLine(record.unclearAddAt));
   else if (record?.state === 'adding' && !stuck)
     lines.push('… a Conversion Add is in flight; look again in a moment');
+  else if (record?.shadow)
+    lines.push(
+      '… recorded in shadow mode: nothing was sent to the platform (connector shadow-report compares)',
+    );
   else if (status.differences.length === 0) lines.push('✓ ledger and platform agree');
   for (const d of status.differences) lines.push(`✗ ${d.kind}: ${d.detail}`);
   const waiting = record ? waitingLine(record) : undefined;

@@ -15,6 +15,8 @@ const ORDER_METRICS = [
   'DuplicatesSkipped',
   'RefundsAwaitingOrder',
   'RefundsWaitingForOrder',
+  'LateRefunds',
+  'OrdersShadowed',
 ];
 const FAILURE_METRICS = ['RateLimited', 'TransientFailures', 'PermanentFailures'];
 const INTAKE_METRICS = ['WebhooksQueued', 'WebhooksRejected', 'OrdersSkipped'];

@@ -7,11 +7,12 @@ import type {
   ConversionRefuseBody,
   ConversionsListQuery,
   ConversionUpdateBody,
+  Currency,
 } from '../shared/affiliate/schemas.ts';
 import { HttpError } from './http.ts';
 import { randomHexId } from './ids.ts';
 import { type ConversionRecord, effectiveState, viewConversion } from './store.ts';
-import type { StoredCommissionAdjustment, StoredConversion } from './types.ts';
+import type { SeedConversionInput, StoredCommissionAdjustment, StoredConversion } from './types.ts';
 import {
   findProgram,
   isoNow,
@@ -121,6 +122,54 @@ export function addConversion(input: ConversionAddBody, world: SandboxWorld): un
   // The real add answer is not known to carry the id (NOTES.md); 'bare' keeps clients honest.
   if (settings.addResponse === 'withId') return { statusCode: 200, conversion: view(record, world) };
   return { statusCode: 200, message: 'conversion created' };
+}
+
+/**
+ * POST /_sandbox/conversions: a conversion as the platform's browser pixel records it, for comparing a
+ * shadow source with it. Input already validated; the program must be seeded, the rule its own.
+ */
+export function seedConversion(input: SeedConversionInput, world: SandboxWorld): StoredConversion {
+  const program = requireProgram(world, input.program);
+  const rule = (input.rule ?? program.rules[0]?.id ?? '').toLowerCase();
+  if (!program.rules.some((r) => r.id === rule)) {
+    throw new HttpError(400, `rule: ${rule} is not a rule of program ${program.id}`, 'rule');
+  }
+  const createdAt = input.createdAt === undefined ? isoNow(world) : new Date(input.createdAt).toISOString();
+  const status = input.status ?? 'pending';
+  const record: ConversionRecord = {
+    seq: world.store.nextSeq(),
+    id: freshId(world),
+    program: program.id,
+    rule,
+    kind: 'tracking',
+    externalId: input.externalId,
+    amount: input.amount,
+    currency: (input.currency ?? program.currency) as Currency,
+    status,
+    refuseReason: status === 'refused' ? 'refused when seeded' : null,
+    refusedAt: status === 'refused' ? createdAt : null,
+    acceptedAt: status === 'accepted' ? createdAt : null,
+    forcedLockedAt: null,
+    lockSuspended: false,
+    customerId: null,
+    subId: '',
+    createdAt,
+    date: createdAt,
+    cids: null,
+    ip: null,
+    voucher: '',
+    product: null,
+    paymentMethod: null,
+    affiliateTrackingId: null,
+    partnership: null,
+    bonus: null,
+    notify: false,
+    amountHistory: [],
+    commission: input.commission ?? null,
+  };
+  world.store.conversions.push(record);
+  world.store.changed();
+  return view(record, world);
 }
 
 /** GET /advertiser/conversions.info: the oldest conversion of the program that matches. */
@@ -341,7 +390,6 @@ function dateParam(value: string | undefined, field: string): number | undefined
   return time;
 }
 
-// The sandbox computes no commissions; ordering by them falls back to the amount they derive from.
 function compareBy(
   orderBy: NonNullable<ListQuery['orderBy']>,
   a: StoredConversion,
@@ -351,8 +399,9 @@ function compareBy(
     case 'externalId':
       return a.externalId < b.externalId ? -1 : a.externalId > b.externalId ? 1 : 0;
     case 'amount':
-    case 'commissions':
       return a.amount - b.amount;
+    case 'commissions':
+      return a.commission - b.commission;
     case 'createdAt':
       return Date.parse(a.createdAt) - Date.parse(b.createdAt);
   }

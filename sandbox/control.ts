@@ -1,12 +1,19 @@
 import * as z from 'zod';
 import { Cents } from '../shared/affiliate/schemas.ts';
-import { materialize, requireConversion, view } from './actions.ts';
+import { materialize, requireConversion, seedConversion, view } from './actions.ts';
 import type { FaultInjector } from './faults.ts';
 import { HttpError, parseOr400 } from './http.ts';
 import { parseFaultSettings, parseRuntimeOptions } from './options.ts';
 import type { ForeignConsumer, ForeignLoad, RateLimiter } from './rate-limit.ts';
 import type { Method, RouteRequest } from './routes.ts';
-import type { CallCount, FaultSettings, RuntimeOptions, SandboxControl, StoredConversion } from './types.ts';
+import type {
+  CallCount,
+  FaultSettings,
+  RuntimeOptions,
+  SandboxControl,
+  SeedConversionInput,
+  StoredConversion,
+} from './types.ts';
 import { isoNow, type SandboxSettings, type SandboxWorld } from './world.ts';
 
 /** What the control needs from the running server. */
@@ -27,6 +34,20 @@ export interface ControlDeps {
 export interface InternalControl extends SandboxControl {
   getOptions(): RuntimeOptions;
 }
+
+const SeedConversionBody = z.strictObject({
+  program: z.string().min(1),
+  externalId: z.string().min(1).max(256),
+  amount: z.number().int('must be an integer of minor units').nonnegative().max(Number.MAX_SAFE_INTEGER),
+  rule: z.string().min(1).optional(),
+  currency: z
+    .string()
+    .regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code')
+    .optional(),
+  status: z.enum(['pending', 'accepted', 'refused']).optional(),
+  createdAt: z.iso.datetime({ offset: true }).optional(),
+  commission: z.number().int('must be an integer of minor units').nonnegative().optional(),
+});
 
 const ForeignLoadBody = z.strictObject({
   route: z.string().min(1),
@@ -91,6 +112,7 @@ export function createControl(deps: ControlDeps): InternalControl {
     }),
     calls: () => structuredClone(Object.fromEntries(calls)),
     conversions: () => [...store.conversions].sort((a, b) => a.seq - b.seq).map((r) => view(r, world)),
+    seedConversion: (input) => seedConversion(parseOr400(SeedConversionBody, input), world),
     accept: (id) => change(id, acceptNow),
     lock: (id) =>
       change(id, (record) => {
@@ -185,6 +207,12 @@ export const CONTROL_ROUTES: readonly ControlRoute[] = [
     path: '/_sandbox/conversions',
     body: false,
     handle: (_r, c) => ok({ conversions: c.conversions() }),
+  },
+  {
+    method: 'POST',
+    path: '/_sandbox/conversions',
+    body: true,
+    handle: (r, c) => ok({ conversion: c.seedConversion(r.body as unknown as SeedConversionInput) }),
   },
   {
     method: 'POST',

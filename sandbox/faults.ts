@@ -8,7 +8,7 @@ const millis = z.number().int('must be an integer of milliseconds').min(0);
 /** Shape of FaultSettings, for the control route, `control.setFaults` and SANDBOX_FAULTS. */
 export const FaultSettingsSchema = z.strictObject({
   errorRate: share.optional(),
-  errorStatus: z.union([z.literal(500), z.literal(502), z.literal(503)]).optional(),
+  errorStatus: z.union([z.literal(500), z.literal(502), z.literal(503), z.literal(422)]).optional(),
   latencyMs: millis.optional(),
   jitterMs: millis.optional(),
   hangRate: share.optional(),

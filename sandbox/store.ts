@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from '
 import { dirname } from 'node:path';
 import * as z from 'zod';
 import type { Currency } from '../shared/affiliate/schemas.ts';
+import { prorateMinor } from '../shared/money.ts';
 import type {
   AmountChange,
   ConversionKind,
@@ -42,6 +43,18 @@ export interface ConversionRecord {
   bonus: number | null;
   notify: boolean;
   amountHistory: AmountChange[];
+  /** A commission given when seeding (`control.seedConversion`); otherwise `defaultCommission(amount)`. */
+  commission?: number | null;
+}
+
+/**
+ * The sandbox's commission rule, the same for every program and rule: 10 % of the amount, rounded
+ * half away from zero to the minor unit. (The platform computes commissions from the program's rules.)
+ */
+export const SANDBOX_COMMISSION_PERCENT = 10;
+
+export function defaultCommission(amount: number): number {
+  return prorateMinor(amount, SANDBOX_COMMISSION_PERCENT, 100);
 }
 
 /** Settings that the computed view depends on. */
@@ -80,8 +93,18 @@ export function viewConversion(
   now: number,
   settings: LockSettings,
 ): StoredConversion {
-  const { seq: _seq, forcedLockedAt: _forced, lockSuspended: _suspended, ...fields } = record;
-  return structuredClone({ ...fields, ...effectiveState(record, now, settings) });
+  const {
+    seq: _seq,
+    forcedLockedAt: _forced,
+    lockSuspended: _suspended,
+    commission: given,
+    ...fields
+  } = record;
+  return structuredClone({
+    ...fields,
+    commission: given ?? defaultCommission(record.amount),
+    ...effectiveState(record, now, settings),
+  });
 }
 
 const PersistedState = z.object({

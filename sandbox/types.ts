@@ -4,8 +4,11 @@ import type { Currency } from '../shared/affiliate/schemas.ts';
 export interface FaultSettings {
   /** Share 0..1 of requests answered with `errorStatus` (after auth, before work). */
   errorRate?: number;
-  /** Status of an injected error; default 503. */
-  errorStatus?: 500 | 502 | 503;
+  /**
+   * Status of an injected error; default 503. 422 is a business refusal (permanent for the connector),
+   * for a parked message that a replay fixes once the fault is cleared.
+   */
+  errorStatus?: 500 | 502 | 503 | 422;
   /** Fixed added latency on every API request. */
   latencyMs?: number;
   /** Plus a uniform 0..jitterMs. */
@@ -121,6 +124,26 @@ export interface StoredConversion {
   bonus: number | null;
   notify: boolean;
   amountHistory: AmountChange[];
+  /** Minor units: 10 % of the amount (half a unit rounded up), or the commission given when seeding. */
+  commission: number;
+}
+
+/** A conversion recorded as the platform's browser pixel would (`POST /_sandbox/conversions`). */
+export interface SeedConversionInput {
+  /** A seeded program. */
+  program: string;
+  externalId: string;
+  amount: number;
+  /** @default the program's first rule */
+  rule?: string;
+  /** @default the program's currency */
+  currency?: string;
+  /** @default 'pending' */
+  status?: ConversionStatusValue;
+  /** @default now */
+  createdAt?: string;
+  /** @default 10 % of the amount, half a unit rounded up */
+  commission?: number;
 }
 
 export interface StoredCommissionAdjustment {
@@ -160,6 +183,11 @@ export interface SandboxControl {
   getForeignLoad(): { route: string; perSecond: number } | null;
   calls(): Record<string, CallCount>;
   conversions(): StoredConversion[];
+  /**
+   * Records a conversion as the platform's browser pixel does (no click ids, no connector): the
+   * "pixel" side of a shadow-mode comparison. Throws naming the bad field.
+   */
+  seedConversion(input: SeedConversionInput): StoredConversion;
   /** Accepts now, whatever the status. */
   accept(id: string): StoredConversion;
   /** Locks now (accepting a pending conversion first). */

@@ -1,9 +1,10 @@
 /**
  * The connector's failure taxonomy. Every failure is one of these classes so that the worker knows
  * whether to retry (transient), park the message in the DLQ with a reason (permanent, configuration),
- * or reject the caller with a 4xx (bad input).
+ * reject the caller with a 4xx (bad input), or leave a refund the platform can no longer apply to
+ * finance (late refund: recorded in the ledger, never retried, not parked).
  */
-export type FailureClass = 'transient' | 'permanent' | 'bad_input' | 'configuration';
+export type FailureClass = 'transient' | 'permanent' | 'bad_input' | 'configuration' | 'late_refund';
 
 export interface ConnectorErrorDetails {
   /** HTTP status the platform answered, when the failure came from an HTTP call. */
@@ -51,6 +52,17 @@ export class TransientError extends ConnectorError {
 export class PermanentError extends ConnectorError {
   override readonly name = 'PermanentError';
   readonly failureClass = 'permanent';
+}
+
+/**
+ * A refund the platform no longer lets the connector apply: the conversion is locked (accepted and
+ * past its waiting period), or accepted and the refund is partial (only a pending conversion's amount
+ * can change). Thrown once the ledger holds it as a late refund: retrying changes nothing, and the DLQ
+ * is no place for it either; finance settles it with a commission adjustment (`connector late-refunds`).
+ */
+export class LateRefundError extends ConnectorError {
+  override readonly name = 'LateRefundError';
+  readonly failureClass = 'late_refund';
 }
 
 /** Wrong credentials or settings (401/403, unknown program): an operator must fix configuration. */

@@ -18,9 +18,30 @@ export type OrderState =
    * A refund or cancellation came before its order (shops do not deliver in order): the record holds
    * it, with no conversion yet, and the order applies it when it arrives.
    */
-  | 'awaiting';
+  | 'awaiting'
+  /**
+   * A shadow source's order (see `SourceConfig.mode`): the record holds what the add would have sent,
+   * nothing was sent. Refunds of it stay `pending`. When the source goes live, the order's next
+   * delivery or replay looks it up on the platform (the pixel's conversion is adopted) before any add.
+   */
+  | 'shadowed';
 
-export type RefundStatus = 'pending' | 'applied' | 'skipped' | 'rejected';
+/**
+ * `late`: the platform no longer lets the conversion change (locked, or accepted for a partial
+ * refund), so the refund was not applied there; finance settles it (see `LateRefund`).
+ */
+export type RefundStatus = 'pending' | 'applied' | 'skipped' | 'rejected' | 'late';
+
+/** Why a late refund could not be applied, and what finance needs to settle it. */
+export interface LateRefund {
+  /** `locked`: past the waiting period; `accepted`: only a pending conversion's amount can change. */
+  readonly because: 'locked' | 'accepted';
+  readonly conversionId: string;
+  /** The conversion's amount and commission on the platform when the refund came (minor units). */
+  readonly conversionAmount: number;
+  /** Absent when the platform did not give the conversion's commission. */
+  readonly commission?: number;
+}
 
 export interface RefundRecord {
   readonly refundId: string;
@@ -52,6 +73,8 @@ export interface RefundRecord {
   gross?: number;
   /** How `amount` was computed (from the order's lines, the refund's, or the current rules and why). */
   amountFrom?: string;
+  /** Set with status `late`. */
+  late?: LateRefund;
 }
 
 export interface OrderRecord {
@@ -62,6 +85,11 @@ export interface OrderRecord {
   source: string;
   state: OrderState;
   version: number;
+  /**
+   * Written by a source in shadow mode: nothing of it was sent to the platform. Cleared when a live
+   * source takes the order over (adopting the pixel's conversion, or adding it).
+   */
+  shadow?: boolean;
   kind?: 'tracking' | 'manual';
   conversionId?: string;
   /** Amount of the conversion as added (minor units), the base refunds are subtracted from. */

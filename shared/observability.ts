@@ -19,6 +19,10 @@ export const METRIC = {
   /** Hourly: refunds the ledger holds for orders not added yet, and the age of the oldest (seconds). */
   refundsWaitingForOrder: 'RefundsWaitingForOrder',
   oldestWaitingRefundSeconds: 'OldestWaitingRefundSeconds',
+  /** A refund the platform could no longer apply (locked conversion), left to finance. */
+  lateRefunds: 'LateRefunds',
+  /** An order of a shadow source, recorded and not sent. */
+  ordersShadowed: 'OrdersShadowed',
   duplicatesSkipped: 'DuplicatesSkipped',
   ordersSkipped: 'OrdersSkipped',
   rateLimited: 'RateLimited',
@@ -136,12 +140,17 @@ export function observeWorker(logger: Logger, metrics: Metrics): (report: Record
         already_refused: undefined,
         refund_applied: METRIC.refundsApplied,
         refused: METRIC.conversionsRefused,
+        shadowed: METRIC.ordersShadowed,
+        refund_shadowed: undefined,
       }[report.outcome?.result ?? 'skipped'];
       if (metric) metrics.addMetric(metric, MetricUnit.Count, 1);
       logger.info('event processed', line);
     } else if (report.status === 'retry') {
       metrics.addMetric(METRIC.transientFailures, MetricUnit.Count, 1);
       logger.warn('event will be retried', line);
+    } else if (report.status === 'late_refund') {
+      metrics.addMetric(METRIC.lateRefunds, MetricUnit.Count, 1);
+      logger.warn('late refund recorded for finance', line);
     } else if (report.status === 'parked') {
       metrics.addMetric(METRIC.permanentFailures, MetricUnit.Count, 1);
       logger.error('event parked in the DLQ', line);

@@ -110,6 +110,8 @@ export interface PlatformConversion {
   readonly currency?: string;
   readonly status: string;
   readonly isLocked?: boolean;
+  /** The conversion's commission in minor units, when the platform gives it (late refunds). */
+  readonly commission?: number;
 }
 
 /**

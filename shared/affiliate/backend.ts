@@ -45,6 +45,7 @@ export class CurrentApiBackend implements ConversionBackend {
       currency: found.currency,
       status: String(found.status),
       isLocked: found.isLocked,
+      ...(Number.isSafeInteger(found.commission) ? { commission: found.commission } : {}),
     };
   }
 

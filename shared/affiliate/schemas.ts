@@ -154,6 +154,11 @@ export const Conversion = z.looseObject({
   refuseReason: z.nullish(z.string()),
   isLocked: z.optional(z.boolean()),
   lockedAt: z.nullish(z.string()),
+  /**
+   * The conversion's commission in cents. The field is not documented (the list orders by
+   * `commissions`); the sandbox answers `commission`. Read only for late refunds.
+   */
+  commission: z.optional(z.number()),
   customerId: z.nullish(z.string()),
   subId: z.nullish(z.string()),
   createdAt: z.optional(z.string()),

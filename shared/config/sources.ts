@@ -56,6 +56,20 @@ export const SourceConfig = z.strictObject({
         ),
       ),
   ),
+  /**
+   * `shadow`: orders go through ingest, the queue, mapping, attribution and the ledger as usual, but
+   * the worker changes nothing on the platform (no add, update or refusal): the ledger records what it
+   * would have sent (state `shadowed`), for `connector shadow-report` to compare with the platform's
+   * browser pixel before the switch. Switch to `live` once the report is convincing. @default 'live'
+   */
+  mode: z._default(z.enum(['live', 'shadow']), 'live'),
+  /**
+   * Look every new order up on the platform (Conversion info by externalId) before adding it, and
+   * adopt the conversion found instead of adding a second. For the days after switching a source from
+   * shadow to live: an order the pixel recorded whose webhook comes only after the switch (a shop's
+   * retries, a queue backlog) is then not counted twice. One more read per order. @default false
+   */
+  lookupBeforeAdd: z._default(z.boolean(), false),
   /** Stripe: signature timestamp tolerance. */
   toleranceSeconds: z._default(z.int().check(z.positive()), 300),
 });

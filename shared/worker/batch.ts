@@ -27,7 +27,8 @@ export interface RecordReport {
   readonly messageId: string;
   readonly receiveCount: number;
   readonly event?: Pick<ConnectorEvent, 'type' | 'externalId' | 'source'>;
-  readonly status: 'done' | 'retry' | 'parked' | 'skipped_after_group_failure';
+  /** `late_refund`: done with, the refund held in the ledger for finance (see `LateRefundError`). */
+  readonly status: 'done' | 'retry' | 'parked' | 'late_refund' | 'skipped_after_group_failure';
   readonly outcome?: Outcome;
   readonly failureClass?: FailureClass;
   readonly reason?: string;
@@ -131,6 +132,18 @@ async function processRecord(
       });
       return true;
     } catch (error) {
+      if (failureClassOf(error) === 'late_refund') {
+        deps.observe?.({
+          messageId: record.messageId,
+          receiveCount: count,
+          event: summary,
+          status: 'late_refund',
+          failureClass: 'late_refund',
+          reason: reasonOf(error),
+          platformStatus: isConnectorError(error) ? error.status : undefined,
+        });
+        return true;
+      }
       if (failureClassOf(error) !== 'transient') return park(deps, record, summary, error, count);
       const hinted = isConnectorError(error) ? error.retryAfterMs : undefined;
       const wait = hinted ?? Math.round(random() * 200 * 2 ** attempt);

@@ -61,7 +61,11 @@ export type OutcomeResult =
   | 'refund_skipped'
   /** Held in the ledger until its order is added (it came first, or the order is in the DLQ). */
   | 'refund_waiting'
-  | 'already_refused';
+  | 'already_refused'
+  /** A shadow source's order: recorded in the ledger as what the add would have sent; nothing sent. */
+  | 'shadowed'
+  /** A refund of a shadow source's order: recorded, nothing sent. */
+  | 'refund_shadowed';
 
 export interface Outcome {
   readonly result: OutcomeResult;

@@ -14,6 +14,7 @@ import {
 } from './flow.ts';
 import { netHeldRefunds } from './refund-net.ts';
 import { applyRefunds } from './refunds.ts';
+import { recordShadowed } from './shadow.ts';
 
 /**
  * The order flow: an OrderPlaced becomes one Conversion Add, exactly once, through a lease in the
@@ -49,7 +50,12 @@ export async function placeOrder(
       );
     }
     if (existing && existing.state !== 'awaiting') {
-      if (existing.state === 'added' || existing.state === 'skipped' || existing.state === 'refused') {
+      if (
+        existing.state === 'added' ||
+        existing.state === 'skipped' ||
+        existing.state === 'refused' ||
+        (existing.state === 'shadowed' && source.mode === 'shadow')
+      ) {
         return {
           result: 'duplicate',
           detail: `order already ${existing.state}`,
@@ -64,15 +70,23 @@ export async function placeOrder(
           { retryAfterMs: (existing.leaseUntil ?? 0) - deps.now() },
         );
       }
-      // An expired lease (a worker died mid-call, or an unclear add settled) or an earlier failure:
-      // take the lease, then ask the platform whether the add went through before adding again.
+      // An expired lease (a worker died mid-call, or an unclear add settled), an earlier failure, or
+      // an order recorded in shadow mode whose source is live now: take the lease, then ask the
+      // platform whether it has the order (an add that went through, or the pixel's conversion)
+      // before adding it.
       record = {
         ...existing,
         state: 'adding',
+        shadow: source.mode === 'shadow' ? true : undefined,
         leaseOwner: deps.workerId,
         leaseUntil: deps.now() + deps.leaseMs,
       };
       if (!(await deps.ledger.update(record))) continue;
+      if (source.mode === 'shadow') {
+        const decision = decideAttribution(event, source.unattributed);
+        if (decision.kind !== 'skip') takeOrder(record, event, decision.kind);
+        return addConversion(deps, backend, source, event, record, call);
+      }
       const found = await backend
         .find(source.program, event.externalId, call)
         .catch(async (error: unknown) => {
@@ -80,6 +94,8 @@ export async function placeOrder(
           throw error;
         });
       if (found) {
+        // The pixel's conversion, adopted: the refunds recorded in shadow mode apply to its amount.
+        if (existing.state === 'shadowed') record.currentAmount = found.amount ?? record.originalAmount;
         const outcome = await settleAdded(deps, record, found.id, 'reconciled');
         // Refunds recorded while the order sat in the DLQ apply now, to the conversion found.
         if (outcome.result === 'reconciled' && countedRefunds(record).some((r) => r.status === 'pending')) {
@@ -103,6 +119,17 @@ export async function placeOrder(
         );
       }
       record.unclearAddAt = undefined;
+      if (existing.state === 'shadowed' && refundsCoverOrder(record)) {
+        const why = 'cancelled or refunded in full while its source was in shadow mode: never added';
+        record.state = 'skipped';
+        record.skipReason = why;
+        record.currentAmount = 0;
+        record.leaseOwner = undefined;
+        record.leaseUntil = undefined;
+        settleHeldRefunds(record, 'applied', why, iso());
+        if (!(await deps.ledger.update(record))) continue;
+        return { result: 'skipped', detail: why };
+      }
       // Nothing on the platform: the add goes out with this event's data (a corrected order replayed
       // after a failure), written to the ledger first so the ledger always holds what was sent.
       const decision = decideAttribution(event, source.unattributed);
@@ -118,6 +145,7 @@ export async function placeOrder(
             currentAmount: event.amount,
             currency: event.currency,
           });
+      if (source.mode === 'shadow') base.shadow = true;
       if (decision.kind === 'skip') {
         const skipped: OrderRecord = {
           ...base,
@@ -153,6 +181,22 @@ export async function placeOrder(
         }
       }
       if (!(await (existing ? deps.ledger.update(record) : deps.ledger.create(record)))) continue;
+      if (source.lookupBeforeAdd && source.mode === 'live') {
+        const found = await backend
+          .find(source.program, event.externalId, call)
+          .catch(async (error: unknown) => {
+            await releaseLease(deps, record);
+            throw error;
+          });
+        if (found) {
+          record.currentAmount = found.amount ?? record.currentAmount;
+          const outcome = await settleAdded(deps, record, found.id, 'reconciled');
+          if (outcome.result === 'reconciled' && countedRefunds(record).some((r) => r.status === 'pending')) {
+            return applyRefunds(deps, backend, source, record, undefined, call);
+          }
+          return { ...outcome, detail: 'the platform already had this order (lookupBeforeAdd): adopted it' };
+        }
+      }
     }
 
     return addConversion(deps, backend, source, event, record, call);
@@ -240,6 +284,7 @@ async function addConversion(
     await deps.ledger.update(record);
     return { result: 'skipped', detail: decision.reason };
   }
+  if (source.mode === 'shadow') return recordShadowed(deps, record);
   let id: string | undefined;
   try {
     const answer = await backend.add(

@@ -1,4 +1,5 @@
-import type { BasisLine, RefundBasis, RefundLine } from '../domain/events.ts';
+import type { SourceConfig } from '../config/sources.ts';
+import type { BasisLine, OrderRefunded, RefundBasis, RefundLine } from '../domain/events.ts';
 import { countedRefunds, type OrderRecord, type RefundRecord } from '../ledger.ts';
 import { prorateMinor, sumMinor } from '../money.ts';
 
@@ -192,4 +193,31 @@ export function netHeldRefunds(record: OrderRecord): void {
       netRefund(record.refundBasis, refund, counted.slice(0, i));
     }
   }
+}
+
+/** The ledger entry of a refund as its event states it (its net amount computed by `netRefund`). */
+export function refundEntry(event: OrderRefunded, source: SourceConfig, receivedAt: string): RefundRecord {
+  return {
+    refundId: event.refundId,
+    amount: event.full ? 0 : (event.amount ?? 0),
+    full: event.full,
+    origin: event.origin,
+    source: source.id,
+    ...(event.currency ? { currency: event.currency } : {}),
+    reason: event.reason,
+    receivedAt,
+    status: !event.full && event.amount === undefined ? 'rejected' : 'pending',
+    ...(!event.full && event.amount === undefined
+      ? { outcome: 'refund has neither an amount nor full' }
+      : {}),
+    ...(event.lines ? { lines: event.lines } : {}),
+    ...(event.gross !== undefined ? { gross: event.gross } : {}),
+  };
+}
+
+/** A refund recorded before its order: its net amount is computed when the order brings its lines. */
+export function heldEntry(event: OrderRefunded, source: SourceConfig, receivedAt: string): RefundRecord {
+  const entry = refundEntry(event, source, receivedAt);
+  if (entry.lines || entry.gross !== undefined) entry.amountFrom = HELD_RULES;
+  return entry;
 }

@@ -1,8 +1,16 @@
 import type { SourceConfig } from '../config/sources.ts';
 import type { OrderRefunded } from '../domain/events.ts';
-import { isConnectorError, PermanentError, TransientError } from '../errors.ts';
+import {
+  type ConnectorError,
+  failureClassOf,
+  isConnectorError,
+  LateRefundError,
+  PermanentError,
+  TransientError,
+} from '../errors.ts';
 import {
   countedRefunds,
+  type LateRefund,
   ledgerKey,
   type OrderRecord,
   type RefundRecord,
@@ -12,7 +20,8 @@ import {
 import { formatMinor } from '../money.ts';
 import type { CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
 import { CANCELLATION_REFUND_ID, newRecord, type Outcome, type WorkerDeps } from './flow.ts';
-import { HELD_RULES, netRefund, refundsBefore } from './refund-net.ts';
+import { heldEntry, netRefund, refundEntry, refundsBefore } from './refund-net.ts';
+import { recordShadowRefund } from './shadow.ts';
 
 /**
  * The refund flow: a refund (or cancellation) is recorded in the ledger, then the conversion is set
@@ -30,6 +39,7 @@ export async function refundOrder(
   event: OrderRefunded,
   call: CallOptions,
 ): Promise<Outcome> {
+  if (source.mode === 'shadow') return recordShadowRefund(deps, source, event);
   const backend = deps.backendFor(source);
   const key = ledgerKey(source.program, event.externalId);
   const iso = new Date(deps.now()).toISOString();
@@ -59,9 +69,22 @@ export async function refundOrder(
       );
     }
 
+    if (record.state === 'shadowed' && record.source === source.id) {
+      // Recorded while the source was in shadow mode, now live: the pixel's conversion, when the
+      // platform has one, becomes the order's; without one the refund waits for the order's replay.
+      const found = await backend.find(source.program, event.externalId, call);
+      if (found) {
+        record.state = found.status === 'refused' ? 'refused' : 'added';
+        record.conversionId = found.id;
+        record.currentAmount = found.amount ?? record.originalAmount;
+        record.shadow = undefined;
+        if (!(await deps.ledger.update(record))) continue;
+      }
+    }
     const known = refundOf(record, event.refundId);
-    if (record.state === 'awaiting' || record.state === 'failed') {
-      // The order is yet to come, or parked in the DLQ: its arrival or replay applies this refund.
+    if (record.state === 'awaiting' || record.state === 'failed' || record.state === 'shadowed') {
+      // The order is yet to come, or parked in the DLQ, or was only recorded in shadow mode: its
+      // arrival or replay applies this refund.
       if (known) return waiting(event, `refund ${event.refundId} already ${known.status}`);
       recordRefund(record, heldEntry(event, source, iso));
       record.awaitingSince ??= iso;
@@ -105,32 +128,6 @@ function waiting(event: OrderRefunded, detail?: string): Outcome {
     result: 'refund_waiting',
     detail: detail ?? `refund ${event.refundId} held until order ${event.externalId} is added`,
   };
-}
-
-function refundEntry(event: OrderRefunded, source: SourceConfig, receivedAt: string): RefundRecord {
-  return {
-    refundId: event.refundId,
-    amount: event.full ? 0 : (event.amount ?? 0),
-    full: event.full,
-    origin: event.origin,
-    source: source.id,
-    ...(event.currency ? { currency: event.currency } : {}),
-    reason: event.reason,
-    receivedAt,
-    status: !event.full && event.amount === undefined ? 'rejected' : 'pending',
-    ...(!event.full && event.amount === undefined
-      ? { outcome: 'refund has neither an amount nor full' }
-      : {}),
-    ...(event.lines ? { lines: event.lines } : {}),
-    ...(event.gross !== undefined ? { gross: event.gross } : {}),
-  };
-}
-
-/** A refund recorded before its order: its net amount is computed when the order brings its lines. */
-function heldEntry(event: OrderRefunded, source: SourceConfig, receivedAt: string): RefundRecord {
-  const entry = refundEntry(event, source, receivedAt);
-  if (entry.lines || entry.gross !== undefined) entry.amountFrom = HELD_RULES;
-  return entry;
 }
 
 /** A record holding refunds of an order that has not arrived: no conversion, nothing to compare. */
@@ -188,10 +185,30 @@ export async function applyRefunds(
   const reason = described
     ? refundReason(described, refuse, target, record.currency)
     : 'refunds recorded before the order';
-  if (refuse) {
-    await refuseOnce(backend, source.program, record.externalId, conversionId, reason, call);
-  } else if (target !== record.currentAmount) {
-    await backend.updateAmount(source.program, conversionId, target, reason, call);
+  try {
+    if (refuse) {
+      await refuseOnce(backend, source.program, record.externalId, conversionId, reason, call);
+    } else if (target !== record.currentAmount) {
+      await backend.updateAmount(source.program, conversionId, target, reason, call);
+    }
+  } catch (error) {
+    if (!isConnectorError(error) || error.failureClass !== 'permanent') throw error;
+    // Refused for good: a conversion the platform no longer lets change is a late refund, for finance.
+    // Telling one needs the lookup: should it fail transiently, the refund is tried again later.
+    const current = await backend.find(source.program, record.externalId, call).catch((lookup: unknown) => {
+      if (failureClassOf(lookup) === 'transient') throw lookup;
+      return undefined;
+    });
+    const because =
+      current?.id !== conversionId
+        ? undefined
+        : current.isLocked
+          ? 'locked'
+          : !refuse && current.status === 'accepted'
+            ? 'accepted'
+            : undefined;
+    if (!current || !because) throw error;
+    return recordLateRefunds(deps, record, current, because, error);
   }
 
   const at = new Date(deps.now()).toISOString();
@@ -214,6 +231,46 @@ export async function applyRefunds(
   return refuse
     ? { result: 'refused', conversionId, amount: 0, detail: reason }
     : { result: 'refund_applied', conversionId, amount: target };
+}
+
+/**
+ * Records the pending refunds as late (with the conversion's amount and commission, for finance's
+ * commission adjustment), then throws `LateRefundError`: the message is done, never retried.
+ */
+async function recordLateRefunds(
+  deps: WorkerDeps,
+  record: OrderRecord,
+  conversion: PlatformConversion,
+  because: LateRefund['because'],
+  cause: ConnectorError,
+): Promise<never> {
+  const at = new Date(deps.now()).toISOString();
+  const late: LateRefund = {
+    because,
+    conversionId: conversion.id,
+    conversionAmount: conversion.amount ?? record.currentAmount,
+    ...(conversion.commission === undefined ? {} : { commission: conversion.commission }),
+  };
+  const ids: string[] = [];
+  for (const refund of countedRefunds(record)) {
+    if (refund.status !== 'pending') continue;
+    refund.status = 'late';
+    refund.appliedAt = at;
+    refund.late = late;
+    refund.outcome =
+      because === 'locked'
+        ? 'the conversion is locked on the platform: not applied; settle it with a commission adjustment'
+        : 'the conversion is accepted: its amount can no longer change; settle it with a commission adjustment';
+    ids.push(refund.refundId);
+  }
+  record.awaitingSince = undefined;
+  if (!(await deps.ledger.update(record))) {
+    throw new TransientError('ledger changed while recording a late refund; will re-check');
+  }
+  throw new LateRefundError(
+    `late refund ${ids.join(', ')} of order ${record.externalId}: conversion ${conversion.id} is ${because} on the platform; listed by connector late-refunds`,
+    { status: cause.status, platformMessage: cause.platformMessage, cause },
+  );
 }
 
 async function refuseOnce(

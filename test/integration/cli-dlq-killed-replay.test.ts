@@ -14,9 +14,8 @@ import { type SqsProxy, startSqsProxy } from '../support/sqs-proxy.ts';
  * delete from the DLQ is on the way (the message is then in both queues). Then a full replay runs
  * and the worker drains the main queue: each refund must reach the platform exactly once.
  *
- * The refunds are full ones (the platform locks only accepted conversions, and an accepted
- * conversion's amount cannot be updated, only refused): a second refuse of a refused conversion
- * would be answered 422 and parked again, so a duplicate that got through would show.
+ * The refunds are full ones, parked while the sandbox answers every refusal 422: a second refuse of
+ * a refused conversion would be answered 422 too, so a duplicate that got through would show.
  */
 
 const CLICK = '0123456789abcdef01234567';
@@ -54,13 +53,18 @@ beforeAll(async () => {
   state = localStateDir(stack);
   proxy = await startSqsProxy(stack.emulators.sqsEndpoint);
 
-  // Eight orders, each converted, locked on the platform, then refunded in full: each refund is parked.
+  // Eight orders, each converted, then refunded in full while the platform refuses every refusal with
+  // a 422: each refund is parked.
   for (const id of ORDERS) {
     const sent = await cli(['send', 'shopify', '--order-id', id, '--click-id', CLICK, '--ip', IP]);
     expect(sent.code, sent.stderr).toBe(0);
   }
   await stack.waitForIdle();
-  for (const id of ORDERS) stack.sandbox?.control.lock(conversionOf(id)?.id ?? '');
+  stack.sandbox?.control.setFaults({
+    errorRate: 1,
+    errorStatus: 422,
+    routes: ['/advertiser/conversions.refuse'],
+  });
   for (const id of ORDERS) {
     const refunded = await cli(['refund', '--external-id', id, '--refund-id', `RF-${id}`, '--full']);
     expect(refunded.code, refunded.stderr).toBe(0);
@@ -71,7 +75,7 @@ beforeAll(async () => {
       .map((m) => refundIdOf(m.body))
       .sort(),
   ).toEqual(REFUND_IDS);
-  for (const id of ORDERS) stack.sandbox?.control.unlock(conversionOf(id)?.id ?? '');
+  stack.sandbox?.control.setFaults({});
   // The worker stays off while replays are killed, so the main queue shows what they left there.
   await stack.stopPolling();
 });

@@ -13,6 +13,7 @@ const CLICK = '0123456789abcdef01234567';
 const IP = '203.0.113.7';
 
 const local = localStackForCli();
+const REFUSE_ROUTE = '/advertiser/conversions.refuse';
 
 const cli = (argv: string[], input?: string) =>
   runCli(argv, { cwd: local.dir, ...(input === undefined ? {} : { input }) });
@@ -69,21 +70,21 @@ async function messageIdOf(externalId: string): Promise<string> {
 }
 
 describe('connector dlq', () => {
-  it('lists a message the worker parked (a refund of a locked conversion) with its reason, without consuming it', async () => {
+  it('lists a message the worker parked (a refusal the platform answered 422) with its reason, without consuming it', async () => {
     // Prepare
     const sent = await cli(['send', 'shopify', '--order-id', '8001', '--click-id', CLICK, '--ip', IP]);
     expect(sent.code).toBe(0);
     await local.stack.waitForIdle();
-    const conversion = conversionOf('8001');
-    local.stack.sandbox?.control.lock(conversion?.id ?? '');
+    local.stack.sandbox?.control.setFaults({ errorRate: 1, errorStatus: 422, routes: [REFUSE_ROUTE] });
     expect((await cli(['refund', '--external-id', '8001', '--refund-id', 'RF-8001', '--full'])).code).toBe(0);
     await local.stack.waitForIdle();
+    local.stack.sandbox?.control.setFaults({});
     // Act
     const listed = await cli(['dlq', 'list']);
     // Assess
     expect(listed.code, listed.stderr).toBe(0);
     const row = listed.stdout.split('\n').find((line) => line.includes(' 8001 '));
-    expect(row).toMatch(/OrderRefunded\s+permanent\s+.*locked.*\s+\d+s\s+1$/);
+    expect(row).toMatch(/OrderRefunded\s+permanent\s+.*conversions\.refuse.*\s+\d+s\s+1$/);
     expect(listed.stdout).toContain('1 message in the DLQ');
     expect(dlqReady()).toBe(1);
     expect((await cli(['dlq', 'list'])).stdout).toContain('1 message in the DLQ');
@@ -98,7 +99,7 @@ describe('connector dlq', () => {
     );
     // Act
     const byOrder = await cli(['dlq', 'list', '--external-id', '8002', '--json']);
-    const byReason = await cli(['dlq', 'list', '--reason', 'LOCKED', '--json']);
+    const byReason = await cli(['dlq', 'list', '--reason', 'INJECTED FAULT', '--json']);
     const recent = await cli(['dlq', 'list', '--since', '1h', '--json']);
     const badSince = await cli(['dlq', 'list', '--since', 'yesterday-ish']);
     // Assess
@@ -232,11 +233,10 @@ describe('connector dlq', () => {
     expect(dlqReady()).toBe(before);
   });
 
-  it('replays the locked refund once the conversion is unlocked, and the worker applies it', async () => {
-    // Prepare
-    local.stack.sandbox?.control.unlock(conversionOf('8001')?.id ?? '');
+  it('replays the refused refund once the platform takes it again, and the worker applies it', async () => {
+    // Prepare: the fault was cleared after the first test.
     // Act
-    const replayed = await cli(['dlq', 'replay', '--reason', 'locked', '--yes']);
+    const replayed = await cli(['dlq', 'replay', '--reason', 'injected fault', '--yes']);
     await local.stack.waitForIdle();
     // Assess
     expect(replayed.code, replayed.stdout + replayed.stderr).toBe(0);
@@ -244,7 +244,7 @@ describe('connector dlq', () => {
     expect(conversionOf('8001')?.status).toBe('refused');
     const after = await cli(['dlq', 'list', '--external-id', '8001', '--json']);
     expect(JSON.parse(after.stdout).messages).toEqual([]);
-    expect((await cli(['dlq', 'replay', '--reason', 'locked', '--yes'])).stdout).toContain(
+    expect((await cli(['dlq', 'replay', '--reason', 'injected fault', '--yes'])).stdout).toContain(
       'nothing to replay',
     );
   });

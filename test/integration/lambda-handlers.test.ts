@@ -419,7 +419,7 @@ describe('the deployed Lambda handlers, wired from the environment CDK sets', ()
     expect(conversionOf('7101').status).toBe('refused');
   });
 
-  it('a refund of a locked conversion is parked in the DLQ with its reason', async () => {
+  it('a refund of a locked conversion is recorded as a late refund: handled, not parked, not retried', async () => {
     // Prepare
     expect((await postOrder(7102)).statusCode).toBe(202);
     expect((await deliverBatch(1)).response.batchItemFailures).toEqual([]);
@@ -427,21 +427,18 @@ describe('the deployed Lambda handlers, wired from the environment CDK sets', ()
     expect((await postRefund({ externalId: '7102', refundId: 'RF-3', amount: '5.00' })).statusCode).toBe(202);
     // Act
     const { response } = await deliverBatch(1);
-    // Assess: parked counts as handled, so the batch reports no failure and the message leaves the queue.
+    // Assess: handled, so the batch reports no failure and the message leaves the queue for good.
     expect(response.batchItemFailures).toEqual([]);
     const dlq = await stack.emulators.sqs.send(
-      new ReceiveMessageCommand({
-        QueueUrl: stack.emulators.dlqUrl,
-        MaxNumberOfMessages: 10,
-        WaitTimeSeconds: 1,
-        MessageAttributeNames: ['All'],
-      }),
+      new ReceiveMessageCommand({ QueueUrl: stack.emulators.dlqUrl, MaxNumberOfMessages: 10 }),
     );
-    expect(dlq.Messages).toHaveLength(1);
-    const attributes = dlq.Messages?.[0]?.MessageAttributes ?? {};
-    expect(attributes['externalId']?.StringValue).toBe('7102');
-    expect(attributes['failureClass']?.StringValue).toBe('permanent');
-    expect(attributes['reason']?.StringValue).toMatch(/conversions\.update .* answered 422/);
+    expect(dlq.Messages ?? []).toEqual([]);
+    const record = await stack.ledger.get(`${conversionOf('7102').program}#7102`);
+    expect(record?.refunds['RF-3']).toMatchObject({
+      status: 'late',
+      amount: 500,
+      late: { because: 'locked' },
+    });
     expect(conversionOf('7102').amount).toBe(amount);
   });
 
@@ -525,7 +522,11 @@ describe('the deployed Lambda handlers, wired from the environment CDK sets', ()
       ),
     );
     expect(logs('worker').map((l) => l['message'])).toEqual(
-      expect.arrayContaining(['event processed', 'event parked in the DLQ', 'event will be retried']),
+      expect.arrayContaining([
+        'event processed',
+        'late refund recorded for finance',
+        'event will be retried',
+      ]),
     );
 
     const blobs = parsed(['webhook', 'refunds', 'worker']).filter((line) => '_aws' in line) as EmfBlob[];
@@ -541,7 +542,7 @@ describe('the deployed Lambda handlers, wired from the environment CDK sets', ()
       RefundsApplied: 1,
       ConversionsRefused: 1,
       DuplicatesSkipped: 1,
-      PermanentFailures: 1,
+      LateRefunds: 1,
       TransientFailures: 1,
       RateLimited: expect.any(Number),
     });

@@ -167,7 +167,7 @@ describe('refunds reach the platform exactly once', () => {
     expect(conversion('8003').amountHistory.map((h) => h.amount)).toEqual([57_700]);
   });
 
-  it('parks a refund of a locked conversion in the DLQ at once, with the platform’s reason', async () => {
+  it('records a refund of a locked conversion as a late refund, at once and not in the DLQ', async () => {
     await placeGenericOrder('8004');
     const locked = conversion('8004');
     stack.sandbox?.control.accept(locked.id);
@@ -176,16 +176,10 @@ describe('refunds reach the platform exactly once', () => {
     expect(await genericRefund('8004', { refundId: 'late', full: true })).toBe(202);
     await stack.waitForIdle();
 
-    const parked = (await dlqMessages()).filter((m) => m.body['externalId'] === '8004');
-    expect(parked).toHaveLength(1);
-    expect(parked[0]?.attributes).toMatchObject({
-      failureClass: 'permanent',
-      platformStatus: '422',
-      attempts: '1',
-      eventType: 'OrderRefunded',
-      externalId: '8004',
-    });
-    expect(parked[0]?.attributes['reason']).toMatch(/locked/);
+    expect((await dlqMessages()).filter((m) => m.body['externalId'] === '8004')).toEqual([]);
+    const record = await stack.ledger.get(ledgerKey(locked.program, '8004'));
+    expect(record?.refunds['late']).toMatchObject({ status: 'late', late: { because: 'locked' } });
+    expect(record?.state).toBe('added');
     expect(conversion('8004').status).toBe('accepted');
   });
 

@@ -1101,6 +1101,79 @@ describe('sandbox: control routes', () => {
     expect(sandbox.control.conversions()).toEqual([]);
   });
 
+  it('records a conversion as the browser pixel does, with a commission, and refuses bad values by field', async () => {
+    // Prepare
+    const api = clientOf(sandbox);
+    // Act
+    const seeded = await api.control('POST', '/conversions', {
+      program: PROGRAM_USD,
+      externalId: 'pixel-1',
+      amount: 4_999,
+      createdAt: '2026-05-02T10:00:00.000Z',
+    });
+    const given = await api.control('POST', '/conversions', {
+      program: PROGRAM_EUR,
+      externalId: 'pixel-2',
+      amount: 10_000,
+      status: 'accepted',
+      commission: 1_234,
+    });
+    const badProgram = await api.control('POST', '/conversions', {
+      program: 'ffffffffffffffffffffffff',
+      externalId: 'x',
+      amount: 1,
+    });
+    const badAmount = await api.control('POST', '/conversions', {
+      program: PROGRAM_EUR,
+      externalId: 'x',
+      amount: 1.5,
+    });
+    const listed = await api.get('/advertiser/conversions.list', {
+      program: PROGRAM_USD,
+      from: '2026-05-01T00:00:00.000Z',
+      to: '2026-05-31T00:00:00.000Z',
+    });
+    // Assess
+    expect(seeded.body['conversion']).toMatchObject({
+      id: expect.stringMatching(HEX24),
+      externalId: 'pixel-1',
+      amount: 4_999,
+      currency: 'USD',
+      rule: RULE_USD,
+      status: 'pending',
+      cids: null,
+      createdAt: '2026-05-02T10:00:00.000Z',
+      commission: 500,
+    });
+    expect(given.body['conversion']).toMatchObject({
+      status: 'accepted',
+      commission: 1_234,
+      currency: 'EUR',
+    });
+    expect(badProgram).toMatchObject({ status: 400, body: { field: 'program' } });
+    expect(badAmount).toMatchObject({ status: 400, body: { field: 'amount' } });
+    expect(
+      (listed.body['conversions'] as { data: StoredConversion[] }).data.map((c) => c.externalId),
+    ).toEqual(['pixel-1']);
+    expect(sandbox.control.calls()['/advertiser/conversions.add']).toBeUndefined();
+  });
+
+  it('answers 422 as an injected fault on the routes named', async () => {
+    // Prepare
+    const api = clientOf(sandbox);
+    const conversion = await addConversion(sandbox);
+    sandbox.control.setFaults({ errorRate: 1, errorStatus: 422, routes: ['/advertiser/conversions.refuse'] });
+    // Act
+    const refused = await api.post('/advertiser/conversions.refuse', {
+      program: PROGRAM_EUR,
+      id: conversion.id,
+      reason: 'returned',
+    });
+    // Assess
+    expect(refused.status).toBe(422);
+    expect(sandbox.control.conversions()[0]?.status).toBe('pending');
+  });
+
   it('reads and replaces faults and options, refusing bad values by field', async () => {
     // Prepare
     const api = clientOf(sandbox);

@@ -878,3 +878,49 @@ describe('processBatch: a platform that records an add late', () => {
     expect(await h.ledger.get(ledgerKey(PROGRAM, '1001'))).toMatchObject({ state: 'added' });
   });
 });
+
+describe('processBatch: a refund after the platform locked the conversion', () => {
+  it('is a late refund: handled at once, neither retried, hidden nor parked, and the order’s next message goes on', async () => {
+    // Prepare: the platform answers 422 to any change and shows the conversion locked.
+    const h = harness();
+    await h.clock.run(processBatch(h.deps, [sqsRecord('m0', orderPlaced('1001'))], START + 30_000));
+    let changes = 0;
+    const locked = h.backend;
+    locked.updateAmount = async () => {
+      changes++;
+      throw new PermanentError('conversions.update answered 422: conversion is locked', { status: 422 });
+    };
+    locked.refuse = async () => {
+      changes++;
+      throw new PermanentError('conversions.refuse answered 422: conversion is locked', { status: 422 });
+    };
+    const find = locked.find.bind(locked);
+    locked.find = async (program, externalId) => {
+      const found = await find(program, externalId);
+      return found && { ...found, status: 'accepted', isLocked: true, commission: 200 };
+    };
+    // Act
+    const response = await h.clock.run(
+      processBatch(
+        h.deps,
+        [sqsRecord('m1', orderRefunded('1001', 'RF-1', 500)), sqsRecord('m2', orderCancelled('1001'))],
+        START + 60_000,
+      ),
+    );
+    // Assess
+    expect(response.batchItemFailures).toEqual([]);
+    expect(changes).toBe(2);
+    expect(h.failures.parked).toEqual([]);
+    expect(h.failures.delays).toEqual([]);
+    expect(h.reports.slice(1).map((r) => [r.messageId, r.status, r.failureClass])).toEqual([
+      ['m1', 'late_refund', 'late_refund'],
+      ['m2', 'late_refund', 'late_refund'],
+    ]);
+    const record = await h.ledger.get(ledgerKey(PROGRAM, '1001'));
+    expect(record?.refunds['RF-1']).toMatchObject({
+      status: 'late',
+      late: { because: 'locked', conversionAmount: 2000, commission: 200 },
+    });
+    expect(record).toMatchObject({ state: 'added', currentAmount: 2000 });
+  });
+});
