@@ -144,4 +144,31 @@ describe('shadow mode', () => {
     expect(record?.shadow).toBeUndefined();
     expect(record?.refunds['r1']?.status).toBe('applied');
   });
+
+  it('records a refund netted from the order’s lines, as the live flow would send it (issue 19)', async () => {
+    // Prepare: a tax-inclusive order, line A 3 × 10.00 net and line B 50.00 net, 5.00 shipping.
+    const ledger = new MemoryLedger();
+    const shadow = worker('shadow', ledger, new CountingBackend());
+    const basis = {
+      taxesIncluded: true,
+      net: 8_000,
+      tax: 1_520,
+      shipping: 500,
+      lines: [
+        { id: 'A', net: 3_000, tax: 570, quantity: 3 },
+        { id: 'B', net: 5_000, tax: 950, quantity: 1 },
+      ],
+      truncated: false,
+    };
+    await processEvent(shadow, event({ ...order, type: 'OrderPlaced', amount: 8_000, basis }));
+    // Act: two of line A and the shipping paid back in one transaction (the adapter's gross guess).
+    const outcome = await processEvent(
+      shadow,
+      event({ type: 'OrderRefunded', refundId: 'r1', amount: 2_880, lines: [{ id: 'A', quantity: 2 }] }),
+    );
+    // Assess: the net of two A units, not the transaction.
+    expect(outcome).toMatchObject({ result: 'refund_shadowed', amount: 6_000 });
+    const record = await ledger.get(ledgerKey(PROGRAM, '1001'));
+    expect(record?.refunds['r1']).toMatchObject({ amount: 2_000, status: 'pending' });
+  });
 });
