@@ -1,0 +1,56 @@
+/** The public types of the shop API fakes (a leaf: sandbox/types.ts imports it). */
+
+export type ShopFakePlatform = 'shopify' | 'woocommerce' | 'stripe';
+export const SHOP_FAKE_PLATFORMS: readonly ShopFakePlatform[] = ['shopify', 'woocommerce', 'stripe'];
+
+/** What a control call may set on a new order; everything else comes from the seed. */
+export interface NewShopOrder {
+  /** Written where the source reads its click id (`aecid` by default). */
+  readonly clickId?: string;
+  /** @default 'aecid' */
+  readonly clickIdAttribute?: string;
+  /** ISO time of creation (and last change). @default the sandbox's clock */
+  readonly at?: string;
+}
+
+export interface NewShopRefund {
+  /** ISO time of the refund (the order's last change too). @default the sandbox's clock */
+  readonly at?: string;
+}
+
+/** What a control call answers: the ids the connector will see. */
+export interface CreatedShopOrder {
+  readonly platform: ShopFakePlatform;
+  /** The shop's order id (Shopify, WooCommerce) or the PaymentIntent (Stripe): the externalId. */
+  readonly orderId: string;
+  /** Stripe: the event id. */
+  readonly eventId?: string;
+}
+
+export interface CreatedShopRefund {
+  readonly platform: ShopFakePlatform;
+  readonly orderId: string;
+  readonly refundId: string;
+  readonly eventId?: string;
+}
+
+/** The credentials each fake accepts. */
+export interface ShopFakeCredentials {
+  readonly shopify: { readonly accessToken: string };
+  readonly woocommerce: { readonly consumerKey: string; readonly consumerSecret: string };
+  readonly stripe: { readonly secretKey: string };
+}
+
+/** In-process mirror of the `/_sandbox/shops/` control routes. */
+export interface ShopFakesControl {
+  /** An order placed in the fake shop (Stripe: a `checkout.session.completed` event). */
+  createOrder(platform: ShopFakePlatform, order?: NewShopOrder): CreatedShopOrder;
+  /** A refund of an order (Stripe: a full refund, a `charge.refunded` event); throws when unknown. */
+  createRefund(platform: ShopFakePlatform, orderId: string, refund?: NewShopRefund): CreatedShopRefund;
+  /** The next `count` API requests to the platform's fake are answered 429 with `Retry-After`. */
+  burst429(platform: ShopFakePlatform, count: number, retryAfterSeconds?: number): void;
+  /** API requests served, per platform (429s and 401s included). */
+  calls(): Record<ShopFakePlatform, number>;
+  /** Forgets every order, refund and event, the bursts and the counts. */
+  reset(): void;
+}
