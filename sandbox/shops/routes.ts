@@ -4,6 +4,18 @@ import { safeEqual } from '../../shared/platforms/signature.ts';
 import { HttpError } from '../http.ts';
 import type { Method } from '../routes.ts';
 import type { ShopFakeStore } from './store.ts';
+import {
+  type SubscriptionAnswer,
+  type SubscriptionRequest,
+  shopifyCreateWebhook,
+  shopifyListWebhooks,
+  stripeCreateEndpoint,
+  stripeListEndpoints,
+  stripeUpdateEndpoint,
+  wooCreateWebhook,
+  wooListWebhooks,
+  wooUpdateWebhook,
+} from './subscriptions.ts';
 import type { ShopFakeCredentials, ShopFakePlatform } from './types.ts';
 
 /**
@@ -22,6 +34,8 @@ export interface ShopRequest {
   readonly origin: string;
   readonly store: ShopFakeStore;
   readonly now: number;
+  /** The raw request body: JSON for Shopify and WooCommerce, form-encoded for Stripe. */
+  readonly body: string;
 }
 
 export interface ShopAnswer {
@@ -235,7 +249,29 @@ export const SHOP_ROUTES: readonly ShopRoute[] = [
     handle: wooRefunds,
   },
   { platform: 'stripe', method: 'GET', path: `${STRIPE_PREFIX}/events`, handle: stripeEvents },
+  ...subscriptionRoutes(),
 ];
+
+/** The webhook subscription routes (subscriptions.ts), over the store's subscriptions. */
+function subscriptionRoutes(): ShopRoute[] {
+  const on =
+    (handle: (r: SubscriptionRequest) => SubscriptionAnswer) =>
+    (r: ShopRequest): ShopAnswer =>
+      handle({ ...r, subscriptions: r.store.subscriptions });
+  const shopify = `${SHOPIFY_PREFIX}/webhooks.json`;
+  const woo = `${WOOCOMMERCE_PREFIX}/webhooks`;
+  const stripe = `${STRIPE_PREFIX}/webhook_endpoints`;
+  return [
+    { platform: 'shopify', method: 'GET', path: shopify, handle: on(shopifyListWebhooks) },
+    { platform: 'shopify', method: 'POST', path: shopify, handle: on(shopifyCreateWebhook) },
+    { platform: 'woocommerce', method: 'GET', path: woo, handle: on(wooListWebhooks) },
+    { platform: 'woocommerce', method: 'POST', path: woo, handle: on(wooCreateWebhook) },
+    { platform: 'woocommerce', method: 'PUT', path: `${woo}/{id}`, handle: on(wooUpdateWebhook) },
+    { platform: 'stripe', method: 'GET', path: stripe, handle: on(stripeListEndpoints) },
+    { platform: 'stripe', method: 'POST', path: stripe, handle: on(stripeCreateEndpoint) },
+    { platform: 'stripe', method: 'POST', path: `${stripe}/{id}`, handle: on(stripeUpdateEndpoint) },
+  ];
+}
 
 /** The platform whose prefix a path starts with, if any. */
 export function shopPlatformOf(path: string): ShopFakePlatform | undefined {

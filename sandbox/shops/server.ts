@@ -32,6 +32,15 @@ const OrderBody = z.strictObject({
   at: z.optional(z.string()),
 });
 const RefundBody = z.strictObject({ at: z.optional(z.string()) });
+const SeedBody = z.strictObject({
+  address: z.url({ protocol: /^https?$/ }),
+  topics: z.array(z.string().check(z.minLength(1))).check(z.minLength(1)),
+  secret: z.optional(z.string().check(z.minLength(1))),
+});
+const BreakBody = z.strictObject({
+  topic: z.string().check(z.minLength(1)),
+  how: z.optional(z.enum(['fail', 'delete'])),
+});
 const BurstBody = z.strictObject({
   count: z.int().check(z.minimum(0)),
   retryAfterSeconds: z.optional(z.number().check(z.minimum(0))),
@@ -60,6 +69,9 @@ export function createShopFakes(options: {
     burst429(platform, count, retryAfterSeconds = 1) {
       bursts[platform] = { count, retryAfterSeconds };
     },
+    seedSubscriptions: (platform, seed) => store.subscriptions.seed(platform, seed),
+    breakSubscription: (platform, topic, how) => store.subscriptions.break(platform, topic, how),
+    subscriptions: (platform) => structuredClone(store.subscriptions[platform]),
     calls: () => ({ ...counts }),
     reset() {
       store.reset();
@@ -73,7 +85,7 @@ export function createShopFakes(options: {
   async function handleApi(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean> {
     const platform = shopPlatformOf(url.pathname);
     if (platform === undefined) return false;
-    req.resume();
+    const body = await readBody(req);
     counts[platform] += 1;
     const match = matchRoute(SHOP_ROUTES, req.method ?? 'GET', url.pathname);
     if (match.kind !== 'found') {
@@ -104,6 +116,7 @@ export function createShopFakes(options: {
         origin: `http://${req.headers.host ?? 'localhost'}`,
         store,
         now: options.now(),
+        body,
       });
       sendJson(res, answer.status ?? 200, answer.body, answer.headers);
     } catch (error) {
@@ -137,6 +150,11 @@ export function createShopFakes(options: {
           201,
           control.createRefund(platform, decodeURIComponent(id), parseOr400(RefundBody, body)),
         );
+      } else if (resource === 'subscriptions' && id === undefined) {
+        sendJson(res, 201, { ids: control.seedSubscriptions(platform, parseOr400(SeedBody, body)) });
+      } else if (resource === 'subscriptions' && id === 'break' && parts.length === 5) {
+        const { topic, how } = parseOr400(BreakBody, body);
+        sendJson(res, 200, { broken: control.breakSubscription(platform, topic, how) });
       } else if (resource === 'burst' && parts.length === 4) {
         const { count, retryAfterSeconds } = parseOr400(BurstBody, body);
         control.burst429(platform, count, retryAfterSeconds);

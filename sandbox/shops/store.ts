@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { HttpError } from '../http.ts';
+import { ShopSubscriptionStore } from './subscriptions.ts';
 import type {
   CreatedShopOrder,
   CreatedShopRefund,
@@ -47,12 +48,16 @@ export class ShopFakeStore {
   wooRefunds = new Map<string, Json[]>();
   stripeEvents: Json[] = [];
   #next = 0;
+  /** The webhook subscriptions (subscriptions.ts). */
+  readonly subscriptions: ShopSubscriptionStore;
 
   constructor(now: () => number) {
     this.#now = now;
+    this.subscriptions = new ShopSubscriptionStore(now);
   }
 
   reset(): void {
+    this.subscriptions.reset();
     this.shopifyOrders = [];
     this.wooOrders = [];
     this.wooRefunds = new Map();

@@ -41,6 +41,16 @@ export interface ShopFakeCredentials {
   readonly stripe: { readonly secretKey: string };
 }
 
+/** Subscriptions placed by the control (the local stack's healthy start, tests). */
+export interface ShopSubscriptionSeed {
+  /** The delivery URL: `<connector>/webhooks/<source id>`. */
+  readonly address: string;
+  /** Shopify and WooCommerce: one subscription each; Stripe: one endpoint with them all. */
+  readonly topics: readonly string[];
+  /** WooCommerce: what the webhooks sign with. @default a random one */
+  readonly secret?: string;
+}
+
 /** In-process mirror of the `/_sandbox/shops/` control routes. */
 export interface ShopFakesControl {
   /** An order placed in the fake shop (Stripe: a `checkout.session.completed` event). */
@@ -51,6 +61,16 @@ export interface ShopFakesControl {
   burst429(platform: ShopFakePlatform, count: number, retryAfterSeconds?: number): void;
   /** API requests served, per platform (429s and 401s included). */
   calls(): Record<ShopFakePlatform, number>;
-  /** Forgets every order, refund and event, the bursts and the counts. */
+  /** Healthy webhook subscriptions of these topics to `address`; answers their ids. */
+  seedSubscriptions(platform: ShopFakePlatform, seed: ShopSubscriptionSeed): string[];
+  /**
+   * Breaks the subscriptions of a topic as the shop does after failed deliveries: Shopify deletes
+   * them, WooCommerce disables them, a Stripe endpoint loses the event. `delete` removes them on
+   * every platform (topic `*`: all of the platform's). Answers how many were hit.
+   */
+  breakSubscription(platform: ShopFakePlatform, topic: string, how?: 'fail' | 'delete'): number;
+  /** The stored subscriptions, as the shop holds them (WooCommerce and Stripe secrets included). */
+  subscriptions(platform: ShopFakePlatform): Record<string, unknown>[];
+  /** Forgets every order, refund, event and subscription, the bursts and the counts. */
   reset(): void;
 }
