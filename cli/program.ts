@@ -6,6 +6,7 @@ import { registerReconcile } from './reconcile.ts';
 import { registerRefund } from './refund.ts';
 import { registerSend } from './send.ts';
 import { registerStatus } from './status.ts';
+import { registerSubscribe } from './subscribe.ts';
 
 const OVERVIEW = `
 Settings come from flags, else environment variables, else the .local-stack.json that \`npm start\`
@@ -21,6 +22,7 @@ Examples:
   $ npx connector status 1001
   $ npx connector reconcile --from 2026-05-01 --to 2026-05-31
   $ npx connector doctor
+  $ npx connector subscribe --source woocommerce --dry-run
 
 Exit codes: 0 success, 1 the work failed (or differences found), 2 usage or missing setting.`;
 
@@ -48,6 +50,7 @@ export function buildProgram(io: CliIo): Command {
   registerStatus(program, io);
   registerReconcile(program, io);
   registerDoctor(program, io);
+  registerSubscribe(program, io);
   return program;
 }
 

@@ -33,6 +33,13 @@ export const LOCAL_SHOP_API_CREDENTIALS = {
   stripe: { secretKey: 'rk_test_sandbox_read_events' },
 } as const;
 
+/** The variables holding each local shop source's `shopApi` credentials (a JSON object each). */
+export const LOCAL_SHOP_API_REFS = {
+  shopify: 'SHOPIFY_API_CREDENTIALS',
+  woocommerce: 'WOOCOMMERCE_API_CREDENTIALS',
+  stripe: 'STRIPE_API_CREDENTIALS',
+} as const;
+
 /** The local main queue (FIFO); its DLQ is named after it, `connector-events-dlq.fifo`. */
 export const LOCAL_QUEUE_NAME = 'connector-events.fifo';
 

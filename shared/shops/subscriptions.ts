@@ -151,8 +151,11 @@ function topicsOf(value: unknown): string[] {
   return Array.isArray(value) ? value.filter((t): t is string => typeof t === 'string') : [];
 }
 
-/** Shopify Admin REST `webhooks.json`: one subscription per topic; no status. */
-export function shopifySubscriptions(client: ShopifyClient): SubscriptionApi {
+/**
+ * Shopify Admin REST `webhooks.json`: one subscription per topic; no status. `writer` sends the
+ * changes (a client without retries: a create is not idempotent), `client` the reads.
+ */
+export function shopifySubscriptions(client: ShopifyClient, writer: ShopifyClient = client): SubscriptionApi {
   return {
     async list() {
       const out: ShopSubscription[] = [];
@@ -172,7 +175,7 @@ export function shopifySubscriptions(client: ShopifyClient): SubscriptionApi {
       if (fix.kind !== 'create') throw new PermanentError(`Shopify webhooks have no ${fix.kind}`);
       const ids: string[] = [];
       for (const topic of fix.topics) {
-        const answer = await client.post('webhooks.json', {
+        const answer = await writer.post('webhooks.json', {
           webhook: { topic, address: wanted.address, format: 'json' },
         });
         ids.push(idOf((answer.json as Json)['webhook'], 'Shopify POST webhooks.json'));
@@ -185,7 +188,10 @@ export function shopifySubscriptions(client: ShopifyClient): SubscriptionApi {
 const WOO_STATUS = new Set(['active', 'paused', 'disabled']);
 
 /** WooCommerce REST v3 `webhooks`: one webhook per topic, `status` active, paused or disabled. */
-export function wooCommerceSubscriptions(client: WooCommerceClient): SubscriptionApi {
+export function wooCommerceSubscriptions(
+  client: WooCommerceClient,
+  writer: WooCommerceClient = client,
+): SubscriptionApi {
   return {
     async list() {
       const out: ShopSubscription[] = [];
@@ -204,13 +210,13 @@ export function wooCommerceSubscriptions(client: WooCommerceClient): Subscriptio
     },
     async apply(fix, wanted, secret) {
       if (fix.kind === 'enable') {
-        await client.send('PUT', `webhooks/${encodeURIComponent(fix.id)}`, { status: 'active' });
+        await writer.send('PUT', `webhooks/${encodeURIComponent(fix.id)}`, { status: 'active' });
         return { ids: [fix.id] };
       }
       if (fix.kind !== 'create') throw new PermanentError(`WooCommerce webhooks have no ${fix.kind}`);
       const ids: string[] = [];
       for (const topic of fix.topics) {
-        const answer = await client.send('POST', 'webhooks', {
+        const answer = await writer.send('POST', 'webhooks', {
           name: `${CREATED_NAME}: ${topic}`,
           topic,
           delivery_url: wanted.address,
@@ -225,7 +231,7 @@ export function wooCommerceSubscriptions(client: WooCommerceClient): Subscriptio
 }
 
 /** Stripe `webhook_endpoints`: one endpoint, many `enabled_events`, `status` enabled or disabled. */
-export function stripeSubscriptions(client: StripeClient): SubscriptionApi {
+export function stripeSubscriptions(client: StripeClient, writer: StripeClient = client): SubscriptionApi {
   return {
     async list() {
       const out: ShopSubscription[] = [];
@@ -247,7 +253,7 @@ export function stripeSubscriptions(client: StripeClient): SubscriptionApi {
         form.append('url', wanted.address);
         for (const event of fix.topics) form.append('enabled_events[]', event);
         form.append('description', CREATED_NAME);
-        const answer = await client.post('webhook_endpoints', form);
+        const answer = await writer.post('webhook_endpoints', form);
         const signingSecret = stringAt(answer.json, 'secret');
         const id = idOf(answer.json, 'Stripe POST webhook_endpoints');
         return signingSecret === undefined ? { ids: [id] } : { ids: [id], signingSecret };
@@ -255,7 +261,7 @@ export function stripeSubscriptions(client: StripeClient): SubscriptionApi {
       if (fix.kind === 'enable') form.append('disabled', 'false');
       // enabled_events replaces the endpoint's list: the whole list is sent, the old events kept.
       else for (const event of fix.all) form.append('enabled_events[]', event);
-      await client.post(`webhook_endpoints/${encodeURIComponent(fix.id)}`, form);
+      await writer.post(`webhook_endpoints/${encodeURIComponent(fix.id)}`, form);
       return { ids: [fix.id] };
     },
   };
