@@ -75,7 +75,7 @@ async function subscribe(ctx: CliContext, options: SubscribeOptions): Promise<vo
         writeLine(io.stdout, `  signing secret: ${result.signingSecret}`);
         writeLine(
           io.stdout,
-          `  store it under ${source.secretRef} (Secrets Manager: aws secretsmanager put-secret-value --secret-id ${source.secretRef}; locally: ${source.secretRef}=… in .env, then restart npm start): until then its deliveries are refused`,
+          `  store it under ${source.secretRef} (Secrets Manager: aws secretsmanager put-secret-value --secret-id ${source.secretRef} --secret-string …; locally: ${source.secretRef}=… in .env, then restart npm start): until then its deliveries are refused`,
         );
         continue;
       }

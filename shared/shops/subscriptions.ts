@@ -275,7 +275,11 @@ export function describeProblem(problem: SubscriptionProblem, wanted: WantedSubs
     return `${noun} ${problem.topic}: the ${what} ${problem.id} to ${wanted.address} is ${problem.status}`;
   }
   const where = problem.elsewhere.length > 0 ? ` (it goes to ${problem.elsewhere.join(', ')} only)` : '';
-  return `${noun} ${problem.topic}: no subscription delivers it to ${wanted.address}${where}`;
+  const none =
+    wanted.platform === 'stripe'
+      ? `no endpoint to ${wanted.address} sends it`
+      : `no subscription delivers it to ${wanted.address}`;
+  return `${noun} ${problem.topic}: ${none}${where}`;
 }
 
 /** One line per fix, for `connector subscribe`: what it did, or with `dryRun` what it would do. */

@@ -23,7 +23,9 @@ describe('connector doctor, shop side', () => {
     // Assess
     expect(checked.code, checked.stdout).toBe(0);
     expect(checked.stdout).toMatch(
-      new RegExp(`✓ shop webhooks shopify\\s+orders/create, refunds/create, orders/cancelled → ${hook('shopify')}, active`),
+      new RegExp(
+        `✓ shop webhooks shopify\\s+orders/create, refunds/create, orders/cancelled → ${hook('shopify')}, active`,
+      ),
     );
     expect(checked.stdout).toMatch(
       new RegExp(`✓ shop webhooks woocommerce\\s+order\\.created, order\\.updated → ${hook('woocommerce')}`),
@@ -130,7 +132,7 @@ describe('connector subscribe', () => {
     expect(before.code).toBe(1);
     expect(before.stdout).toMatch(
       new RegExp(
-        `✗ shop webhooks stripe\\s+event charge\\.refunded: no subscription delivers it to ${hook('stripe')}`,
+        `✗ shop webhooks stripe\\s+event charge\\.refunded: no endpoint to ${hook('stripe')} sends it`,
       ),
     );
     expect(dryRun.stdout).toContain(`would add charge.refunded to endpoint ${id}`);
