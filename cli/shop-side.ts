@@ -20,7 +20,7 @@ import { subscriptionTopics } from '../shared/shops/topics.ts';
 import { WooCommerceClient } from '../shared/shops/woocommerce.ts';
 import type { CheckResult } from './check-result.ts';
 import { awsCall, type CliContext } from './context.ts';
-import { explain } from './io.ts';
+import { explain, printable } from './io.ts';
 
 /**
  * The shop side of a source for `connector doctor` and `connector subscribe`: where the shop must
@@ -152,7 +152,7 @@ export async function shopWebhookChecks(ctx: CliContext): Promise<CheckResult[]>
       results.push({
         name,
         status: 'fail',
-        detail: credentials ? error.message : `${source.shopApi?.url ?? ''}: ${explain(error)}`,
+        detail: printable(credentials ? error.message : `${source.shopApi?.url ?? ''}: ${explain(error)}`),
         hint: credentials
           ? `set ${source.shopApi?.credentialsRef ?? 'the shopApi credentials'} (docs/backfill.md): the key needs read access to webhooks`
           : `check shopApi.url of source ${source.id}, and that the shop is up`,
@@ -175,7 +175,8 @@ export async function shopWebhookChecks(ctx: CliContext): Promise<CheckResult[]>
       results.push({
         name,
         status: 'fail',
-        detail: describeProblem(problem, side.wanted),
+        // Addresses and ids are the shop's text: no terminal escapes reach the operator's screen.
+        detail: printable(describeProblem(problem, side.wanted)),
         hint: `${subscribeHint(source)}${adminOnly}`,
       });
     }

@@ -9,7 +9,7 @@ import {
   type SubscriptionFix,
 } from '../shared/shops/subscriptions.ts';
 import { type CliContext, missingMessage, settingOptions, withContext } from './context.ts';
-import { CliError, type CliIo, explain, writeLine } from './io.ts';
+import { CliError, type CliIo, explain, printable, writeLine } from './io.ts';
 import { cliSecretStore, type ShopSide, shopSide, webhookAddress } from './shop-side.ts';
 
 interface SubscribeOptions {
@@ -38,7 +38,8 @@ async function signingSecret(ctx: CliContext, source: SourceConfig): Promise<str
 }
 
 async function subscribe(ctx: CliContext, options: SubscribeOptions): Promise<void> {
-  const { io } = ctx;
+  // What the shop answered (ids, addresses) is printed: never its terminal escapes.
+  const out = (line: string) => writeLine(ctx.io.stdout, printable(line));
   const source = sourceOf(ctx, options.source);
   const address = webhookAddress(ctx, source);
   if (address === undefined) throw new CliError(missingMessage('connectorUrl'));
@@ -52,7 +53,7 @@ async function subscribe(ctx: CliContext, options: SubscribeOptions): Promise<vo
   const { wanted, api } = side;
   const fixes = planFixes(wanted, await api.list());
   if (fixes.length === 0) {
-    writeLine(io.stdout, `${source.id}: nothing to do (${wanted.topics.join(', ')} → ${address}, active)`);
+    out(`${source.id}: nothing to do (${wanted.topics.join(', ')} → ${address}, active)`);
     return;
   }
   const dryRun = options.dryRun === true;
@@ -66,33 +67,32 @@ async function subscribe(ctx: CliContext, options: SubscribeOptions): Promise<vo
     !dryRun && wanted.platform === 'woocommerce' && fixes.some((f) => f.kind === 'create')
       ? await signingSecret(ctx, source)
       : undefined;
-  writeLine(io.stdout, `${source.id} (${source.platform}): webhooks to ${address}`);
+  out(`${source.id} (${source.platform}): webhooks to ${address}`);
   for (const fix of fixes) {
     if (!dryRun) {
       const result = await applyOne(side, fix, secret);
       if (result.signingSecret !== undefined) {
-        writeLine(io.stdout, `  ${describeFix(fix, wanted, false)}: ${result.ids.join(', ')}`);
-        writeLine(io.stdout, `  signing secret: ${result.signingSecret}`);
-        writeLine(
-          io.stdout,
+        out(`  ${describeFix(fix, wanted, false)}: ${result.ids.join(', ')}`);
+        out(`  signing secret: ${result.signingSecret}`);
+        out(
           `  store it under ${source.secretRef} (Secrets Manager: aws secretsmanager put-secret-value --secret-id ${source.secretRef} --secret-string …; locally: ${source.secretRef}=… in .env, then restart npm start): until then its deliveries are refused`,
         );
         continue;
       }
     }
-    writeLine(io.stdout, `  ${describeFix(fix, wanted, dryRun)}`);
+    out(`  ${describeFix(fix, wanted, dryRun)}`);
   }
   if (dryRun) {
-    writeLine(io.stdout, 'dry run: nothing changed');
+    out('dry run: nothing changed');
     return;
   }
   // The shop's own word that nothing is left: a rerun would find nothing to do.
   const left = diagnose(wanted, await api.list());
   if (left.length > 0) {
-    for (const problem of left) writeLine(io.stdout, `  still: ${describeProblem(problem, wanted)}`);
+    for (const problem of left) out(`  still: ${describeProblem(problem, wanted)}`);
     throw new CliError('', 1);
   }
-  writeLine(io.stdout, `${source.id}: every topic subscribed and active`);
+  out(`${source.id}: every topic subscribed and active`);
 }
 
 async function applyOne(side: ShopSide, fix: SubscriptionFix, secret: string | undefined) {

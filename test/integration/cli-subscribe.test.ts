@@ -169,6 +169,22 @@ describe('connector subscribe', () => {
     expect(after.code, after.stdout).toBe(0);
   });
 
+  it('prints what the shop wrote without its terminal control characters', async () => {
+    // Prepare: another subscription of the topic whose address carries an escape sequence
+    shops().breakSubscription('shopify', 'orders/cancelled');
+    shops().seedSubscriptions('shopify', {
+      address: 'https://evil.example/\u001b[2J\u001b]0;pwned\u0007',
+      topics: ['orders/cancelled'],
+    });
+    // Act
+    const checked = await cli('doctor');
+    const fixed = await cli('subscribe', '--source', 'shopify');
+    // Assess
+    expect(checked.stdout).toContain('(it goes to https://evil.example/[2J]0;pwned only)');
+    expect(checked.stdout + fixed.stdout).not.toMatch(/[\u0007\u001b]/);
+    expect(fixed.code, fixed.stderr).toBe(0);
+  });
+
   it('refuses a source without shopApi and an unknown source, naming the setting', async () => {
     // Act
     const generic = await cli('subscribe', '--source', 'generic');
