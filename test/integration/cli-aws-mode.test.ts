@@ -73,7 +73,10 @@ function awsEnv(overrides: Record<string, string> = {}): Record<string, string> 
 async function connector(argv: string[], overrides: Record<string, string> = {}) {
   const result = await spawnCli(argv, { cwd: cwd.dir, env: awsEnv(overrides) }).done;
   // Whatever happens, no secret value is printed.
-  for (const secret of [token, financeKey]) expect(result.stdout + result.stderr).not.toContain(secret);
+  const shopKeys = Object.values(stack.sandbox?.shops.credentials ?? {}).flatMap((c) => Object.values(c));
+  for (const secret of [token, financeKey, ...shopKeys]) {
+    expect(result.stdout + result.stderr).not.toContain(secret);
+  }
   return result;
 }
 
