@@ -207,3 +207,24 @@ describe('subscription helpers over the fakes', () => {
     ]);
   });
 });
+
+describe('subscription control routes', () => {
+  it('seed healthy subscriptions and break them over HTTP, as the docs show with curl', async () => {
+    // Prepare
+    const control = `${sandbox.url}/_sandbox/shops/woocommerce/subscriptions`;
+    const post = (url: string, body: unknown) =>
+      fetch(url, { method: 'POST', body: JSON.stringify(body), signal: AbortSignal.timeout(5000) });
+    // Act
+    const seeded = await post(control, { address: 'https://hooks.example/w', topics: ['order.updated'] });
+    const broken = await post(`${control}/break`, { topic: 'order.updated' });
+    const bad = await post(`${control}/break`, { topik: 'order.updated' });
+    // Assess
+    expect(seeded.status).toBe(201);
+    expect(await seeded.json()).toEqual({ ids: [expect.any(String)] });
+    expect(await broken.json()).toEqual({ broken: 1 });
+    expect(bad.status).toBe(400);
+    expect(await wooCommerceSubscriptions(woo()).list()).toEqual([
+      expect.objectContaining({ topics: ['order.updated'], status: 'disabled' }),
+    ]);
+  });
+});
