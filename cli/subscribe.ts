@@ -99,8 +99,12 @@ async function applyOne(side: ShopSide, fix: SubscriptionFix, secret: string | u
   try {
     return await side.api.apply(fix, side.wanted, secret);
   } catch (error) {
+    const what = describeFix(fix, side.wanted, true).replace(/^would /, '');
+    // A read-only key lists but cannot write: the usual cause of a 401/403 here.
+    const scope =
+      error instanceof ConfigurationError ? ' (subscribe needs a key with write access to webhooks)' : '';
     throw new CliError(
-      `${describeFix(fix, side.wanted, true).replace(/^would /, '')} failed: ${explain(error)}. Nothing is undone; connector subscribe lists first, so running it again does only what is left`,
+      `${what} failed: ${printable(explain(error))}${scope}. Nothing is undone; connector subscribe lists first, so running it again does only what is left`,
       1,
     );
   }
