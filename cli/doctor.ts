@@ -8,6 +8,7 @@ import type { SourceConfig } from '../shared/config/sources.ts';
 import { ConfigurationError } from '../shared/errors.ts';
 import { MIN_FINANCE_KEY_LENGTH, weakFinanceKey } from '../shared/finance.ts';
 import { previousVariable } from '../shared/secrets.ts';
+import type { CheckResult } from './check-result.ts';
 import {
   awsCall,
   type CliContext,
@@ -17,14 +18,9 @@ import {
   withContext,
 } from './context.ts';
 import { CliError, type CliIo, explain, writeLine } from './io.ts';
+import { shopWebhookChecks } from './shop-side.ts';
 
-export interface CheckResult {
-  readonly name: string;
-  readonly status: 'pass' | 'fail' | 'skip';
-  readonly detail: string;
-  /** What to do about a failure (or why a check was skipped). */
-  readonly hint?: string;
-}
+export type { CheckResult };
 
 const pass = (name: string, detail: string): CheckResult => ({ name, status: 'pass', detail });
 const fail = (name: string, detail: string, hint: string): CheckResult => ({
@@ -297,6 +293,7 @@ export async function runChecks(ctx: CliContext): Promise<CheckResult[]> {
     ...(await secretChecks(ctx)),
     await financeKeyCheck(ctx),
     await connectorCheck(ctx),
+    ...(await shopWebhookChecks(ctx)),
   ];
 }
 
@@ -306,10 +303,11 @@ const MARK = { pass: '✓', fail: '✗', skip: '-' } as const;
 export function registerDoctor(program: Command, io: CliIo): void {
   const command = program
     .command('doctor')
-    .summary('check the token, sources, queues, ledger table and secrets')
+    .summary('check the token, sources, queues, ledger table, secrets and shop webhooks')
     .description(
       "One line per check, ✓ or ✗ with a hint: the platform token (advertiser information), each source's " +
-        'program and rule, the queue and the DLQ, the ledger table, the secrets, the connector URL. ' +
+        'program and rule, the queue and the DLQ, the ledger table, the secrets, the connector URL, and for ' +
+        "each source with shopApi the shop's webhook subscriptions (every topic, to this connector, active). " +
         'Exit code 0 when every check passes, 1 otherwise.',
     );
   settingOptions(command, [

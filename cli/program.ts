@@ -8,6 +8,7 @@ import { registerRefund } from './refund.ts';
 import { registerSend } from './send.ts';
 import { registerShadowReport } from './shadow-report.ts';
 import { registerStatus } from './status.ts';
+import { registerSubscribe } from './subscribe.ts';
 
 const OVERVIEW = `
 Settings come from flags, else environment variables, else the .local-stack.json that \`npm start\`
@@ -25,6 +26,7 @@ Examples:
   $ npx connector shadow-report --from 30d
   $ npx connector late-refunds --csv > late-refunds.csv
   $ npx connector doctor
+  $ npx connector subscribe --source woocommerce --dry-run
 
 Exit codes: 0 success, 1 the work failed (or differences found), 2 usage or missing setting.`;
 
@@ -54,6 +56,7 @@ export function buildProgram(io: CliIo): Command {
   registerShadowReport(program, io);
   registerLateRefunds(program, io);
   registerDoctor(program, io);
+  registerSubscribe(program, io);
   return program;
 }
 

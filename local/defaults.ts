@@ -23,6 +23,23 @@ export const LOCAL_SECRETS = {
   FINANCE_API_KEY: 'local-finance-key-0123456789abcdef',
 } as const;
 
+/**
+ * What the sandbox's fakes of the shop APIs accept (sandbox/shops/), and the values of the local
+ * sources' `shopApi.credentialsRef` variables when neither the environment nor `.env` sets them.
+ */
+export const LOCAL_SHOP_API_CREDENTIALS = {
+  shopify: { accessToken: 'shpat_sandbox_read_orders' },
+  woocommerce: { consumerKey: 'ck_sandbox_read', consumerSecret: 'cs_sandbox_read' },
+  stripe: { secretKey: 'rk_test_sandbox_read_events' },
+} as const;
+
+/** The variables holding each local shop source's `shopApi` credentials (a JSON object each). */
+export const LOCAL_SHOP_API_REFS = {
+  shopify: 'SHOPIFY_API_CREDENTIALS',
+  woocommerce: 'WOOCOMMERCE_API_CREDENTIALS',
+  stripe: 'STRIPE_API_CREDENTIALS',
+} as const;
+
 /** The local main queue (FIFO); its DLQ is named after it, `connector-events-dlq.fifo`. */
 export const LOCAL_QUEUE_NAME = 'connector-events.fifo';
 

@@ -16,6 +16,7 @@ import {
   CURRENT_API_ROUTES,
   matchRoute,
 } from './routes.ts';
+import { createShopFakes, DEFAULT_SHOP_FAKE_CREDENTIALS, type ShopFakes } from './shops/server.ts';
 import { SandboxStore } from './store.ts';
 import type { CallCount, RunningSandbox, SandboxOptions } from './types.ts';
 import type { SandboxWorld } from './world.ts';
@@ -73,7 +74,11 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     basic: basicChecker(settings.legacyUserCode, settings.legacyApiKey),
   };
 
+  const shopCredentials = { ...DEFAULT_SHOP_FAKE_CREDENTIALS, ...options.shops };
+  const shops = createShopFakes({ credentials: shopCredentials, now: world.now });
+
   const pipeline: Pipeline = {
+    shops,
     world,
     faults,
     limiter,
@@ -109,6 +114,15 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     legacy: { userCode: settings.legacyUserCode, apiKey: settings.legacyApiKey },
     seed: structuredClone(seed),
     control,
+    shops: {
+      urls: {
+        shopify: `http://${host}:${address.port}/shopify`,
+        woocommerce: `http://${host}:${address.port}/woocommerce`,
+        stripe: `http://${host}:${address.port}/stripe`,
+      },
+      credentials: shopCredentials,
+      control: shops.control,
+    },
     close() {
       closed ??= new Promise<void>((resolve) => {
         closing.abort();
@@ -122,6 +136,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
 }
 
 interface Pipeline {
+  shops: ShopFakes;
   world: SandboxWorld;
   faults: FaultInjector;
   limiter: RateLimiter;
@@ -146,7 +161,9 @@ async function handle(
   const url = new URL(req.url ?? '/', 'http://sandbox');
   const method = req.method ?? 'GET';
   p.lateWrites.applyDue();
+  if (await p.shops.handleControl(req, res, url)) return;
   if (url.pathname.startsWith('/_sandbox/')) return handleControl(p, method, url, req, res);
+  if (await p.shops.handleApi(req, res, url)) return;
 
   const match = matchRoute(apiRoutes, method, url.pathname);
   if (match.kind !== 'found') {

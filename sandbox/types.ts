@@ -1,4 +1,5 @@
 import type { Currency } from '../shared/affiliate/schemas.ts';
+import type { ShopFakeCredentials, ShopFakePlatform, ShopFakesControl } from './shops/types.ts';
 
 /** Faults the sandbox injects into API routes (never into control routes). */
 export interface FaultSettings {
@@ -78,6 +79,8 @@ export interface SandboxOptions {
   seed?: Partial<SeedIds>;
   /** Clock in epoch milliseconds, for tests; late writes land when it reaches their time. @default Date.now */
   now?: () => number;
+  /** Credentials the shop API fakes accept. @default DEFAULT_SHOP_FAKE_CREDENTIALS */
+  shops?: Partial<ShopFakeCredentials>;
 }
 
 /** Options that can change while the sandbox runs. */
@@ -208,6 +211,13 @@ export interface RunningSandbox {
   legacy: { userCode: string; apiKey: string };
   seed: SeedIds;
   control: SandboxControl;
+  /** The fakes of the shop APIs (docs/backfill.md): base URL per platform, credentials, control. */
+  shops: {
+    /** The `shopApi.url` of a source reading the fake: `<url>/shopify`, `<url>/woocommerce`, `<url>/stripe`. */
+    urls: Record<ShopFakePlatform, string>;
+    credentials: ShopFakeCredentials;
+    control: ShopFakesControl;
+  };
   /** Stops listening, drops open sockets (hung requests included) and resolves promptly. */
   close(): Promise<void>;
 }

@@ -10,13 +10,14 @@ import {
   makeHandler as makeWorkerHandler,
   type WorkerTuning,
 } from '../../functions/worker.ts';
-import { LOCAL_SECRETS } from '../../local/defaults.ts';
+import { LOCAL_SECRETS, LOCAL_SHOP_API_REFS } from '../../local/defaults.ts';
 import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../sandbox/server.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import type { Env } from '../../shared/config/env.ts';
 import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
 import type { Ledger } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
+import { subscriptionTopics } from '../../shared/shops/topics.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
 import { recoverAfterCrash } from './recover.ts';
@@ -103,6 +104,16 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   const rule = env['RULE_ID'] ?? sandbox?.seed.rules[0];
   if (!program || !rule)
     throw new Error('PROGRAM_ID and RULE_ID are required when the platform is not the sandbox');
+  // With the sandbox in process, each shop source reads the sandbox's fake of its shop's API.
+  const shopApiOf = (platform: SourceConfig['platform']) =>
+    sandbox && platform !== 'generic'
+      ? { shopApi: { url: sandbox.shops.urls[platform], credentialsRef: LOCAL_SHOP_API_REFS[platform] } }
+      : {};
+  if (sandbox) {
+    for (const platform of ['shopify', 'woocommerce', 'stripe'] as const) {
+      env[LOCAL_SHOP_API_REFS[platform]] ??= JSON.stringify(sandbox.shops.credentials[platform]);
+    }
+  }
   const sourceInputs: SourceConfigInput[] =
     options.sources ??
     (['shopify', 'woocommerce', 'stripe', 'generic'] as const).map((platform) => ({
@@ -111,6 +122,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       program,
       rule,
       secretRef: PLATFORM_SECRET[platform],
+      ...shopApiOf(platform),
     }));
   const sources = new Map(sourceInputs.map((s) => SourceConfig.parse(s)).map((s) => [s.id, s]));
 
@@ -204,6 +216,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   };
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
+  const url = `http://127.0.0.1:${port}`;
+  if (sandbox) seedShopSubscriptions(sandbox, [...sources.values()], url, env);
 
   if (options.recoverAfterCrash) {
     const recovered = await recoverAfterCrash(emulators, baseLedger, sandbox !== undefined);
@@ -216,13 +230,18 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   if (options.autoPoll ?? true) pollers.start();
 
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     port,
     sandbox,
     platformUrl,
     emulators,
     sources,
-    secrets: Object.fromEntries(Object.keys(LOCAL_SECRETS).map((k) => [k, env[k] ?? ''])),
+    secrets: Object.fromEntries(
+      [...Object.keys(LOCAL_SECRETS), ...(sandbox ? Object.values(LOCAL_SHOP_API_REFS) : [])].map((k) => [
+        k,
+        env[k] ?? '',
+      ]),
+    ),
     ledger,
     startPolling: () => pollers.start(),
     stopPolling: () => pollers.stop(),
@@ -235,6 +254,29 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       await emulators.close();
     },
   };
+}
+
+/**
+ * A fresh local stack starts with healthy subscriptions in the shop fakes: every topic each shop
+ * source needs, delivered to its webhook URL (WooCommerce signing with the source's secret), so
+ * `connector doctor` passes until something breaks them (docs/backfill.md).
+ */
+function seedShopSubscriptions(
+  sandbox: RunningSandbox,
+  sources: readonly SourceConfig[],
+  url: string,
+  env: Readonly<Record<string, string | undefined>>,
+): void {
+  for (const source of sources) {
+    if (source.platform === 'generic' || source.shopApi?.url !== sandbox.shops.urls[source.platform])
+      continue;
+    const secret = env[source.secretRef];
+    sandbox.shops.control.seedSubscriptions(source.platform, {
+      address: `${url}/webhooks/${encodeURIComponent(source.id)}`,
+      topics: subscriptionTopics(source),
+      ...(secret ? { secret } : {}),
+    });
+  }
 }
 
 /** What `npm start` writes to LOCAL_STATE_FILE: how the operator CLI reaches this stack. */

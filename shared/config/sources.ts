@@ -17,6 +17,19 @@ export const UnattributedPolicy = z.discriminatedUnion('mode', [
 ]);
 export type UnattributedPolicy = z.infer<typeof UnattributedPolicy>;
 
+/**
+ * Where a shop's API is and where its read-only credentials live. `url` is the shop's base URL
+ * (Shopify `https://{shop}.myshopify.com`, WooCommerce the site URL, Stripe `https://api.stripe.com`);
+ * `credentialsRef` names an env variable locally, a Secrets Manager secret in AWS, whose value is a
+ * JSON object: Shopify `{"accessToken"}`, WooCommerce `{"consumerKey","consumerSecret"}`, Stripe
+ * `{"secretKey"}` (see shared/shops/credentials.ts).
+ */
+export const ShopApiConfig = z.strictObject({
+  url: z.url({ protocol: /^https?$/, error: 'an http(s) URL' }),
+  credentialsRef: z.string().check(z.minLength(1)),
+});
+export type ShopApiConfig = z.infer<typeof ShopApiConfig>;
+
 export const SourceConfig = z.strictObject({
   /** URL path segment: `POST /webhooks/{id}`. */
   id: z.string().check(z.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'lower-case letters, digits, - and _')),
@@ -72,6 +85,11 @@ export const SourceConfig = z.strictObject({
   lookupBeforeAdd: z._default(z.boolean(), false),
   /** Stripe: signature timestamp tolerance. */
   toleranceSeconds: z._default(z.int().check(z.positive()), 300),
+  /**
+   * The shop's own API, read by `connector backfill` and the scheduled catch-up (docs/backfill.md).
+   * Not for `generic` sources: they have no API to read. @default none
+   */
+  shopApi: z.optional(ShopApiConfig),
 });
 export type SourceConfig = z.infer<typeof SourceConfig>;
 export type SourceConfigInput = z.input<typeof SourceConfig>;
@@ -83,6 +101,10 @@ export const SourcesFile = z.array(SourceConfig).check(
       if (seen.has(s.id))
         ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate source id ${s.id}` });
       seen.add(s.id);
+      if (s.platform === 'generic' && s.shopApi !== undefined) {
+        const message = 'a generic source has no shop API to read: backfill it with --file';
+        ctx.addIssue({ code: 'custom', path: [i, 'shopApi'], message });
+      }
     });
   }),
 );

@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import type { SourceConfig } from '../config/sources.ts';
 import type { BasisLine, ConnectorEventInput, RefundBasis, RefundLine } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import type { HttpRequest } from '../http/types.ts';
@@ -411,6 +412,13 @@ function eventIdOf(request: HttpRequest): string {
 }
 
 const ORDER_TOPICS = new Set(['orders/create', 'orders/paid']);
+/** The topics besides the order topic that the adapter acts on. */
+const OTHER_TOPICS = ['refunds/create', 'orders/cancelled'] as const;
+
+/** The topics a Shopify source must be subscribed to: its order topic, refunds and cancellations. */
+export function shopifyTopics(source: Pick<SourceConfig, 'orderTopic'>): readonly string[] {
+  return [source.orderTopic, ...OTHER_TOPICS];
+}
 
 /**
  * Shopify: `x-shopify-hmac-sha256` (base64 HMAC-SHA256 of the raw body), dedup key
@@ -433,7 +441,7 @@ export const shopifyAdapter: PlatformAdapter = {
         reason: `${topic} is not the configured order topic (${context.source.orderTopic})`,
       };
     }
-    if (!isOrderTopic && topic !== 'refunds/create' && topic !== 'orders/cancelled') {
+    if (!isOrderTopic && !(OTHER_TOPICS as readonly string[]).includes(topic)) {
       return { kind: 'ignored', reason: `topic ${topic} is not handled` };
     }
     const body = parseJsonBody(request.rawBody);

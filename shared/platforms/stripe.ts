@@ -323,6 +323,9 @@ const OBJECT_OF: Readonly<Record<string, string>> = {
   'charge.refunded': 'charge',
 };
 
+/** The event types a Stripe endpoint must send to a Stripe source: every type the adapter handles. */
+export const STRIPE_EVENT_TYPES: readonly string[] = Object.keys(OBJECT_OF);
+
 /** @throws BadInputError naming `data.object.object` when the object is not the one `type` carries */
 function checkObjectType(type: string, object: Readonly<Record<string, unknown>>): void {
   const expected = OBJECT_OF[type];

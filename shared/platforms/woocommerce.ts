@@ -385,6 +385,9 @@ function isPing(rawBody: Buffer): boolean {
   return rawBody.length < 64 && /^webhook_id=[0-9]+$/.test(rawBody.toString('latin1').trim());
 }
 
+/** The topics a WooCommerce source must be subscribed to (refunds arrive as `order.updated`). */
+export const WOOCOMMERCE_TOPICS = ['order.created', 'order.updated'] as const;
+
 /**
  * WooCommerce: `x-wc-webhook-signature` (base64 HMAC-SHA256 of the raw body). The creation ping
  * (`webhook_id=<n>`, unsigned) is answered before any signature check. Topics: `order.created` →
@@ -401,7 +404,7 @@ export const woocommerceAdapter: PlatformAdapter = {
     if (isPing(request.rawBody)) return { kind: 'ping' };
     verifyBase64HmacHeader(request, context.secrets, 'x-wc-webhook-signature');
     const topic = requiredHeader(request.headers, 'x-wc-webhook-topic');
-    if (topic !== 'order.created' && topic !== 'order.updated') {
+    if (!(WOOCOMMERCE_TOPICS as readonly string[]).includes(topic)) {
       // Custom topics may deliver a refund resource; anything else they carry is not ours.
       const refund = refundBodyOf(request.rawBody);
       return refund === undefined

@@ -27,8 +27,15 @@ beforeAll(async () => {
   const webhookSecrets = Object.fromEntries(
     [...stack.sources.values()].map((s) => [s.secretRef, stack.secrets[s.secretRef] ?? 'x']),
   );
+  // Each shop source's shopApi credentials, read by doctor to check the shop's webhook subscriptions.
+  const shopCredentials = Object.fromEntries(
+    [...stack.sources.values()].flatMap((s) =>
+      s.shopApi ? [[s.shopApi.credentialsRef, stack.secrets[s.shopApi.credentialsRef] ?? 'x']] : [],
+    ),
+  );
   secretsManager = await startFakeSecretsManager({
     ...webhookSecrets,
+    ...shopCredentials,
     [TOKEN_SECRET]: token,
     // Rotated once: the CLI presents AWSCURRENT; the connector accepts AWSPREVIOUS too.
     [FINANCE_SECRET]: { AWSCURRENT: financeKey, AWSPREVIOUS: 'an-older-key-0123456789abcdefghijkl' },
@@ -66,7 +73,10 @@ function awsEnv(overrides: Record<string, string> = {}): Record<string, string> 
 async function connector(argv: string[], overrides: Record<string, string> = {}) {
   const result = await spawnCli(argv, { cwd: cwd.dir, env: awsEnv(overrides) }).done;
   // Whatever happens, no secret value is printed.
-  for (const secret of [token, financeKey]) expect(result.stdout + result.stderr).not.toContain(secret);
+  const shopKeys = Object.values(stack.sandbox?.shops.credentials ?? {}).flatMap((c) => Object.values(c));
+  for (const secret of [token, financeKey, ...shopKeys]) {
+    expect(result.stdout + result.stderr).not.toContain(secret);
+  }
   return result;
 }
 
@@ -87,9 +97,18 @@ describe('the CLI against AWS (settings from the environment, secrets in Secrets
     expect(checked.stdout).toMatch(/✓ secret SHOPIFY_WEBHOOK_SECRET\s+exists, last changed 2026-11-01/);
     expect(checked.stdout).toMatch(new RegExp(`✓ secret ${FINANCE_SECRET}\\s+exists`));
     expect(checked.stdout).toMatch(/✓ connector URL\s+/);
-    // The token to call the platform; the finance key's two versions for their length, no other value.
+    expect(checked.stdout).toMatch(/✓ shop webhooks woocommerce\s+order\.created, order\.updated → /);
+    // The token to call the platform; the finance key's two versions for their length; each shop's
+    // API credentials to read its webhook subscriptions; no other value.
     const read = secretsManager.calls.filter((c) => c.action === 'GetSecretValue').map((c) => c.secretId);
-    expect(read).toEqual([TOKEN_SECRET, FINANCE_SECRET, FINANCE_SECRET]);
+    expect(read).toEqual([
+      TOKEN_SECRET,
+      FINANCE_SECRET,
+      FINANCE_SECRET,
+      'SHOPIFY_API_CREDENTIALS',
+      'WOOCOMMERCE_API_CREDENTIALS',
+      'STRIPE_API_CREDENTIALS',
+    ]);
     expect(checked.stdout).toMatch(/✓ finance key\s+connector\/finance.* AWSCURRENT: \d+ characters/);
   });
 

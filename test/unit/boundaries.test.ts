@@ -58,8 +58,15 @@ const FLOORS: ReadonlyArray<readonly string[]> = [
     'shared/http/types.ts',
   ],
   ['shared/config/'],
-  // Adapters: the AWS ones, the shop platforms' and the affiliate platform's two interfaces.
-  ['shared/adapters/', 'shared/secrets.ts', 'shared/platforms/', 'shared/affiliate/', 'shared/legacy/'],
+  // Adapters: the AWS ones, the shop platforms' (webhooks and APIs) and the affiliate platform's two interfaces.
+  [
+    'shared/adapters/',
+    'shared/secrets.ts',
+    'shared/platforms/',
+    'shared/shops/',
+    'shared/affiliate/',
+    'shared/legacy/',
+  ],
 ];
 
 const WORKER_CORE = 'shared/worker/';
@@ -170,7 +177,9 @@ describe('import boundaries', () => {
       .map(([, target]) => String(target).replace(/^\.\//, ''));
     const loaded = reachable(graph, [...files.filter((f) => f.startsWith('functions/')), ...aliased]);
 
-    expect(files.filter((f) => f.startsWith('shared/') && !loaded.has(f))).toEqual([]);
+    // Until the scheduled catch-up function (issue 18) lands, only the CLI loads the shop API clients.
+    const pending = (f: string) => f.startsWith('shared/shops/');
+    expect(files.filter((f) => f.startsWith('shared/') && !loaded.has(f) && !pending(f))).toEqual([]);
   });
 
   it('inside shared/, no import runs back up a floor', () => {

@@ -1,0 +1,185 @@
+import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
+import type { SourceConfig } from '../shared/config/sources.ts';
+import { ConfigurationError } from '../shared/errors.ts';
+import type { SecretStore } from '../shared/ports.ts';
+import { type ShopCredentials, shopCredentials } from '../shared/shops/credentials.ts';
+import type { ShopHttpOptions } from '../shared/shops/http.ts';
+import { ShopifyClient } from '../shared/shops/shopify.ts';
+import { StripeClient } from '../shared/shops/stripe.ts';
+import {
+  describeProblem,
+  diagnose,
+  type SubscriptionApi,
+  type SubscriptionProblem,
+  shopifySubscriptions,
+  stripeSubscriptions,
+  type WantedSubscriptions,
+  wooCommerceSubscriptions,
+} from '../shared/shops/subscriptions.ts';
+import { subscriptionTopics } from '../shared/shops/topics.ts';
+import { WooCommerceClient } from '../shared/shops/woocommerce.ts';
+import type { CheckResult } from './check-result.ts';
+import { awsCall, type CliContext } from './context.ts';
+import { explain, printable } from './io.ts';
+
+/**
+ * The shop side of a source for `connector doctor` and `connector subscribe`: where the shop must
+ * deliver (`<connector URL>/webhooks/<source id>`), what it must send (the adapter's topics), and
+ * the shop's subscription API over the source's `shopApi` credentials.
+ */
+
+/** The sources whose shop API the CLI can read. */
+export function shopSources(ctx: CliContext): SourceConfig[] {
+  return ctx.sources().filter((s) => s.shopApi !== undefined && s.platform !== 'generic');
+}
+
+/** `<connector URL>/webhooks/<source id>`, or undefined when the connector URL is not known. */
+export function webhookAddress(ctx: CliContext, source: SourceConfig): string | undefined {
+  const base = ctx.get('connectorUrl');
+  return base === undefined
+    ? undefined
+    : `${base.replace(/\/+$/, '')}/webhooks/${encodeURIComponent(source.id)}`;
+}
+
+/**
+ * Secrets by reference, as the CLI may read them. Sources from the local state file take their
+ * credentials from that file only (its URLs go with its own, public, credentials); sources from
+ * SOURCES take them from the environment, else the state file, else (against AWS) Secrets Manager.
+ */
+export function cliSecretStore(ctx: CliContext): SecretStore {
+  const fromFile = !(ctx.io.env['SOURCES'] ?? '').trim();
+  const read = async (ref: string): Promise<string> => {
+    const local = fromFile ? fileSecret(ctx, ref) : ctx.secret(ref);
+    if (local !== undefined) return local;
+    if (fromFile || ctx.isLocal) {
+      throw new ConfigurationError(
+        `secret ${ref} is not set: set ${ref} in the environment (or .env) of npm start and of this command`,
+      );
+    }
+    let text: string | undefined;
+    try {
+      const out = await ctx.secretsManager().send(new GetSecretValueCommand({ SecretId: ref }), awsCall());
+      text = out.SecretString;
+    } catch (error) {
+      throw new ConfigurationError(
+        `secret ${ref} could not be read (${explain(error)}); this identity needs secretsmanager:GetSecretValue on it`,
+      );
+    }
+    if (!text) throw new ConfigurationError(`secret ${ref} is empty or binary`);
+    return text;
+  };
+  return { get: read, accepted: async (ref) => [await read(ref)] };
+}
+
+function fileSecret(ctx: CliContext, ref: string): string | undefined {
+  const secrets = ctx.localState()?.['secrets'];
+  const value =
+    typeof secrets === 'object' && secrets !== null ? (secrets as Record<string, unknown>)[ref] : undefined;
+  return typeof value === 'string' && value.trim() !== '' ? value : undefined;
+}
+
+/** Every request bounded; a CLI waits a few seconds, not minutes, for a shop that is down. */
+const READS: ShopHttpOptions = { timeoutMs: 10_000, maxAttempts: 3, maxRetryAfterMs: 10_000 };
+// A create is not idempotent: one whose answer was lost is not sent again blindly. A rerun of
+// subscribe lists first, so it creates only what is still missing.
+const WRITES: ShopHttpOptions = { ...READS, maxAttempts: 1 };
+
+function subscriptionApi(credentials: ShopCredentials): SubscriptionApi {
+  switch (credentials.platform) {
+    case 'shopify':
+      return shopifySubscriptions(
+        new ShopifyClient(credentials, READS),
+        new ShopifyClient(credentials, WRITES),
+      );
+    case 'woocommerce':
+      return wooCommerceSubscriptions(
+        new WooCommerceClient(credentials, READS),
+        new WooCommerceClient(credentials, WRITES),
+      );
+    case 'stripe':
+      return stripeSubscriptions(new StripeClient(credentials, READS), new StripeClient(credentials, WRITES));
+  }
+}
+
+export interface ShopSide {
+  readonly wanted: WantedSubscriptions;
+  readonly api: SubscriptionApi;
+}
+
+/**
+ * The wanted subscriptions and the shop's API of one source with `shopApi`.
+ *
+ * @throws ConfigurationError naming the missing setting or the credentials' problem (never a value)
+ */
+export async function shopSide(ctx: CliContext, source: SourceConfig, address: string): Promise<ShopSide> {
+  const credentials = await shopCredentials(cliSecretStore(ctx), source);
+  return {
+    wanted: { platform: credentials.platform, address, topics: subscriptionTopics(source) },
+    api: subscriptionApi(credentials),
+  };
+}
+
+/** `connector subscribe --source <id>`: the fix hint of every shop-side problem. */
+export function subscribeHint(source: SourceConfig): string {
+  return `connector subscribe --source ${source.id} (add --dry-run to see what it would change)`;
+}
+
+/**
+ * `connector doctor`'s shop side: for each source with `shopApi`, a failed check per problem of
+ * its webhook subscriptions (missing topic, wrong address, switched off), else one passed check.
+ */
+export async function shopWebhookChecks(ctx: CliContext): Promise<CheckResult[]> {
+  const results: CheckResult[] = [];
+  for (const source of shopSources(ctx)) {
+    const name = `shop webhooks ${source.id}`;
+    const address = webhookAddress(ctx, source);
+    if (address === undefined) {
+      results.push({
+        name,
+        status: 'fail',
+        detail: 'not checked: the connector URL is not known',
+        hint: "pass --url or set CONNECTOR_URL to the connector's public URL",
+      });
+      continue;
+    }
+    let side: ShopSide;
+    let problems: SubscriptionProblem[];
+    try {
+      side = await shopSide(ctx, source, address);
+      problems = diagnose(side.wanted, await side.api.list());
+    } catch (error) {
+      const credentials = error instanceof ConfigurationError;
+      results.push({
+        name,
+        status: 'fail',
+        detail: printable(credentials ? error.message : `${source.shopApi?.url ?? ''}: ${explain(error)}`),
+        hint: credentials
+          ? `set ${source.shopApi?.credentialsRef ?? 'the shopApi credentials'} (docs/backfill.md): the key needs read access to webhooks`
+          : `check shopApi.url of source ${source.id}, and that the shop is up`,
+      });
+      continue;
+    }
+    if (problems.length === 0) {
+      results.push({
+        name,
+        status: 'pass',
+        detail: `${side.wanted.topics.join(', ')} → ${address}, active`,
+      });
+      continue;
+    }
+    for (const problem of problems) {
+      const adminOnly =
+        source.platform === 'shopify' && problem.kind === 'missing'
+          ? '; a subscription made in the Shopify admin is not visible to the API'
+          : '';
+      results.push({
+        name,
+        status: 'fail',
+        // Addresses and ids are the shop's text: no terminal escapes reach the operator's screen.
+        detail: printable(describeProblem(problem, side.wanted)),
+        hint: `${subscribeHint(source)}${adminOnly}`,
+      });
+    }
+  }
+  return results;
+}

@@ -1,0 +1,202 @@
+import { sleep as realSleep, type Sleep, withRetry } from '../affiliate/retry.ts';
+import { ConfigurationError, PermanentError, TransientError } from '../errors.ts';
+
+/**
+ * The HTTP core of the shop API clients (Shopify Admin, WooCommerce REST, Stripe): one auth header,
+ * a timeout per attempt, bounded retries with full jitter on network failures, 429 and 5xx (a
+ * `Retry-After` is honoured), and every failure classified: 401/403 a `ConfigurationError` (the key
+ * or its scopes), other 4xx `PermanentError`, the rest `TransientError`. Reads are idempotent, so
+ * every transient failure may be retried.
+ */
+
+export interface ShopHttpOptions {
+  /** Per attempt, including reading the answer. @default 10000 */
+  readonly timeoutMs?: number;
+  /** Attempts per request, the first included. @default 5 */
+  readonly maxAttempts?: number;
+  /** Ceiling of the first backoff wait. @default 500 */
+  readonly baseDelayMs?: number;
+  /** Largest backoff wait; a `Retry-After` is honoured up to `maxRetryAfterMs`. @default 8000 */
+  readonly maxDelayMs?: number;
+  /** A longer `Retry-After` ends the request as a transient failure instead. @default 60000 */
+  readonly maxRetryAfterMs?: number;
+  readonly signal?: AbortSignal;
+  readonly fetch?: typeof fetch;
+  readonly sleep?: Sleep;
+  readonly random?: () => number;
+  /** Told about each retry (for a progress line); never given secrets. */
+  readonly onRetry?: (info: {
+    readonly path: string;
+    readonly status?: number;
+    readonly waitMs: number;
+  }) => void;
+}
+
+/** What sets one shop API apart. */
+export interface ShopProfile {
+  /** `Shopify`, `WooCommerce`, `Stripe`: starts every message. */
+  readonly name: string;
+  readonly headers: Readonly<Record<string, string>>;
+  /** Replaced by `[redacted]` should the shop echo them. */
+  readonly secrets: readonly string[];
+  /** The shop's own error text from an error body, when it has one. */
+  readonly messageOf: (body: unknown) => string | undefined;
+}
+
+export interface ShopResponse {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly json: unknown;
+}
+
+export interface ShopRequest {
+  readonly method?: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  /** `application/json` or `application/x-www-form-urlencoded` body, already encoded. */
+  readonly body?: { readonly contentType: string; readonly text: string };
+}
+
+/** Only the status codes a retry may cure. */
+function retryable(status: number): boolean {
+  return status === 429 || status >= 500;
+}
+
+export class ShopHttp {
+  readonly #profile: ShopProfile;
+  readonly #options: ShopHttpOptions;
+
+  constructor(profile: ShopProfile, options: ShopHttpOptions = {}) {
+    this.#profile = profile;
+    this.#options = options;
+  }
+
+  /** One request, retried while transient; rejects with a classified error. */
+  async request(url: URL, request: ShopRequest = {}): Promise<ShopResponse> {
+    const o = this.#options;
+    const method = request.method ?? 'GET';
+    const label = `${method} ${url.pathname}`;
+    return withRetry(() => this.#attempt(url, method, label, request), {
+      maxAttempts: o.maxAttempts ?? 5,
+      baseDelayMs: o.baseDelayMs ?? 500,
+      maxDelayMs: o.maxDelayMs ?? 8000,
+      signal: o.signal,
+      sleep: o.sleep ?? realSleep,
+      random: o.random,
+      label: `${this.#profile.name} ${label}`,
+      classify: (error) => {
+        if (!(error instanceof TransientError)) return { retry: false };
+        const after = error.retryAfterMs;
+        if (after !== undefined && after > (o.maxRetryAfterMs ?? 60_000)) return { retry: false };
+        return { retry: true, retryAfterMs: after };
+      },
+      onRetry: ({ waitMs, error }) =>
+        o.onRetry?.({ path: url.pathname, status: (error as TransientError).status, waitMs }),
+    });
+  }
+
+  async #attempt(url: URL, method: string, label: string, request: ShopRequest): Promise<ShopResponse> {
+    const o = this.#options;
+    const name = this.#profile.name;
+    const timeoutMs = o.timeoutMs ?? 10_000;
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = o.signal ? AbortSignal.any([o.signal, timeout]) : timeout;
+    let response: Response;
+    let text: string;
+    try {
+      response = await (o.fetch ?? fetch)(url, {
+        method,
+        headers: {
+          accept: 'application/json',
+          ...this.#profile.headers,
+          ...(request.body ? { 'content-type': request.body.contentType } : {}),
+        },
+        body: request.body?.text,
+        signal,
+      });
+      text = await response.text();
+    } catch (error) {
+      if (o.signal?.aborted) throw o.signal.reason;
+      const why = timeout.aborted ? `no answer within ${timeoutMs} ms` : `network failure (${codeOf(error)})`;
+      throw new TransientError(`${name} API: ${label}: ${why}`, { cause: error });
+    }
+    const json = parseJson(text);
+    const { status } = response;
+    if (status >= 200 && status < 300) {
+      if (json === undefined)
+        throw new TransientError(`${name} API: ${label} answered ${status} without JSON`, { status });
+      return { status, headers: response.headers, json };
+    }
+    const platformMessage = this.#redact(this.#profile.messageOf(json));
+    const suffix = platformMessage ? `: ${platformMessage}` : '';
+    if (status === 401 || status === 403) {
+      throw new ConfigurationError(
+        `${name} API refused the credentials (${status} on ${label}): check the key and its scopes`,
+        { status, platformMessage },
+      );
+    }
+    if (retryable(status)) {
+      throw new TransientError(`${name} API: ${label} answered ${status}${suffix}`, {
+        status,
+        platformMessage,
+        retryAfterMs: retryAfterMs(response.headers),
+      });
+    }
+    if (status === 404) {
+      throw new PermanentError(`${name} API: ${label} not found (404)${suffix}`, { status, platformMessage });
+    }
+    throw new PermanentError(`${name} API: ${label} answered ${status}${suffix}`, {
+      status,
+      platformMessage,
+    });
+  }
+
+  #redact(message: string | undefined): string | undefined {
+    if (message === undefined) return undefined;
+    let out = message.slice(0, 300);
+    for (const secret of this.#profile.secrets) if (secret) out = out.split(secret).join('[redacted]');
+    return out;
+  }
+}
+
+/** `Retry-After` in (possibly decimal) seconds, as Shopify sends `2.0`; an HTTP date is read too. */
+function retryAfterMs(headers: Headers): number | undefined {
+  const raw = headers.get('retry-after');
+  if (raw === null || raw.trim() === '') return undefined;
+  const seconds = Number(raw);
+  if (Number.isFinite(seconds) && seconds >= 0) return Math.ceil(seconds * 1000);
+  const at = Date.parse(raw);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+}
+
+function parseJson(text: string): unknown {
+  if (text.trim() === '') return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function codeOf(error: unknown): string {
+  const cause = (error as { cause?: { code?: unknown } }).cause;
+  if (typeof cause?.code === 'string') return cause.code;
+  return error instanceof Error ? error.name : 'unknown';
+}
+
+/** The base URL without its trailing slashes, so paths can be appended. */
+export function baseUrl(url: string): string {
+  return url.replace(/\/+$/, '');
+}
+
+/** A URL of `base` + `path` with `query` appended in order. */
+export function urlOf(base: string, path: string, query: Readonly<Record<string, string>>): URL {
+  const url = new URL(`${baseUrl(base)}${path}`);
+  for (const [key, value] of Object.entries(query)) url.searchParams.append(key, value);
+  return url;
+}
+
+/** A string property of an object, if there is one. */
+export function stringAt(value: unknown, key: string): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const field = (value as Record<string, unknown>)[key];
+  return typeof field === 'string' ? field : undefined;
+}
