@@ -14,15 +14,6 @@ export const SANDBOX_PORT = 4010;
 /** Bearer token of the sandbox's API routes (`SANDBOX_TOKEN`). */
 export const SANDBOX_TOKEN = 'sandbox-token';
 
-/** Secrets of the local stack when neither the environment nor `.env` sets them. */
-export const LOCAL_SECRETS = {
-  SHOPIFY_WEBHOOK_SECRET: 'local-shopify-secret',
-  WOOCOMMERCE_WEBHOOK_SECRET: 'local-woocommerce-secret',
-  STRIPE_WEBHOOK_SECRET: 'whsec_local_stripe_secret',
-  GENERIC_WEBHOOK_SECRET: 'local-generic-secret',
-  FINANCE_API_KEY: 'local-finance-key-0123456789abcdef',
-} as const;
-
 /**
  * What the sandbox's fakes of the shop APIs accept (sandbox/shops/), and the values of the local
  * sources' `shopApi.credentialsRef` variables when neither the environment nor `.env` sets them.
@@ -31,6 +22,19 @@ export const LOCAL_SHOP_API_CREDENTIALS = {
   shopify: { accessToken: 'shpat_sandbox_read_orders' },
   woocommerce: { consumerKey: 'ck_sandbox_read', consumerSecret: 'cs_sandbox_read' },
   stripe: { secretKey: 'rk_test_sandbox_read_events' },
+} as const;
+
+/** Secrets of the local stack when neither the environment nor `.env` sets them. */
+export const LOCAL_SECRETS = {
+  SHOPIFY_WEBHOOK_SECRET: 'local-shopify-secret',
+  WOOCOMMERCE_WEBHOOK_SECRET: 'local-woocommerce-secret',
+  STRIPE_WEBHOOK_SECRET: 'whsec_local_stripe_secret',
+  GENERIC_WEBHOOK_SECRET: 'local-generic-secret',
+  FINANCE_API_KEY: 'local-finance-key-0123456789abcdef',
+  // The local sources' shop API credentials (JSON): what the sandbox's shop fakes accept.
+  SHOPIFY_API_CREDENTIALS: JSON.stringify(LOCAL_SHOP_API_CREDENTIALS.shopify),
+  WOOCOMMERCE_API_CREDENTIALS: JSON.stringify(LOCAL_SHOP_API_CREDENTIALS.woocommerce),
+  STRIPE_API_CREDENTIALS: JSON.stringify(LOCAL_SHOP_API_CREDENTIALS.stripe),
 } as const;
 
 /** The local main queue (FIFO); its DLQ is named after it, `connector-events-dlq.fifo`. */

@@ -111,6 +111,15 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       program,
       rule,
       secretRef: PLATFORM_SECRET[platform],
+      // The sandbox's shop fakes stand in for the shops' APIs (docs/backfill.md).
+      ...(sandbox && platform !== 'generic'
+        ? {
+            shopApi: {
+              url: sandbox.shops.urls[platform],
+              credentialsRef: `${platform.toUpperCase()}_API_CREDENTIALS`,
+            },
+          }
+        : {}),
     }));
   const sources = new Map(sourceInputs.map((s) => SourceConfig.parse(s)).map((s) => [s.id, s]));
 

@@ -29,6 +29,7 @@ const Platform = z.enum(SHOP_FAKE_PLATFORMS as [ShopFakePlatform, ...ShopFakePla
 const OrderBody = z.strictObject({
   clickId: z.optional(z.string().check(z.minLength(1))),
   clickIdAttribute: z.optional(z.string().check(z.minLength(1))),
+  ip: z.optional(z.string().check(z.minLength(1))),
   at: z.optional(z.string()),
 });
 const RefundBody = z.strictObject({ at: z.optional(z.string()) });

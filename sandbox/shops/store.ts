@@ -16,6 +16,9 @@ import type {
 
 type Json = Record<string, unknown>;
 
+/** A documentation address (RFC 5737), as the buyer's. */
+const DEFAULT_BUYER_IP = '203.0.113.7';
+
 function seed(name: string): Json {
   return JSON.parse(readFileSync(new URL(`./seed/${name}`, import.meta.url), 'utf8')) as Json;
 }
@@ -57,7 +60,7 @@ export class ShopFakeStore {
     this.wooOrders = [];
     this.wooRefunds = new Map();
     this.stripeEvents = [];
-    this.#next = 0;
+    // Ids go on counting: a shop never gives an id twice, and the ledger remembers the old ones.
   }
 
   #seq(): number {
@@ -74,6 +77,7 @@ export class ShopFakeStore {
   createOrder(platform: ShopFakePlatform, input: NewShopOrder): CreatedShopOrder {
     const at = this.#at(input.at, 'at');
     const attribute = input.clickIdAttribute ?? 'aecid';
+    const ip = input.ip ?? DEFAULT_BUYER_IP;
     const n = this.#seq();
     switch (platform) {
       case 'shopify': {
@@ -88,6 +92,8 @@ export class ShopFakeStore {
           created_at: at.toISOString(),
           processed_at: at.toISOString(),
           updated_at: at.toISOString(),
+          browser_ip: ip,
+          client_details: { ...(order['client_details'] as Json | null), browser_ip: ip },
           refunds: [],
         });
         if (input.clickId !== undefined) {
@@ -106,6 +112,7 @@ export class ShopFakeStore {
           date_created_gmt: wooDate(at.toISOString()),
           date_modified: wooDate(at.toISOString()),
           date_modified_gmt: wooDate(at.toISOString()),
+          customer_ip_address: ip,
           refunds: [],
         });
         if (input.clickId !== undefined) {
@@ -120,7 +127,7 @@ export class ShopFakeStore {
         const session = (event['data'] as Json)['object'] as Json;
         const paymentIntent = `pi_fake${String(n).padStart(8, '0')}`;
         const created = Math.floor(at.getTime() / 1000);
-        const metadata = { ...(session['metadata'] as Json | null) };
+        const metadata: Json = { ...(session['metadata'] as Json | null), buyer_ip: ip };
         if (input.clickId !== undefined) metadata[attribute] = input.clickId;
         Object.assign(session, {
           id: `cs_fake${String(n).padStart(8, '0')}`,

@@ -9,6 +9,8 @@ export interface NewShopOrder {
   readonly clickId?: string;
   /** @default 'aecid' */
   readonly clickIdAttribute?: string;
+  /** The buyer's IP, where the platform carries it (tracking mode needs one). @default '203.0.113.7' */
+  readonly ip?: string;
   /** ISO time of creation (and last change). @default the sandbox's clock */
   readonly at?: string;
 }
