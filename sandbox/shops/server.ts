@@ -30,6 +30,7 @@ const OrderBody = z.strictObject({
   clickId: z.optional(z.string().check(z.minLength(1))),
   clickIdAttribute: z.optional(z.string().check(z.minLength(1))),
   ip: z.optional(z.string().check(z.minLength(1))),
+  financialStatus: z.optional(z.string().check(z.minLength(1))),
   at: z.optional(z.string()),
 });
 const RefundBody = z.strictObject({ at: z.optional(z.string()) });
@@ -58,6 +59,7 @@ export function createShopFakes(options: {
   const control: ShopFakesControl = {
     createOrder: (platform, order = {}) => store.createOrder(platform, order),
     createRefund: (platform, orderId, refund = {}) => store.createRefund(platform, orderId, refund),
+    cancelOrder: (platform, orderId, cancel = {}) => store.cancelOrder(platform, orderId, cancel),
     burst429(platform, count, retryAfterSeconds = 1) {
       bursts[platform] = { count, retryAfterSeconds };
     },
@@ -138,6 +140,9 @@ export function createShopFakes(options: {
           201,
           control.createRefund(platform, decodeURIComponent(id), parseOr400(RefundBody, body)),
         );
+      } else if (resource === 'orders' && id !== undefined && sub === 'cancel' && parts.length === 6) {
+        control.cancelOrder(platform, decodeURIComponent(id), parseOr400(RefundBody, body));
+        sendJson(res, 204, undefined);
       } else if (resource === 'burst' && parts.length === 4) {
         const { count, retryAfterSeconds } = parseOr400(BurstBody, body);
         control.burst429(platform, count, retryAfterSeconds);

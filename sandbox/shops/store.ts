@@ -93,6 +93,7 @@ export class ShopFakeStore {
           processed_at: at.toISOString(),
           updated_at: at.toISOString(),
           browser_ip: ip,
+          ...(input.financialStatus === undefined ? {} : { financial_status: input.financialStatus }),
           client_details: { ...(order['client_details'] as Json | null), browser_ip: ip },
           refunds: [],
         });
@@ -140,6 +141,32 @@ export class ShopFakeStore {
         return { platform, orderId: paymentIntent, eventId: event['id'] as string };
       }
     }
+  }
+
+  /** Cancels an order: Shopify `cancelled_at`, WooCommerce status `cancelled`; Stripe has no such thing. */
+  cancelOrder(platform: ShopFakePlatform, orderId: string, input: NewShopRefund): void {
+    const at = this.#at(input.at, 'at');
+    if (platform === 'shopify') {
+      const order = this.shopifyOrders.find((o) => String(o['id']) === orderId);
+      if (!order) throw new HttpError(404, `no Shopify order ${orderId}`);
+      Object.assign(order, {
+        cancelled_at: at.toISOString(),
+        cancel_reason: 'customer',
+        updated_at: at.toISOString(),
+      });
+      return;
+    }
+    if (platform === 'woocommerce') {
+      const order = this.wooOrders.find((o) => String(o['id']) === orderId);
+      if (!order) throw new HttpError(404, `no WooCommerce order ${orderId}`);
+      Object.assign(order, {
+        status: 'cancelled',
+        date_modified: wooDate(at.toISOString()),
+        date_modified_gmt: wooDate(at.toISOString()),
+      });
+      return;
+    }
+    throw new HttpError(400, 'a Stripe Checkout order is refunded, not cancelled');
   }
 
   createRefund(platform: ShopFakePlatform, orderId: string, input: NewShopRefund): CreatedShopRefund {

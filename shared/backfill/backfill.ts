@@ -113,6 +113,7 @@ async function one(
   delivery: Delivery,
   dryRun: boolean,
 ): Promise<Outcome> {
+  if ('skipped' in delivery) return { kind: 'skipped', reason: delivery.skipped };
   let events: ConnectorEvent[];
   try {
     // No secrets: the delivery came from the shop's API with the shop's credentials, not the door.

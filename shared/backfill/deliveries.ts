@@ -18,12 +18,17 @@ export interface Period {
   readonly to: Date;
 }
 
-/** One change found in the shop: an order placed, refunded or cancelled. */
-export interface Delivery {
-  /** `order 1001`, `refund 5 of order 1001`, `event evt_1 (charge.refunded)`: for the summary. */
-  readonly label: string;
-  readonly request: HttpRequest;
-}
+/**
+ * One change found in the shop: an order placed, refunded or cancelled, as its webhook would have
+ * carried it, or what no webhook would have delivered, with the reason (`skipped`).
+ */
+export type Delivery =
+  | {
+      /** `order 1001`, `refund 5 of order 1001`, `event evt_1 (charge.refunded)`: for the summary. */
+      readonly label: string;
+      readonly request: HttpRequest;
+    }
+  | { readonly label: string; readonly skipped: string };
 
 export interface ShopRead {
   /** Things the operator must know about the period (Stripe's 30-day window). */
@@ -110,6 +115,12 @@ async function* shopify(
       if (topic === 'orders/create' || paid) {
         const placed = { ...order, cancelled_at: null, cancel_reason: null, refunds: [] };
         yield delivery(`order ${id}`, shopifyHeaders(topic, id), placed);
+      } else {
+        const status = String(order['financial_status']);
+        yield {
+          label: `order ${id}`,
+          skipped: `not paid (${status}), and the source's order topic is orders/paid`,
+        };
       }
       if (order['cancelled_at'])
         yield delivery(`cancellation of order ${id}`, shopifyHeaders('orders/cancelled', id), order);
