@@ -206,6 +206,7 @@ Exit codes: 0 done (skipped changes included), 1 the shop or the queue failed, 2
           );
         } catch (error) {
           // The shop's or the queue's failure, classified; what was queued before it stays queued.
+          if (error instanceof ConfigurationError) throw new CliError(error.message, 2);
           throw new CliError(
             `backfill stopped: ${describeError(error)} (run it again: what was queued is not queued twice)`,
             1,

@@ -154,4 +154,53 @@ describe('connector backfill', () => {
     expect(generic.code).toBe(2);
     expect(generic.stderr).toContain('--file');
   });
+
+  it('does not send a credential from the environment to a shop URL read from .local-stack.json', async () => {
+    const result = await runCli(['backfill', '--source', 'shopify', '--from', '1h'], {
+      cwd: local.dir,
+      env: { SHOPIFY_API_CREDENTIALS: '{"accessToken":"shpat_real_shop"}' },
+    });
+
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(
+      'SHOPIFY_API_CREDENTIALS from the environment is not sent to a shop URL read from',
+    );
+  });
+
+  it('a key the shop refuses is a setting to fix (exit 2), named without its value; --json prints the summary', async () => {
+    const sources = [...local.stack.sources.values()].map((s) =>
+      s.id === 'woocommerce' ? { ...s, shopApi: { ...s.shopApi!, credentialsRef: 'WOO_KEY' } } : s,
+    );
+    const env = {
+      SOURCES: JSON.stringify(sources),
+      WOO_KEY: '{"consumerKey":"ck_revoked","consumerSecret":"cs_revoked"}',
+    };
+    shops().createOrder('woocommerce', { clickId: CLICK, at: minutesAgo(5) });
+
+    const refused = await runCli(['backfill', '--source', 'woocommerce', '--from', '1h'], {
+      cwd: local.dir,
+      env,
+    });
+    const json = await connector(
+      'backfill',
+      '--source',
+      'woocommerce',
+      '--from',
+      '1h',
+      '--dry-run',
+      '--json',
+    );
+
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain(
+      'WooCommerce API refused the credentials (401 on GET /woocommerce/wp-json/wc/v3/orders): check the key and its scopes',
+    );
+    expect(refused.stderr).not.toContain('cs_revoked');
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      source: 'woocommerce',
+      dryRun: true,
+      found: 1,
+      queued: 1,
+    });
+  });
 });
