@@ -44,7 +44,8 @@ describe('cdk-nag AwsSolutions', () => {
         alarmEmail: 'ops@example.com',
         'legacy.credentialsSecret': 'x/y',
         'catchUp.enabled': 'true',
-        'sources.0.shopApi': '{"url":"https://shop-main.myshopify.com","credentialsRef":"connector/shop-api/main"}',
+        'sources.0.shopApi':
+          '{"url":"https://shop-main.myshopify.com","credentialsRef":"connector/shop-api/main"}',
       },
     ],
   ])('has no unacknowledged finding with %s, and synth passes the registered plugin', (_, overrides) => {
