@@ -178,7 +178,21 @@ Exit codes: 0 done (skipped changes included), 1 the shop or the queue failed, 2
               throw error;
             },
           );
-          read = readShop(source, credentials, { from, to }, { now, maxAttempts: 5 });
+          read = readShop(
+            source,
+            credentials,
+            { from, to },
+            {
+              now,
+              maxAttempts: 5,
+              // The shop's rate limit, said as it happens: the run is waiting, not stuck.
+              onRetry: ({ path, status, waitMs }) =>
+                writeLine(
+                  io.stderr,
+                  `${path}: ${status ?? 'no answer'}, trying again in ${(waitMs / 1000).toFixed(1)} s`,
+                ),
+            },
+          );
         }
         const period =
           flags.file === undefined ? `${from.toISOString()} to ${to.toISOString()}` : `file ${flags.file}`;
