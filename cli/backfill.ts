@@ -187,10 +187,7 @@ Exit codes: 0 done (skipped changes included), 1 the shop or the queue failed, 2
               maxAttempts: 5,
               // The shop's rate limit, said as it happens: the run is waiting, not stuck.
               onRetry: ({ path, status, waitMs }) =>
-                writeLine(
-                  io.stderr,
-                  `${path}: ${status ?? 'no answer'}, trying again in ${(waitMs / 1000).toFixed(1)} s`,
-                ),
+                writeLine(io.stderr, `${path}: ${status ?? 'no answer'}, trying again in ${waitMs} ms`),
             },
           );
         }
