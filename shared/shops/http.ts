@@ -122,8 +122,13 @@ export class ShopHttp {
     const json = parseJson(text);
     const { status } = response;
     if (status >= 200 && status < 300) {
-      if (json === undefined)
-        throw new TransientError(`${name} API: ${label} answered ${status} without JSON`, { status });
+      // WordPress without pretty permalinks, or a URL that is the shop's storefront, answers 200 with HTML.
+      if (json === undefined) {
+        throw new PermanentError(
+          `${name} API: ${label} answered ${status} without JSON: is shopApi.url the shop's base URL?`,
+          { status },
+        );
+      }
       return { status, headers: response.headers, json };
     }
     const platformMessage = this.#redact(this.#profile.messageOf(json));

@@ -247,6 +247,25 @@ describe('WooCommerce REST client', () => {
   });
 });
 
+describe('an answer that is not the API', () => {
+  it("is permanent and asks whether the URL is the shop's base URL (a storefront answers 200 with HTML)", async () => {
+    const page = new Response('<!doctype html><title>My shop</title>', { status: 200 });
+    const { fetch, seen } = scripted([page]);
+    const client = new WooCommerceClient(
+      { url: 'https://w.example/shop', consumerKey: 'ck_1', consumerSecret: 'cs_1' },
+      { fetch, ...noWait },
+    );
+
+    const error = await all(client.list('orders', {})).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(PermanentError);
+    expect((error as Error).message).toBe(
+      "WooCommerce API: GET /shop/wp-json/wc/v3/orders answered 200 without JSON: is shopApi.url the shop's base URL?",
+    );
+    expect(seen).toHaveLength(1);
+  });
+});
+
 describe('Stripe client', () => {
   it('sends the secret key as a bearer and pages with starting_after while has_more', async () => {
     const { fetch, seen } = scripted([
