@@ -7,7 +7,7 @@ import { type Delivery, genericDeliveries, readShop } from '../shared/backfill/d
 import type { SourceConfig } from '../shared/config/sources.ts';
 import { ConfigurationError, describeError, isConnectorError } from '../shared/errors.ts';
 import { adapterFor } from '../shared/platforms/registry.ts';
-import type { SecretStore } from '../shared/ports.ts';
+import type { EventQueue, SecretStore } from '../shared/ports.ts';
 import { shopCredentials } from '../shared/shops/credentials.ts';
 import { awsCall, type CliContext, settingOptions, withContext } from './context.ts';
 import { CliError, type CliIo, cell, formatTable, nowOf, writeLine } from './io.ts';
@@ -198,13 +198,18 @@ Exit codes: 0 done (skipped changes included), 1 the shop or the queue failed, 2
           0,
           'backfill',
         );
+        // A dry run sends nothing, so it needs no queue URL.
+        const queue: EventQueue = flags.dryRun
+          ? { send: () => Promise.reject(new Error('a dry run sends nothing')) }
+          : new SqsEventQueue(ctx.sqs(), ctx.require('queueUrl'));
+        const ledger = ctx.ledger();
         let summary: BackfillSummary;
         try {
           summary = await backfill(
             {
               adapterFor,
-              queue: new SqsEventQueue(ctx.sqs(), ctx.require('queueUrl')),
-              ledger: ctx.ledger(),
+              queue,
+              ledger,
               now: () => nowOf(io),
               onProgress: ({ found, label, outcome }) => {
                 progress.grow(found);
@@ -219,7 +224,7 @@ Exit codes: 0 done (skipped changes included), 1 the shop or the queue failed, 2
           // The shop's or the queue's failure, classified; what was queued before it stays queued.
           if (error instanceof ConfigurationError) throw new CliError(error.message, 2);
           throw new CliError(
-            `backfill stopped: ${describeError(error)} (run it again: what was queued is not queued twice)`,
+            `backfill stopped: ${describeError(error)} (run it again: what is already applied is a no-op)`,
             1,
           );
         } finally {

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { localStackForCli, runCli } from '../support/cli.ts';
+import { emptyDir, localStackForCli, runCli } from '../support/cli.ts';
 
 /**
  * `connector backfill` against the local stack: orders placed in the sandbox's shop fakes while no
@@ -202,5 +202,22 @@ describe('connector backfill', () => {
       found: 1,
       queued: 1,
     });
+  });
+
+  it('a missing setting is named (exit 2), not reported as a failed run', async () => {
+    const dir = emptyDir();
+    try {
+      const env = {
+        SOURCES: JSON.stringify([...local.stack.sources.values()]),
+        SHOPIFY_API_CREDENTIALS: local.stack.secrets['SHOPIFY_API_CREDENTIALS'] ?? '',
+      };
+
+      const result = await runCli(['backfill', '--source', 'shopify', '--from', '1h'], { cwd: dir.dir, env });
+
+      expect(result.code).toBe(2);
+      expect(result.stderr).toContain('missing the main queue URL: pass --queue-url or set QUEUE_URL');
+    } finally {
+      dir.remove();
+    }
   });
 });
