@@ -1,4 +1,5 @@
 import { Command, CommanderError } from 'commander';
+import { registerBackfill } from './backfill.ts';
 import { registerDlq } from './dlq.ts';
 import { registerDoctor } from './doctor.ts';
 import { CliError, type CliIo, explain, processIo, writeLine } from './io.ts';
@@ -27,6 +28,7 @@ Examples:
   $ npx connector late-refunds --csv > late-refunds.csv
   $ npx connector doctor
   $ npx connector subscribe --source woocommerce --dry-run
+  $ npx connector backfill --source shopify --from 48h --dry-run
 
 Exit codes: 0 success, 1 the work failed (or differences found), 2 usage or missing setting.`;
 
@@ -57,6 +59,7 @@ export function buildProgram(io: CliIo): Command {
   registerLateRefunds(program, io);
   registerDoctor(program, io);
   registerSubscribe(program, io);
+  registerBackfill(program, io);
   return program;
 }
 

@@ -1,11 +1,16 @@
 import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import type { SourceConfig } from '../shared/config/sources.ts';
 import { ConfigurationError } from '../shared/errors.ts';
+import { subscriptionTopics } from '../shared/platforms/registry.ts';
 import type { SecretStore } from '../shared/ports.ts';
 import { type ShopCredentials, shopCredentials } from '../shared/shops/credentials.ts';
 import type { ShopHttpOptions } from '../shared/shops/http.ts';
 import { ShopifyClient } from '../shared/shops/shopify.ts';
 import { StripeClient } from '../shared/shops/stripe.ts';
+import { WooCommerceClient } from '../shared/shops/woocommerce.ts';
+import type { CheckResult } from './check-result.ts';
+import { awsCall, type CliContext } from './context.ts';
+import { explain, printable } from './io.ts';
 import {
   describeProblem,
   diagnose,
@@ -15,12 +20,7 @@ import {
   stripeSubscriptions,
   type WantedSubscriptions,
   wooCommerceSubscriptions,
-} from '../shared/shops/subscriptions.ts';
-import { subscriptionTopics } from '../shared/shops/topics.ts';
-import { WooCommerceClient } from '../shared/shops/woocommerce.ts';
-import type { CheckResult } from './check-result.ts';
-import { awsCall, type CliContext } from './context.ts';
-import { explain, printable } from './io.ts';
+} from './shops/subscriptions.ts';
 
 /**
  * The shop side of a source for `connector doctor` and `connector subscribe`: where the shop must

@@ -1,16 +1,16 @@
 import type { Command } from 'commander';
 import type { SourceConfig } from '../shared/config/sources.ts';
 import { ConfigurationError } from '../shared/errors.ts';
+import { type CliContext, missingMessage, settingOptions, withContext } from './context.ts';
+import { CliError, type CliIo, explain, printable, writeLine } from './io.ts';
+import { cliSecretStore, type ShopSide, shopSide, webhookAddress } from './shop-side.ts';
 import {
   describeFix,
   describeProblem,
   diagnose,
   planFixes,
   type SubscriptionFix,
-} from '../shared/shops/subscriptions.ts';
-import { type CliContext, missingMessage, settingOptions, withContext } from './context.ts';
-import { CliError, type CliIo, explain, printable, writeLine } from './io.ts';
-import { cliSecretStore, type ShopSide, shopSide, webhookAddress } from './shop-side.ts';
+} from './shops/subscriptions.ts';
 
 interface SubscribeOptions {
   readonly source: string;

@@ -69,6 +69,18 @@ export const CONNECTOR_FUNCTIONS: Readonly<Record<ConnectorFunctionName, Connect
 };
 
 /**
+ * The scheduled catch-up (`catchUp.enabled`): a backfill of the last hours from each shop's API.
+ * Reading a busy shop's two days is a few hundred pages at the shops' rate limits (Shopify's REST
+ * bucket: 2 calls/s), minutes rather than seconds; the work is waiting on the network.
+ */
+export const CATCH_UP_FUNCTION: ConnectorFunctionSpec = {
+  entry: 'functions/catch-up.ts',
+  memorySize: 256,
+  timeout: Duration.minutes(10),
+  description: "Daily catch-up: queues what the shops' webhooks missed, read from the shops' APIs",
+};
+
+/**
  * ESM bundles have no `require`; CommonJS dependencies bundled into them (parts of the AWS SDK's
  * dependency tree) still call it for Node built-ins. The alias keeps the import from colliding with
  * a bundled `createRequire`.
@@ -130,6 +142,8 @@ export class ConnectorStack extends Stack {
   readonly pipeline: FifoQueuePair;
   readonly ledger: dynamodb.Table;
   readonly functions: Readonly<Record<ConnectorFunctionName, nodejs.NodejsFunction>>;
+  /** The scheduled catch-up; absent unless `catchUp.enabled`. */
+  readonly catchUp: nodejs.NodejsFunction | undefined;
   readonly monitoring: ConnectorMonitoring;
   /** The deploy-time check of the finance key's length; absent with `checkFinanceKeyAtDeploy: false`. */
   readonly financeKeyCheck: FinanceKeyCheck | undefined;
@@ -169,7 +183,13 @@ export class ConnectorStack extends Stack {
       NODE_OPTIONS: '--enable-source-maps',
     };
     const make = (name: ConnectorFunctionName, environment: Record<string, string>) =>
-      this.#function(name, { ...common, ...environment }, projectRoot, logRetention);
+      this.#function(
+        name,
+        CONNECTOR_FUNCTIONS[name],
+        { ...common, ...environment },
+        projectRoot,
+        logRetention,
+      );
 
     const webhook = make('webhook', { QUEUE_URL: queue.queueUrl });
     // The public, unauthenticated function: its own pool, and a ceiling on what a flood may take.
@@ -237,6 +257,9 @@ export class ConnectorStack extends Stack {
       }),
     );
     this.functions = { webhook, refunds, worker };
+    this.catchUp = config.catchUp.enabled
+      ? this.#catchUp(config, { ...common, QUEUE_URL: queue.queueUrl }, projectRoot, logRetention)
+      : undefined;
 
     const accessLogs = new logs.LogGroup(this, 'ApiAccessLogs', {
       retention: logRetention,
@@ -341,6 +364,36 @@ export class ConnectorStack extends Stack {
     this.financeKeyCheck = this.#financeKeyCheck(config, projectRoot, logRetention);
   }
 
+  /**
+   * The catch-up function and its daily rule. Least privilege: it sends to the main queue and reads
+   * the shop API credentials, nothing else (no ledger: the worker's ledger rules make repeats no-ops,
+   * no webhook secret: a delivery read from the shop's API is not signed).
+   */
+  #catchUp(
+    config: DeployConfig,
+    environment: Record<string, string>,
+    projectRoot: string,
+    logRetention: logs.RetentionDays,
+  ): nodejs.NodejsFunction {
+    const fn = this.#function(
+      'catchUp',
+      CATCH_UP_FUNCTION,
+      { ...environment, CATCH_UP_HOURS: String(config.catchUp.hours) },
+      projectRoot,
+      logRetention,
+    );
+    this.pipeline.queue.grant(fn, 'sqs:SendMessage');
+    for (const source of config.sources) {
+      if (source.shopApi !== undefined) this.#grantSecret(fn, source.shopApi.credentialsRef);
+    }
+    new events.Rule(this, 'CatchUpSchedule', {
+      description: "Runs the catch-up from the shops' APIs once a day",
+      schedule: events.Schedule.cron({ minute: '0', hour: String(config.catchUp.hourUtc) }),
+      targets: [new targets.LambdaFunction(fn, { retryAttempts: 2 })],
+    });
+    return fn;
+  }
+
   /** Synth cannot see the finance key's value: a custom resource checks its length at deploy time. */
   #financeKeyCheck(
     config: DeployConfig,
@@ -359,12 +412,12 @@ export class ConnectorStack extends Stack {
   }
 
   #function(
-    name: ConnectorFunctionName,
+    name: string,
+    spec: ConnectorFunctionSpec,
     environment: Record<string, string>,
     projectRoot: string,
     retention: logs.RetentionDays,
   ): nodejs.NodejsFunction {
-    const spec = CONNECTOR_FUNCTIONS[name];
     const id = pascal(name);
     checkEnvironmentSize(name, environment);
     const logGroup = new logs.LogGroup(this, `${id}Logs`, {

@@ -211,8 +211,40 @@ export const DeployConfig = z
         refundWaitingHours: z.number().int().positive().max(720).default(24),
       })
       .prefault({}),
+    /**
+     * The scheduled catch-up (docs/backfill.md): once a day, `connector backfill` of every source
+     * with `shopApi` over the last `hours`, so what a shop failed to deliver is queued anyway.
+     */
+    catchUp: z
+      .strictObject({
+        /** @default false: off unless configured */
+        enabled: z.boolean().default(false),
+        /** How far back each run reads. @default 48 (two runs overlap: a failed day is caught next time) */
+        hours: z.number().int().min(1).max(720).default(48),
+        /** Hour of the day (UTC) the run starts. @default 3 */
+        hourUtc: z.number().int().min(0).max(23).default(3),
+      })
+      .prefault({}),
   })
   .superRefine((config, ctx) => {
+    config.sources.forEach((source, i) => {
+      const ref = source.shopApi?.credentialsRef;
+      const parsed = ref === undefined ? undefined : SecretRef.safeParse(ref);
+      if (parsed && !parsed.success) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['sources', i, 'shopApi', 'credentialsRef'],
+          message: parsed.error.issues[0]?.message ?? 'not a secret name or ARN',
+        });
+      }
+    });
+    if (config.catchUp.enabled && !config.sources.some((s) => s.shopApi !== undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['catchUp', 'enabled'],
+        message: 'no source has shopApi: the catch-up would read nothing',
+      });
+    }
     const ids = new Set(config.sources.map((s) => s.id));
     for (const id of Object.keys(config.apiThrottle.sources)) {
       if (!ids.has(id))

@@ -14,15 +14,6 @@ export const SANDBOX_PORT = 4010;
 /** Bearer token of the sandbox's API routes (`SANDBOX_TOKEN`). */
 export const SANDBOX_TOKEN = 'sandbox-token';
 
-/** Secrets of the local stack when neither the environment nor `.env` sets them. */
-export const LOCAL_SECRETS = {
-  SHOPIFY_WEBHOOK_SECRET: 'local-shopify-secret',
-  WOOCOMMERCE_WEBHOOK_SECRET: 'local-woocommerce-secret',
-  STRIPE_WEBHOOK_SECRET: 'whsec_local_stripe_secret',
-  GENERIC_WEBHOOK_SECRET: 'local-generic-secret',
-  FINANCE_API_KEY: 'local-finance-key-0123456789abcdef',
-} as const;
-
 /**
  * What the sandbox's fakes of the shop APIs accept (sandbox/shops/), and the values of the local
  * sources' `shopApi.credentialsRef` variables when neither the environment nor `.env` sets them.
@@ -38,6 +29,19 @@ export const LOCAL_SHOP_API_REFS = {
   shopify: 'SHOPIFY_API_CREDENTIALS',
   woocommerce: 'WOOCOMMERCE_API_CREDENTIALS',
   stripe: 'STRIPE_API_CREDENTIALS',
+} as const;
+
+/** Secrets of the local stack when neither the environment nor `.env` sets them. */
+export const LOCAL_SECRETS = {
+  SHOPIFY_WEBHOOK_SECRET: 'local-shopify-secret',
+  WOOCOMMERCE_WEBHOOK_SECRET: 'local-woocommerce-secret',
+  STRIPE_WEBHOOK_SECRET: 'whsec_local_stripe_secret',
+  GENERIC_WEBHOOK_SECRET: 'local-generic-secret',
+  FINANCE_API_KEY: 'local-finance-key-0123456789abcdef',
+  // The local sources' shop API credentials (JSON): what the sandbox's shop fakes accept.
+  [LOCAL_SHOP_API_REFS.shopify]: JSON.stringify(LOCAL_SHOP_API_CREDENTIALS.shopify),
+  [LOCAL_SHOP_API_REFS.woocommerce]: JSON.stringify(LOCAL_SHOP_API_CREDENTIALS.woocommerce),
+  [LOCAL_SHOP_API_REFS.stripe]: JSON.stringify(LOCAL_SHOP_API_CREDENTIALS.stripe),
 } as const;
 
 /** The local main queue (FIFO); its DLQ is named after it, `connector-events-dlq.fifo`. */

@@ -28,6 +28,7 @@ async function main(): Promise<void> {
       `  groups:       ${seed.groups.join(' ')}`,
       `  users:        ${seed.users.join(' ')}`,
       `  control:      ${sandbox.url}/_sandbox/ (reset, faults, options, calls, conversions)`,
+      `  shop fakes:   ${Object.values(sandbox.shops.urls).join(' ')} (docs/backfill.md; control ${sandbox.url}/_sandbox/shops/)`,
     ].join('\n'),
   );
 

@@ -12,7 +12,7 @@ import {
 import type { HttpAnswer, HttpRequest } from './http/types.ts';
 import type { AdapterResult, PlatformAdapter } from './platforms/types.ts';
 import type { EventQueue, SecretStore } from './ports.ts';
-import { deduplicationId, encodeEvent, MAX_EVENT_BYTES, messageGroupId } from './queueing.ts';
+import { MAX_EVENT_BYTES, oversizedEvent, sendEvents } from './queueing.ts';
 
 export interface IngestDeps {
   readonly sources: ReadonlyMap<string, SourceConfig>;
@@ -89,7 +89,7 @@ async function ingest(
   const events = mapped.events;
 
   // SQS cannot hold it, now or later: 413, like a body over the limit, rather than 503 forever.
-  const oversized = events.find((e) => encodeEvent(e).length > MAX_EVENT_BYTES);
+  const oversized = oversizedEvent(events);
   if (oversized) {
     return {
       result: {
@@ -101,15 +101,7 @@ async function ingest(
   }
 
   try {
-    const messageIds: string[] = [];
-    for (const event of events) {
-      messageIds.push(
-        await deps.queue.send(event, {
-          groupId: messageGroupId(source.program, event.externalId),
-          deduplicationId: deduplicationId(event),
-        }),
-      );
-    }
+    const messageIds = await sendEvents(deps.queue, source.program, events);
     return { result: { kind: 'queued', receipt: { messageIds } }, events, messageIds };
   } catch (error) {
     return {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ConnectorEvent } from './domain/events.ts';
+import type { EventQueue } from './ports.ts';
 
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
 
@@ -58,4 +59,30 @@ const NOT_SQS_TEXT = /[^\t\n\r\u0020-\ud7ff\ue000-\ufffd]/g;
  */
 export function attributeText(value: string, max = 1000): string {
   return value.slice(0, max).replace(NOT_SQS_TEXT, '\ufffd');
+}
+
+/** The first event too large for a queue message once encoded, if any. */
+export function oversizedEvent(events: readonly ConnectorEvent[]): ConnectorEvent | undefined {
+  return events.find((e) => encodeEvent(e).length > MAX_EVENT_BYTES);
+}
+
+/**
+ * Sends a delivery's events in order, each in its order's message group with its deduplication id:
+ * what the webhook door and the backfill both do, so both give the worker the same messages.
+ */
+export async function sendEvents(
+  queue: EventQueue,
+  program: string,
+  events: readonly ConnectorEvent[],
+): Promise<string[]> {
+  const messageIds: string[] = [];
+  for (const event of events) {
+    messageIds.push(
+      await queue.send(event, {
+        groupId: messageGroupId(program, event.externalId),
+        deduplicationId: deduplicationId(event),
+      }),
+    );
+  }
+  return messageIds;
 }

@@ -15,9 +15,9 @@ import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../sa
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import type { Env } from '../../shared/config/env.ts';
 import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
+import { subscriptionTopics } from '../../shared/platforms/registry.ts';
 import type { Ledger } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
-import { subscriptionTopics } from '../../shared/shops/topics.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
 import { recoverAfterCrash } from './recover.ts';
@@ -109,11 +109,6 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     sandbox && platform !== 'generic'
       ? { shopApi: { url: sandbox.shops.urls[platform], credentialsRef: LOCAL_SHOP_API_REFS[platform] } }
       : {};
-  if (sandbox) {
-    for (const platform of ['shopify', 'woocommerce', 'stripe'] as const) {
-      env[LOCAL_SHOP_API_REFS[platform]] ??= JSON.stringify(sandbox.shops.credentials[platform]);
-    }
-  }
   const sourceInputs: SourceConfigInput[] =
     options.sources ??
     (['shopify', 'woocommerce', 'stripe', 'generic'] as const).map((platform) => ({
@@ -236,12 +231,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     platformUrl,
     emulators,
     sources,
-    secrets: Object.fromEntries(
-      [...Object.keys(LOCAL_SECRETS), ...(sandbox ? Object.values(LOCAL_SHOP_API_REFS) : [])].map((k) => [
-        k,
-        env[k] ?? '',
-      ]),
-    ),
+    secrets: Object.fromEntries(Object.keys(LOCAL_SECRETS).map((k) => [k, env[k] ?? ''])),
     ledger,
     startPolling: () => pollers.start(),
     stopPolling: () => pollers.stop(),

@@ -29,6 +29,8 @@ const Platform = z.enum(SHOP_FAKE_PLATFORMS as [ShopFakePlatform, ...ShopFakePla
 const OrderBody = z.strictObject({
   clickId: z.optional(z.string().check(z.minLength(1))),
   clickIdAttribute: z.optional(z.string().check(z.minLength(1))),
+  ip: z.optional(z.string().check(z.minLength(1))),
+  financialStatus: z.optional(z.string().check(z.minLength(1))),
   at: z.optional(z.string()),
 });
 const RefundBody = z.strictObject({ at: z.optional(z.string()) });
@@ -66,6 +68,7 @@ export function createShopFakes(options: {
   const control: ShopFakesControl = {
     createOrder: (platform, order = {}) => store.createOrder(platform, order),
     createRefund: (platform, orderId, refund = {}) => store.createRefund(platform, orderId, refund),
+    cancelOrder: (platform, orderId, cancel = {}) => store.cancelOrder(platform, orderId, cancel),
     burst429(platform, count, retryAfterSeconds = 1) {
       bursts[platform] = { count, retryAfterSeconds };
     },
@@ -155,6 +158,9 @@ export function createShopFakes(options: {
       } else if (resource === 'subscriptions' && id === 'break' && parts.length === 5) {
         const { topic, how } = parseOr400(BreakBody, body);
         sendJson(res, 200, { broken: control.breakSubscription(platform, topic, how) });
+      } else if (resource === 'orders' && id !== undefined && sub === 'cancel' && parts.length === 6) {
+        control.cancelOrder(platform, decodeURIComponent(id), parseOr400(RefundBody, body));
+        sendJson(res, 204, undefined);
       } else if (resource === 'burst' && parts.length === 4) {
         const { count, retryAfterSeconds } = parseOr400(BurstBody, body);
         control.burst429(platform, count, retryAfterSeconds);

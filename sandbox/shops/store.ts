@@ -17,6 +17,9 @@ import type {
 
 type Json = Record<string, unknown>;
 
+/** A documentation address (RFC 5737), as the buyer's. */
+const DEFAULT_BUYER_IP = '203.0.113.7';
+
 function seed(name: string): Json {
   return JSON.parse(readFileSync(new URL(`./seed/${name}`, import.meta.url), 'utf8')) as Json;
 }
@@ -62,7 +65,7 @@ export class ShopFakeStore {
     this.wooOrders = [];
     this.wooRefunds = new Map();
     this.stripeEvents = [];
-    this.#next = 0;
+    // Ids go on counting: a shop never gives an id twice, and the ledger remembers the old ones.
   }
 
   #seq(): number {
@@ -79,6 +82,7 @@ export class ShopFakeStore {
   createOrder(platform: ShopFakePlatform, input: NewShopOrder): CreatedShopOrder {
     const at = this.#at(input.at, 'at');
     const attribute = input.clickIdAttribute ?? 'aecid';
+    const ip = input.ip ?? DEFAULT_BUYER_IP;
     const n = this.#seq();
     switch (platform) {
       case 'shopify': {
@@ -93,6 +97,9 @@ export class ShopFakeStore {
           created_at: at.toISOString(),
           processed_at: at.toISOString(),
           updated_at: at.toISOString(),
+          browser_ip: ip,
+          ...(input.financialStatus === undefined ? {} : { financial_status: input.financialStatus }),
+          client_details: { ...(order['client_details'] as Json | null), browser_ip: ip },
           refunds: [],
         });
         if (input.clickId !== undefined) {
@@ -111,6 +118,7 @@ export class ShopFakeStore {
           date_created_gmt: wooDate(at.toISOString()),
           date_modified: wooDate(at.toISOString()),
           date_modified_gmt: wooDate(at.toISOString()),
+          customer_ip_address: ip,
           refunds: [],
         });
         if (input.clickId !== undefined) {
@@ -125,7 +133,7 @@ export class ShopFakeStore {
         const session = (event['data'] as Json)['object'] as Json;
         const paymentIntent = `pi_fake${String(n).padStart(8, '0')}`;
         const created = Math.floor(at.getTime() / 1000);
-        const metadata = { ...(session['metadata'] as Json | null) };
+        const metadata: Json = { ...(session['metadata'] as Json | null), buyer_ip: ip };
         if (input.clickId !== undefined) metadata[attribute] = input.clickId;
         Object.assign(session, {
           id: `cs_fake${String(n).padStart(8, '0')}`,
@@ -138,6 +146,32 @@ export class ShopFakeStore {
         return { platform, orderId: paymentIntent, eventId: event['id'] as string };
       }
     }
+  }
+
+  /** Cancels an order: Shopify `cancelled_at`, WooCommerce status `cancelled`; Stripe has no such thing. */
+  cancelOrder(platform: ShopFakePlatform, orderId: string, input: NewShopRefund): void {
+    const at = this.#at(input.at, 'at');
+    if (platform === 'shopify') {
+      const order = this.shopifyOrders.find((o) => String(o['id']) === orderId);
+      if (!order) throw new HttpError(404, `no Shopify order ${orderId}`);
+      Object.assign(order, {
+        cancelled_at: at.toISOString(),
+        cancel_reason: 'customer',
+        updated_at: at.toISOString(),
+      });
+      return;
+    }
+    if (platform === 'woocommerce') {
+      const order = this.wooOrders.find((o) => String(o['id']) === orderId);
+      if (!order) throw new HttpError(404, `no WooCommerce order ${orderId}`);
+      Object.assign(order, {
+        status: 'cancelled',
+        date_modified: wooDate(at.toISOString()),
+        date_modified_gmt: wooDate(at.toISOString()),
+      });
+      return;
+    }
+    throw new HttpError(400, 'a Stripe Checkout order is refunded, not cancelled');
   }
 
   createRefund(platform: ShopFakePlatform, orderId: string, input: NewShopRefund): CreatedShopRefund {

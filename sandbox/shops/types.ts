@@ -9,6 +9,10 @@ export interface NewShopOrder {
   readonly clickId?: string;
   /** @default 'aecid' */
   readonly clickIdAttribute?: string;
+  /** Shopify: the order's `financial_status`. @default the seed's (`partially_refunded`) */
+  readonly financialStatus?: string;
+  /** The buyer's IP, where the platform carries it (tracking mode needs one). @default '203.0.113.7' */
+  readonly ip?: string;
   /** ISO time of creation (and last change). @default the sandbox's clock */
   readonly at?: string;
 }
@@ -57,6 +61,8 @@ export interface ShopFakesControl {
   createOrder(platform: ShopFakePlatform, order?: NewShopOrder): CreatedShopOrder;
   /** A refund of an order (Stripe: a full refund, a `charge.refunded` event); throws when unknown. */
   createRefund(platform: ShopFakePlatform, orderId: string, refund?: NewShopRefund): CreatedShopRefund;
+  /** Cancels an order (Shopify `cancelled_at`, WooCommerce status `cancelled`); Stripe: throws. */
+  cancelOrder(platform: ShopFakePlatform, orderId: string, cancel?: NewShopRefund): void;
   /** The next `count` API requests to the platform's fake are answered 429 with `Retry-After`. */
   burst429(platform: ShopFakePlatform, count: number, retryAfterSeconds?: number): void;
   /** API requests served, per platform (429s and 401s included). */

@@ -128,44 +128,49 @@ export const genericAdapter: PlatformAdapter = {
       now: context.now,
       toleranceSeconds: context.source.toleranceSeconds,
     });
-    const body = parsePayload(Body, parseJsonBody(request.rawBody));
-    const eventId = body.eventId ?? bodySha256(request.rawBody);
-    const base = {
-      eventId,
-      source: context.source.id,
-      platform: 'generic',
-      externalId: body.orderId,
-      receivedAt: context.now.toISOString(),
-    } as const;
-    let event: ConnectorEventInput;
-    switch (body.type) {
-      case 'order':
-        event = orderEvent(body, eventId, context);
-        break;
-      case 'cancel':
-        event = { type: 'OrderCancelled', ...base, reason: body.reason };
-        break;
-      case 'refund': {
-        const full = body.full === true;
-        if (!full && body.amount === undefined) {
-          throw new BadInputError('amount: required unless full is true', { field: 'amount' });
-        }
-        if (!full && body.currency === undefined) {
-          throw new BadInputError('currency: required with amount', { field: 'currency' });
-        }
-        event = {
-          type: 'OrderRefunded',
-          ...base,
-          refundId: body.refundId,
-          full,
-          // A full refund needs no amount: the worker takes the conversion's whole amount.
-          ...(full ? {} : { amount: money(body.amount!, body.currency!, 'amount'), currency: body.currency }),
-          reason: body.reason,
-          origin: 'shop',
-        };
-        break;
-      }
-    }
-    return mapped([event]);
+    return mapGeneric(request, context);
   },
+  map: mapGeneric,
 };
+
+function mapGeneric(request: HttpRequest, context: AdapterContext): AdapterResult {
+  const body = parsePayload(Body, parseJsonBody(request.rawBody));
+  const eventId = body.eventId ?? bodySha256(request.rawBody);
+  const base = {
+    eventId,
+    source: context.source.id,
+    platform: 'generic',
+    externalId: body.orderId,
+    receivedAt: context.now.toISOString(),
+  } as const;
+  let event: ConnectorEventInput;
+  switch (body.type) {
+    case 'order':
+      event = orderEvent(body, eventId, context);
+      break;
+    case 'cancel':
+      event = { type: 'OrderCancelled', ...base, reason: body.reason };
+      break;
+    case 'refund': {
+      const full = body.full === true;
+      if (!full && body.amount === undefined) {
+        throw new BadInputError('amount: required unless full is true', { field: 'amount' });
+      }
+      if (!full && body.currency === undefined) {
+        throw new BadInputError('currency: required with amount', { field: 'currency' });
+      }
+      event = {
+        type: 'OrderRefunded',
+        ...base,
+        refundId: body.refundId,
+        full,
+        // A full refund needs no amount: the worker takes the conversion's whole amount.
+        ...(full ? {} : { amount: money(body.amount!, body.currency!, 'amount'), currency: body.currency }),
+        reason: body.reason,
+        origin: 'shop',
+      };
+      break;
+    }
+  }
+  return mapped([event]);
+}

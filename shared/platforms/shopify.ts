@@ -433,58 +433,63 @@ export const shopifyAdapter: PlatformAdapter = {
   platform: 'shopify',
   handle(request: HttpRequest, context: AdapterContext): AdapterResult {
     verifyBase64HmacHeader(request, context.secrets, 'x-shopify-hmac-sha256');
-    const topic = requiredHeader(request.headers, 'x-shopify-topic');
-    const isOrderTopic = ORDER_TOPICS.has(topic);
-    if (isOrderTopic && topic !== context.source.orderTopic) {
-      return {
-        kind: 'ignored',
-        reason: `${topic} is not the configured order topic (${context.source.orderTopic})`,
-      };
-    }
-    if (!isOrderTopic && !(OTHER_TOPICS as readonly string[]).includes(topic)) {
-      return { kind: 'ignored', reason: `topic ${topic} is not handled` };
-    }
-    const body = parseJsonBody(request.rawBody);
-    const eventId = eventIdOf(request);
-    const base = {
-      eventId,
-      source: context.source.id,
-      platform: 'shopify',
-      receivedAt: context.now.toISOString(),
-    } as const;
+    return mapShopify(request, context);
+  },
+  map: mapShopify,
+};
 
-    if (isOrderTopic) return mapped([placed(parsePayload(Order, body), eventId, context)]);
+function mapShopify(request: HttpRequest, context: AdapterContext): AdapterResult {
+  const topic = requiredHeader(request.headers, 'x-shopify-topic');
+  const isOrderTopic = ORDER_TOPICS.has(topic);
+  if (isOrderTopic && topic !== context.source.orderTopic) {
+    return {
+      kind: 'ignored',
+      reason: `${topic} is not the configured order topic (${context.source.orderTopic})`,
+    };
+  }
+  if (!isOrderTopic && !(OTHER_TOPICS as readonly string[]).includes(topic)) {
+    return { kind: 'ignored', reason: `topic ${topic} is not handled` };
+  }
+  const body = parseJsonBody(request.rawBody);
+  const eventId = eventIdOf(request);
+  const base = {
+    eventId,
+    source: context.source.id,
+    platform: 'shopify',
+    receivedAt: context.now.toISOString(),
+  } as const;
 
-    if (topic === 'orders/cancelled') {
-      const order = parsePayload(CancelledOrder, body);
-      const event: ConnectorEventInput = {
-        type: 'OrderCancelled',
-        ...base,
-        externalId: order.id,
-        reason: order.cancel_reason?.slice(0, 500) || undefined,
-      };
-      return mapped([event]);
-    }
+  if (isOrderTopic) return mapped([placed(parsePayload(Order, body), eventId, context)]);
 
-    const refund = parsePayload(Refund, body);
-    const net = shopifyRefundAmount(refund);
-    if (!net) {
-      return {
-        kind: 'ignored',
-        reason: `refund ${refund.id} refunds no line items (shipping or amount only): the commission base is unchanged`,
-      };
-    }
+  if (topic === 'orders/cancelled') {
+    const order = parsePayload(CancelledOrder, body);
     const event: ConnectorEventInput = {
-      type: 'OrderRefunded',
+      type: 'OrderCancelled',
       ...base,
-      externalId: refund.order_id,
-      refundId: refund.id,
-      amount: net.amount,
-      currency: net.currency,
-      reason: refund.note?.slice(0, 500) || undefined,
-      origin: 'shop',
-      ...refundLines(net.lines),
+      externalId: order.id,
+      reason: order.cancel_reason?.slice(0, 500) || undefined,
     };
     return mapped([event]);
-  },
-};
+  }
+
+  const refund = parsePayload(Refund, body);
+  const net = shopifyRefundAmount(refund);
+  if (!net) {
+    return {
+      kind: 'ignored',
+      reason: `refund ${refund.id} refunds no line items (shipping or amount only): the commission base is unchanged`,
+    };
+  }
+  const event: ConnectorEventInput = {
+    type: 'OrderRefunded',
+    ...base,
+    externalId: refund.order_id,
+    refundId: refund.id,
+    amount: net.amount,
+    currency: net.currency,
+    reason: refund.note?.slice(0, 500) || undefined,
+    origin: 'shop',
+    ...refundLines(net.lines),
+  };
+  return mapped([event]);
+}

@@ -354,30 +354,35 @@ export const stripeAdapter: PlatformAdapter = {
       now: context.now,
       toleranceSeconds: context.source.toleranceSeconds,
     });
-    const envelope = parsePayload(Envelope, parseJsonBody(request.rawBody));
-    const object = envelope.data.object;
-    checkObjectType(envelope.type, object);
-    switch (envelope.type) {
-      case 'checkout.session.completed': {
-        if (object['mode'] === 'setup')
-          return { kind: 'ignored', reason: 'setup-mode checkout session: no sale' };
-        const status = object['payment_status'];
-        if (typeof status === 'string' && !PAID.has(status)) {
-          return {
-            kind: 'ignored',
-            reason: `checkout session payment_status ${status}: checkout.session.async_payment_succeeded follows`,
-          };
-        }
-        return sessionPlaced(object, envelope.id, context);
-      }
-      case 'checkout.session.async_payment_succeeded':
-        return sessionPlaced(object, envelope.id, context);
-      case 'refund.created':
-        return refundCreated(object, envelope.id, context);
-      case 'charge.refunded':
-        return chargeRefunded(object, envelope.id, context);
-      default:
-        return { kind: 'ignored', reason: `event type ${envelope.type} is not handled` };
-    }
+    return mapStripe(request, context);
   },
+  map: mapStripe,
 };
+
+function mapStripe(request: HttpRequest, context: AdapterContext): AdapterResult {
+  const envelope = parsePayload(Envelope, parseJsonBody(request.rawBody));
+  const object = envelope.data.object;
+  checkObjectType(envelope.type, object);
+  switch (envelope.type) {
+    case 'checkout.session.completed': {
+      if (object['mode'] === 'setup')
+        return { kind: 'ignored', reason: 'setup-mode checkout session: no sale' };
+      const status = object['payment_status'];
+      if (typeof status === 'string' && !PAID.has(status)) {
+        return {
+          kind: 'ignored',
+          reason: `checkout session payment_status ${status}: checkout.session.async_payment_succeeded follows`,
+        };
+      }
+      return sessionPlaced(object, envelope.id, context);
+    }
+    case 'checkout.session.async_payment_succeeded':
+      return sessionPlaced(object, envelope.id, context);
+    case 'refund.created':
+      return refundCreated(object, envelope.id, context);
+    case 'charge.refunded':
+      return chargeRefunded(object, envelope.id, context);
+    default:
+      return { kind: 'ignored', reason: `event type ${envelope.type} is not handled` };
+  }
+}

@@ -24,4 +24,10 @@ export type AdapterResult =
 export interface PlatformAdapter {
   readonly platform: SourceConfig['platform'];
   handle(request: HttpRequest, context: AdapterContext): AdapterResult;
+  /**
+   * `handle` without the signature check, for a delivery whose origin is established otherwise: the
+   * backfill rebuilds it from what it read from the shop's own API with the shop's credentials.
+   * Never for anything that came in over the webhook door.
+   */
+  map(request: HttpRequest, context: AdapterContext): AdapterResult;
 }

@@ -403,29 +403,34 @@ export const woocommerceAdapter: PlatformAdapter = {
   handle(request: HttpRequest, context: AdapterContext): AdapterResult {
     if (isPing(request.rawBody)) return { kind: 'ping' };
     verifyBase64HmacHeader(request, context.secrets, 'x-wc-webhook-signature');
-    const topic = requiredHeader(request.headers, 'x-wc-webhook-topic');
-    if (!(WOOCOMMERCE_TOPICS as readonly string[]).includes(topic)) {
-      // Custom topics may deliver a refund resource; anything else they carry is not ours.
-      const refund = refundBodyOf(request.rawBody);
-      return refund === undefined
-        ? { kind: 'ignored', reason: `topic ${topic} is not handled` }
-        : refundResource(refund, context);
-    }
-    const body = parseJsonBody(request.rawBody);
-    if (looksLikeRefundResource(body)) return refundResource(body, context);
-    const order = parsePayload(Order, body);
-    const modified = order.date_modified_gmt;
-    const eventId = modified ? `${topic}:${order.id}:${modified}` : bodySha256(request.rawBody);
-    if (topic === 'order.updated') return updated(order, eventId, context);
-    if (order.status === 'checkout-draft') {
-      return { kind: 'ignored', reason: 'order is a checkout draft, not a placed order' };
-    }
-    if (NOT_A_SALE.has(order.status)) {
-      return {
-        kind: 'ignored',
-        reason: `order.created body with status ${order.status}: not a sale (an order.updated body, or an order changed before the webhook went out)`,
-      };
-    }
-    return mapped([placed(order, eventId, context)]);
+    return mapWooCommerce(request, context);
   },
+  map: mapWooCommerce,
 };
+
+function mapWooCommerce(request: HttpRequest, context: AdapterContext): AdapterResult {
+  const topic = requiredHeader(request.headers, 'x-wc-webhook-topic');
+  if (!(WOOCOMMERCE_TOPICS as readonly string[]).includes(topic)) {
+    // Custom topics may deliver a refund resource; anything else they carry is not ours.
+    const refund = refundBodyOf(request.rawBody);
+    return refund === undefined
+      ? { kind: 'ignored', reason: `topic ${topic} is not handled` }
+      : refundResource(refund, context);
+  }
+  const body = parseJsonBody(request.rawBody);
+  if (looksLikeRefundResource(body)) return refundResource(body, context);
+  const order = parsePayload(Order, body);
+  const modified = order.date_modified_gmt;
+  const eventId = modified ? `${topic}:${order.id}:${modified}` : bodySha256(request.rawBody);
+  if (topic === 'order.updated') return updated(order, eventId, context);
+  if (order.status === 'checkout-draft') {
+    return { kind: 'ignored', reason: 'order is a checkout draft, not a placed order' };
+  }
+  if (NOT_A_SALE.has(order.status)) {
+    return {
+      kind: 'ignored',
+      reason: `order.created body with status ${order.status}: not a sale (an order.updated body, or an order changed before the webhook went out)`,
+    };
+  }
+  return mapped([placed(order, eventId, context)]);
+}

@@ -1,5 +1,6 @@
 import { sleep as realSleep, type Sleep, withRetry } from '../affiliate/retry.ts';
 import { ConfigurationError, PermanentError, TransientError } from '../errors.ts';
+import { parseJsonBody } from '../json.ts';
 
 /**
  * The HTTP core of the shop API clients (Shopify Admin, WooCommerce REST, Stripe): one auth header,
@@ -121,8 +122,13 @@ export class ShopHttp {
     const json = parseJson(text);
     const { status } = response;
     if (status >= 200 && status < 300) {
-      if (json === undefined)
-        throw new TransientError(`${name} API: ${label} answered ${status} without JSON`, { status });
+      // WordPress without pretty permalinks, or a URL that is the shop's storefront, answers 200 with HTML.
+      if (json === undefined) {
+        throw new PermanentError(
+          `${name} API: ${label} answered ${status} without JSON: is shopApi.url the shop's base URL?`,
+          { status },
+        );
+      }
       return { status, headers: response.headers, json };
     }
     const platformMessage = this.#redact(this.#profile.messageOf(json));
@@ -167,10 +173,11 @@ function retryAfterMs(headers: Headers): number | undefined {
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
+/** As the webhooks: an integer beyond 2^53 (a Shopify id) comes back as its exact text. */
 function parseJson(text: string): unknown {
   if (text.trim() === '') return undefined;
   try {
-    return JSON.parse(text) as unknown;
+    return parseJsonBody(Buffer.from(text, 'utf8'));
   } catch {
     return undefined;
   }

@@ -39,7 +39,14 @@ describe('cdk-nag AwsSolutions', () => {
     ['the example config', {}],
     [
       'every option on',
-      { refundsIamAuth: 'true', alarmEmail: 'ops@example.com', 'legacy.credentialsSecret': 'x/y' },
+      {
+        refundsIamAuth: 'true',
+        alarmEmail: 'ops@example.com',
+        'legacy.credentialsSecret': 'x/y',
+        'catchUp.enabled': 'true',
+        'sources.0.shopApi':
+          '{"url":"https://shop-main.myshopify.com","credentialsRef":"connector/shop-api/main"}',
+      },
     ],
   ])('has no unacknowledged finding with %s, and synth passes the registered plugin', (_, overrides) => {
     const { app, stack } = connectorApp(exampleConfig(overrides));

@@ -2,7 +2,7 @@ import type { CfnElement } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type ConnectorStack, compactSources } from '../../infra/connector-stack.ts';
+import { CATCH_UP_FUNCTION, type ConnectorStack, compactSources } from '../../infra/connector-stack.ts';
 import type { DeployConfig } from '../../infra/deploy-config.ts';
 import { CONNECTOR_METRICS } from '../../infra/monitoring.ts';
 import { SourcesFile } from '../../shared/config/sources.ts';
@@ -633,5 +633,82 @@ describe('the finance key checked at deploy time', () => {
     s.template.resourceCountIs('Custom::FinanceKeyCheck', 0);
     expect(s.stack.financeKeyCheck).toBeUndefined();
     expect(s.config.checkFinanceKeyAtDeploy).toBe(false);
+  });
+});
+
+describe('ConnectorStack (scheduled catch-up)', () => {
+  const SHOP_API =
+    '{"url":"https://shop-main.myshopify.com","credentialsRef":"connector/shop-api/shopify-main"}';
+
+  it('is off unless configured: no function, no rule', () => {
+    const s = synth();
+
+    expect(s.stack.catchUp).toBeUndefined();
+    expect(JSON.stringify(s.template.findResources('AWS::Lambda::Function'))).not.toContain(
+      CATCH_UP_FUNCTION.description,
+    );
+    expect(JSON.stringify(s.template.findResources('AWS::Events::Rule'))).not.toContain('catch-up');
+  });
+
+  it('runs daily at the configured hour, with the catch-up settings and the sources', () => {
+    const s = synth({ 'catchUp.enabled': 'true', 'catchUp.hourUtc': '4', 'sources.0.shopApi': SHOP_API });
+    const fn = s.stack.catchUp!;
+
+    s.template.hasResourceProperties('AWS::Events::Rule', {
+      ScheduleExpression: 'cron(0 4 * * ? *)',
+      Targets: [
+        Match.objectLike({
+          Arn: { 'Fn::GetAtt': [s.id(fn), 'Arn'] },
+          RetryPolicy: { MaximumRetryAttempts: 2 },
+        }),
+      ],
+    });
+    const env = s.template.toJSON().Resources[s.id(fn)].Properties.Environment.Variables;
+    expect(env).toMatchObject({ CATCH_UP_HOURS: '48', QUEUE_URL: { Ref: s.id(s.stack.pipeline.queue) } });
+    expect(SourcesFile.parse(JSON.parse(env.SOURCES))[0]?.shopApi).toEqual(JSON.parse(SHOP_API));
+    s.template.hasResourceProperties('AWS::Lambda::Function', {
+      Runtime: 'nodejs24.x',
+      Architectures: ['arm64'],
+      Timeout: 600,
+    });
+  });
+
+  it('least privilege: sends to the main queue and reads the shop API credentials, nothing else', () => {
+    const s = synth({ 'catchUp.enabled': 'true', 'sources.0.shopApi': SHOP_API });
+    const role = s.stack.catchUp!.role!;
+    const policies = s.template.findResources('AWS::IAM::Policy', {
+      Properties: { Roles: Match.arrayWith([{ Ref: s.id(role) }]) },
+    });
+    const statements = Object.values(policies).flatMap(
+      (p) =>
+        (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
+          .Statement,
+    );
+
+    expect(actionsOf(statements)).toEqual([
+      'logs:CreateLogStream',
+      'logs:PutLogEvents',
+      'secretsmanager:GetSecretValue',
+      'sqs:SendMessage',
+    ]);
+    expect(statements).toContainEqual(
+      expect.objectContaining({
+        Action: 'sqs:SendMessage',
+        Resource: { 'Fn::GetAtt': [s.id(s.stack.pipeline.queue), 'Arn'] },
+      }),
+    );
+    const secrets = JSON.stringify(statements.filter((st) => st.Action === 'secretsmanager:GetSecretValue'));
+    expect(secrets).toContain(':secret:connector/shop-api/shopify-main-??????');
+    expect(secrets).not.toContain('connector/webhooks/');
+    expect(secrets).not.toContain('affiliate-token');
+  });
+
+  it('refuses to be enabled with no source that has a shop API, and a credentialsRef that is no secret name', () => {
+    expect(() => synth({ 'catchUp.enabled': 'true' })).toThrow(
+      'catchUp.enabled: no source has shopApi: the catch-up would read nothing',
+    );
+    expect(() =>
+      synth({ 'sources.0.shopApi': '{"url":"https://s.myshopify.com","credentialsRef":"bad ref!"}' }),
+    ).toThrow('sources.0.shopApi.credentialsRef');
   });
 });

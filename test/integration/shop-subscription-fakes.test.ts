@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
-import { ConfigurationError, PermanentError } from '../../shared/errors.ts';
-import { ShopifyClient } from '../../shared/shops/shopify.ts';
-import { StripeClient } from '../../shared/shops/stripe.ts';
 import {
   shopifySubscriptions,
   stripeSubscriptions,
   wooCommerceSubscriptions,
-} from '../../shared/shops/subscriptions.ts';
+} from '../../cli/shops/subscriptions.ts';
+import { type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
+import { ConfigurationError, PermanentError } from '../../shared/errors.ts';
+import { ShopifyClient } from '../../shared/shops/shopify.ts';
+import { StripeClient } from '../../shared/shops/stripe.ts';
 import { WooCommerceClient } from '../../shared/shops/woocommerce.ts';
 
 /**

@@ -177,9 +177,7 @@ describe('import boundaries', () => {
       .map(([, target]) => String(target).replace(/^\.\//, ''));
     const loaded = reachable(graph, [...files.filter((f) => f.startsWith('functions/')), ...aliased]);
 
-    // Until the scheduled catch-up function (issue 18) lands, only the CLI loads the shop API clients.
-    const pending = (f: string) => f.startsWith('shared/shops/');
-    expect(files.filter((f) => f.startsWith('shared/') && !loaded.has(f) && !pending(f))).toEqual([]);
+    expect(files.filter((f) => f.startsWith('shared/') && !loaded.has(f))).toEqual([]);
   });
 
   it('inside shared/, no import runs back up a floor', () => {

@@ -253,6 +253,9 @@ describe('amounts that only overflow once combined', () => {
         handle: () => {
           throw new RangeError('Invalid time value');
         },
+        map: () => {
+          throw new RangeError('Invalid time value');
+        },
       }),
       secrets: secretStore,
       queue,

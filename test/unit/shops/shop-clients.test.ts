@@ -247,6 +247,25 @@ describe('WooCommerce REST client', () => {
   });
 });
 
+describe('an answer that is not the API', () => {
+  it("is permanent and asks whether the URL is the shop's base URL (a storefront answers 200 with HTML)", async () => {
+    const page = new Response('<!doctype html><title>My shop</title>', { status: 200 });
+    const { fetch, seen } = scripted([page]);
+    const client = new WooCommerceClient(
+      { url: 'https://w.example/shop', consumerKey: 'ck_1', consumerSecret: 'cs_1' },
+      { fetch, ...noWait },
+    );
+
+    const error = await all(client.list('orders', {})).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(PermanentError);
+    expect((error as Error).message).toBe(
+      "WooCommerce API: GET /shop/wp-json/wc/v3/orders answered 200 without JSON: is shopApi.url the shop's base URL?",
+    );
+    expect(seen).toHaveLength(1);
+  });
+});
+
 describe('Stripe client', () => {
   it('sends the secret key as a bearer and pages with starting_after while has_more', async () => {
     const { fetch, seen } = scripted([
@@ -268,11 +287,39 @@ describe('Stripe client', () => {
     expect(seen[0]?.headers.get('authorization')).toBe('Bearer rk_test_1');
   });
 
-  it('retries a network failure, and a timeout is transient', async () => {
-    const { fetch } = scripted([new TypeError('fetch failed'), json({ data: [], has_more: false })]);
+  it('retries a network failure', async () => {
+    const { fetch, seen } = scripted([new TypeError('fetch failed'), json({ data: [], has_more: false })]);
     const client = new StripeClient({ url: 'https://api.stripe.com', secretKey: 'k' }, { fetch, ...noWait });
 
     expect(await all(client.list('events', {}))).toEqual([]);
+    expect(seen).toHaveLength(2);
+  });
+
+  it('cuts an attempt that gets no answer at timeoutMs, as a transient failure', async () => {
+    // A server that never answers: the request ends only when its signal aborts.
+    const hung = ((_: unknown, init?: RequestInit) =>
+      new Promise<Response>((_resolve, reject) =>
+        init?.signal?.addEventListener('abort', () => reject(init.signal?.reason)),
+      )) as typeof fetch;
+    const client = new StripeClient(
+      { url: 'https://api.stripe.com', secretKey: 'k' },
+      { fetch: hung, timeoutMs: 20, maxAttempts: 2, ...noWait },
+    );
+
+    const error = await all(client.list('events', {})).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(TransientError);
+    expect((error as Error).message).toBe('Stripe API: GET /v1/events: no answer within 20 ms');
+  });
+
+  it('gives up at once when Retry-After asks for longer than maxRetryAfterMs', async () => {
+    const { fetch, seen } = scripted([json({}, 429, { 'retry-after': '120' })]);
+    const client = new StripeClient({ url: 'https://api.stripe.com', secretKey: 'k' }, { fetch, ...noWait });
+
+    const error = await all(client.list('events', {})).catch((e: unknown) => e);
+
+    expect(error).toMatchObject({ name: 'TransientError', status: 429, retryAfterMs: 120_000 });
+    expect(seen).toHaveLength(1);
   });
 
   it('never puts the key in an error message', async () => {

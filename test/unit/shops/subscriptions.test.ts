@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { SourceConfig } from '../../../shared/config/sources.ts';
 import {
   diagnose,
   planFixes,
   type ShopSubscription,
   type WantedSubscriptions,
-} from '../../../shared/shops/subscriptions.ts';
-import { subscriptionTopics } from '../../../shared/shops/topics.ts';
+} from '../../../cli/shops/subscriptions.ts';
+import { SourceConfig } from '../../../shared/config/sources.ts';
+import { subscriptionTopics } from '../../../shared/platforms/registry.ts';
 
 const ADDRESS = 'https://abc.execute-api.eu-west-1.amazonaws.com/webhooks/shop-a';
 const source = (platform: 'shopify' | 'woocommerce' | 'stripe' | 'generic', extra: object = {}) =>

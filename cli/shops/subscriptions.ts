@@ -1,9 +1,9 @@
-import { PermanentError } from '../errors.ts';
-import type { ShopPlatform } from './credentials.ts';
-import { stringAt } from './http.ts';
-import type { ShopifyClient } from './shopify.ts';
-import type { StripeClient } from './stripe.ts';
-import type { WooCommerceClient } from './woocommerce.ts';
+import { PermanentError } from '../../shared/errors.ts';
+import type { ShopPlatform } from '../../shared/shops/credentials.ts';
+import { stringAt } from '../../shared/shops/http.ts';
+import type { ShopifyClient } from '../../shared/shops/shopify.ts';
+import type { StripeClient } from '../../shared/shops/stripe.ts';
+import type { WooCommerceClient } from '../../shared/shops/woocommerce.ts';
 
 /**
  * The shop side of the webhooks: which subscriptions the shop has (Shopify `webhooks.json`,

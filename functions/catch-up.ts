@@ -1,0 +1,97 @@
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import type { Context } from 'aws-lambda';
+import { sqsClient } from '../shared/adapters/aws-clients.ts';
+import { SqsEventQueue } from '../shared/adapters/sqs.ts';
+import { type CatchUpDeps, type CatchUpResult, catchUp } from '../shared/backfill/catch-up.ts';
+import { type Env, optionalNumber, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
+import type { SourceConfig } from '../shared/config/sources.ts';
+import { ConfigurationError } from '../shared/errors.ts';
+import { lambdaPipeline } from '../shared/lambda.ts';
+import { makeLogger } from '../shared/observability.ts';
+import { adapterFor } from '../shared/platforms/registry.ts';
+import type { SecretStore } from '../shared/ports.ts';
+import { awsSecretStore } from '../shared/secrets.ts';
+
+/** Hours read back from now when CATCH_UP_HOURS is not set. */
+export const DEFAULT_CATCH_UP_HOURS = 48;
+
+export type CatchUpHandler = (event: unknown, context?: Context) => Promise<CatchUpResult>;
+
+/**
+ * The EventBridge schedule's target: catches up every configured source; resolves with the
+ * summaries, or rejects naming each source that failed (the invocation counts as an error, and the
+ * rule's retry runs it again: what was queued is a no-op the second time).
+ */
+export function makeHandler(deps: CatchUpDeps, onResult?: (result: CatchUpResult) => void): CatchUpHandler {
+  return async () => {
+    const result = await catchUp(deps);
+    onResult?.(result);
+    if (result.failed.length > 0) {
+      throw new Error(
+        result.failed.map((f) => `catch-up failed for source ${f.source}: ${f.reason}`).join('; '),
+      );
+    }
+    return result;
+  };
+}
+
+export interface CatchUpWiring {
+  readonly sqs: SQSClient;
+  readonly secrets: SecretStore;
+  /** SOURCES, QUEUE_URL; CATCH_UP_HOURS (default 48); CATCH_UP_SOURCES (comma-separated ids, default every source with shopApi). */
+  readonly env: Env;
+}
+
+/** The catch-up's dependencies; fails fast naming a missing or wrong setting. */
+export function buildCatchUpDeps(wiring: CatchUpWiring): CatchUpDeps {
+  const sources = sourcesFromEnv(wiring.env);
+  const listed = wiring.env['CATCH_UP_SOURCES']?.trim();
+  let chosen: SourceConfig[];
+  if (listed) {
+    chosen = listed.split(',').map((raw) => {
+      const id = raw.trim();
+      const source = sources.get(id);
+      if (!source) throw new ConfigurationError(`CATCH_UP_SOURCES: unknown source "${id.slice(0, 64)}"`);
+      if (!source.shopApi) throw new ConfigurationError(`CATCH_UP_SOURCES: source ${id} has no shopApi`);
+      return source;
+    });
+  } else {
+    chosen = [...sources.values()].filter((s) => s.shopApi !== undefined);
+  }
+  const hours = optionalNumber(wiring.env, 'CATCH_UP_HOURS', DEFAULT_CATCH_UP_HOURS);
+  if (hours <= 0) throw new ConfigurationError('setting CATCH_UP_HOURS must be a positive number of hours');
+  return {
+    sources: chosen,
+    hours,
+    secrets: wiring.secrets,
+    queue: new SqsEventQueue(wiring.sqs, requireEnv(wiring.env, 'QUEUE_URL')),
+    adapterFor,
+    now: () => new Date(),
+  };
+}
+
+const logger = makeLogger();
+
+/** The Lambda entry point; one log line per source (counts and reasons only, never a body). */
+export const handler: CatchUpHandler = lambdaPipeline(
+  async () =>
+    makeHandler(
+      buildCatchUpDeps({ sqs: sqsClient(), secrets: awsSecretStore(process.env), env: process.env }),
+      (result) => {
+        for (const s of result.sources) {
+          logger.info('catch-up', {
+            source: s.source,
+            from: result.from,
+            to: result.to,
+            found: s.found,
+            queued: s.queued,
+            skipped: s.skipped.length,
+            notices: s.notices,
+          });
+        }
+        for (const f of result.failed)
+          logger.error('catch-up failed', { source: f.source, reason: f.reason });
+      },
+    ),
+  { logger },
+);

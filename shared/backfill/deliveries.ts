@@ -1,0 +1,204 @@
+import type { SourceConfig } from '../config/sources.ts';
+import type { HttpRequest } from '../http/types.ts';
+import type { ShopCredentials } from '../shops/credentials.ts';
+import type { ShopHttpOptions } from '../shops/http.ts';
+import { ShopifyClient } from '../shops/shopify.ts';
+import { StripeClient } from '../shops/stripe.ts';
+import { WooCommerceClient } from '../shops/woocommerce.ts';
+
+/**
+ * What the backfill reads from a shop's API, turned into what the shop's webhook would have carried
+ * (topic header and body), so the platform adapter maps it exactly as it maps a webhook: same event
+ * ids where the body decides them (WooCommerce, Stripe, Generic), same order ids and refund ids, so
+ * the same ledger rules apply.
+ */
+
+export interface Period {
+  readonly from: Date;
+  readonly to: Date;
+}
+
+/**
+ * One change found in the shop: an order placed, refunded or cancelled, as its webhook would have
+ * carried it, or what no webhook would have delivered, with the reason (`skipped`).
+ */
+export type Delivery =
+  | {
+      /** `order 1001`, `refund 5 of order 1001`, `event evt_1 (charge.refunded)`: for the summary. */
+      readonly label: string;
+      readonly request: HttpRequest;
+    }
+  | { readonly label: string; readonly skipped: string };
+
+export interface ShopRead {
+  /** Things the operator must know about the period (Stripe's 30-day window). */
+  readonly notices: readonly string[];
+  readonly deliveries: AsyncIterable<Delivery>;
+}
+
+type Json = Record<string, unknown>;
+
+/** Stripe keeps events for 30 days; the Events API lists nothing older. */
+export const STRIPE_EVENTS_WINDOW_MS = 30 * 24 * 3600 * 1000;
+
+/** The Stripe event types the connector maps (shared/platforms/stripe.ts). */
+export const STRIPE_EVENT_TYPES = [
+  'checkout.session.completed',
+  'checkout.session.async_payment_succeeded',
+  'charge.refunded',
+  'refund.created',
+] as const;
+
+/** Shopify's financial statuses of an order that has been paid (for `orderTopic: orders/paid`). */
+const SHOPIFY_PAID = new Set(['paid', 'partially_refunded', 'refunded']);
+
+function delivery(label: string, headers: Record<string, string>, body: unknown): Delivery {
+  return {
+    label,
+    request: {
+      headers: { 'content-type': 'application/json', ...headers },
+      rawBody: Buffer.from(JSON.stringify(body)),
+    },
+  };
+}
+
+/** Reads the period from the source's shop API. */
+export function readShop(
+  source: SourceConfig,
+  credentials: ShopCredentials,
+  period: Period,
+  options: ShopHttpOptions & { readonly now: Date },
+): ShopRead {
+  switch (credentials.platform) {
+    case 'shopify':
+      return { notices: [], deliveries: shopify(source, new ShopifyClient(credentials, options), period) };
+    case 'woocommerce':
+      return { notices: [], deliveries: woocommerce(new WooCommerceClient(credentials, options), period) };
+    case 'stripe': {
+      const oldest = new Date(options.now.getTime() - STRIPE_EVENTS_WINDOW_MS);
+      const notices =
+        period.from < oldest
+          ? [
+              `Stripe keeps events 30 days: ${period.from.toISOString()} to ${oldest.toISOString()} cannot be read from the Events API (look those orders up in the Stripe dashboard)`,
+            ]
+          : [];
+      const from = period.from < oldest ? oldest : period.from;
+      return { notices, deliveries: stripe(new StripeClient(credentials, options), { from, to: period.to }) };
+    }
+  }
+}
+
+/**
+ * Shopify Admin orders updated in the period (any status), each rebuilt as the webhooks it caused:
+ * the order topic with the order as it was placed (no cancellation, no refunds yet), then
+ * `orders/cancelled` when cancelled, then `refunds/create` per refund (the REST refund is the
+ * webhook's body).
+ */
+async function* shopify(
+  source: SourceConfig,
+  client: ShopifyClient,
+  period: Period,
+): AsyncGenerator<Delivery> {
+  const query = {
+    status: 'any',
+    updated_at_min: period.from.toISOString(),
+    updated_at_max: period.to.toISOString(),
+    limit: '250',
+  };
+  for await (const page of client.list('orders.json', 'orders', query)) {
+    for (const item of page) {
+      const order = item as Json;
+      const id = String(order['id']);
+      const topic = source.orderTopic;
+      const paid =
+        typeof order['financial_status'] === 'string' && SHOPIFY_PAID.has(order['financial_status']);
+      if (topic === 'orders/create' || paid) {
+        const placed = { ...order, cancelled_at: null, cancel_reason: null, refunds: [] };
+        yield delivery(`order ${id}`, shopifyHeaders(topic, id), placed);
+      } else {
+        const status = String(order['financial_status']);
+        yield {
+          label: `order ${id}`,
+          skipped: `not paid (${status}), and the source's order topic is orders/paid`,
+        };
+      }
+      if (order['cancelled_at'])
+        yield delivery(`cancellation of order ${id}`, shopifyHeaders('orders/cancelled', id), order);
+      const refunds = Array.isArray(order['refunds']) ? (order['refunds'] as Json[]) : [];
+      for (const refund of refunds) {
+        const refundId = String(refund['id']);
+        yield delivery(
+          `refund ${refundId} of order ${id}`,
+          shopifyHeaders('refunds/create', refundId),
+          refund,
+        );
+      }
+    }
+  }
+}
+
+function shopifyHeaders(topic: string, id: string): Record<string, string> {
+  // The webhook's event id is not in the REST resource; this one is stable across backfills.
+  return { 'x-shopify-topic': topic, 'x-shopify-event-id': `backfill:${topic}:${id}` };
+}
+
+/**
+ * WooCommerce orders modified in the period: `order.created` with the order (its placement; for an
+ * order refunded in full since, as it was sold), then `order.updated` with the order as it is now
+ * when it was cancelled or refunded (its `refunds` list carries each refund, as the webhook does).
+ */
+async function* woocommerce(client: WooCommerceClient, period: Period): AsyncGenerator<Delivery> {
+  const query = {
+    modified_after: period.from.toISOString(),
+    modified_before: period.to.toISOString(),
+    dates_are_gmt: 'true',
+    per_page: '100',
+    orderby: 'id',
+    order: 'asc',
+  };
+  for await (const page of client.list('orders', query)) {
+    for (const item of page) {
+      const order = item as Json;
+      const id = String(order['id']);
+      const status = String(order['status']);
+      // A cancelled or failed order is left to the adapter, which says why it is no sale.
+      const placed =
+        status === 'refunded' ? { ...order, status: 'processing', refunds: [] } : { ...order, refunds: [] };
+      yield delivery(`order ${id}`, { 'x-wc-webhook-topic': 'order.created' }, placed);
+      const refunds = Array.isArray(order['refunds']) ? order['refunds'] : [];
+      if (status === 'cancelled' || status === 'refunded' || refunds.length > 0) {
+        const what = status === 'cancelled' ? 'cancellation' : 'refunds';
+        yield delivery(`${what} of order ${id}`, { 'x-wc-webhook-topic': 'order.updated' }, order);
+      }
+    }
+  }
+}
+
+/** Stripe events of the mapped types in the period, oldest first (the API lists newest first). */
+async function* stripe(client: StripeClient, period: Period): AsyncGenerator<Delivery> {
+  const query: Record<string, string> = {
+    'created[gte]': String(Math.floor(period.from.getTime() / 1000)),
+    'created[lte]': String(Math.floor(period.to.getTime() / 1000)),
+    limit: '100',
+  };
+  const events: Json[] = [];
+  for (const type of STRIPE_EVENT_TYPES) {
+    for await (const page of client.list('events', { ...query, type })) events.push(...(page as Json[]));
+  }
+  events.sort((a, b) => Number(a['created']) - Number(b['created']));
+  for (const event of events)
+    yield delivery(`event ${String(event['id'])} (${String(event['type'])})`, {}, event);
+}
+
+/** Generic webhook bodies, one JSON object per line (`--file orders.jsonl`); blank lines skipped. */
+export function* genericDeliveries(lines: Iterable<string>): Generator<Delivery> {
+  let n = 0;
+  for (const line of lines) {
+    n += 1;
+    if (line.trim() === '') continue;
+    yield {
+      label: `line ${n}`,
+      request: { headers: { 'content-type': 'application/json' }, rawBody: Buffer.from(line) },
+    };
+  }
+}
