@@ -6,6 +6,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import dynalite from 'dynalite';
 import { startFauxqs } from 'fauxqs';
 import { LOCAL_AWS, LOCAL_QUEUE_NAME, LOCAL_TABLE_NAME } from '../../local/defaults.ts';
+import { ACCEPT_DUE_INDEX } from '../../shared/adapters/dynamo-ledger.ts';
 import { SQS_MAX_MESSAGE_BYTES } from '../../shared/queueing.ts';
 
 /**
@@ -180,8 +181,23 @@ async function ensureTable(dynamo: DynamoDBClient, tableName: string): Promise<v
   await dynamo.send(
     new CreateTableCommand({
       TableName: tableName,
-      AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+      AttributeDefinitions: [
+        { AttributeName: 'pk', AttributeType: 'S' },
+        { AttributeName: 'source', AttributeType: 'S' },
+        { AttributeName: 'acceptDueAt', AttributeType: 'S' },
+      ],
       KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+      // As in infra/connector-stack.ts: the accept job's sparse due-date index.
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: ACCEPT_DUE_INDEX,
+          KeySchema: [
+            { AttributeName: 'source', KeyType: 'HASH' },
+            { AttributeName: 'acceptDueAt', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'KEYS_ONLY' },
+        },
+      ],
       BillingMode: 'PAY_PER_REQUEST',
     }),
   );

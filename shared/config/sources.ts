@@ -17,6 +17,9 @@ export const UnattributedPolicy = z.discriminatedUnion('mode', [
 ]);
 export type UnattributedPolicy = z.infer<typeof UnattributedPolicy>;
 
+/** Longest return window `acceptAfterDays` takes: a year, past any shop's return policy. */
+export const MAX_ACCEPT_AFTER_DAYS = 365;
+
 export const SourceConfig = z.strictObject({
   /** URL path segment: `POST /webhooks/{id}`. */
   id: z.string().check(z.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'lower-case letters, digits, - and _')),
@@ -56,6 +59,12 @@ export const SourceConfig = z.strictObject({
         ),
       ),
   ),
+  /**
+   * Accept the source's conversions on the platform once the order is this many days old (the shop's
+   * return window), unless a refund is pending or the conversion was refused. The due date is set
+   * when the conversion is added: changing this later moves only new orders. @default off
+   */
+  acceptAfterDays: z.optional(z.int().check(z.gte(1), z.lte(MAX_ACCEPT_AFTER_DAYS))),
   /** Stripe: signature timestamp tolerance. */
   toleranceSeconds: z._default(z.int().check(z.positive()), 300),
 });
