@@ -1,4 +1,5 @@
 import { Command, CommanderError } from 'commander';
+import { registerAccept } from './accept.ts';
 import { registerDlq } from './dlq.ts';
 import { registerDoctor } from './doctor.ts';
 import { CliError, type CliIo, explain, processIo, writeLine } from './io.ts';
@@ -21,6 +22,7 @@ Examples:
   $ npx connector status 1001
   $ npx connector reconcile --from 2026-05-01 --to 2026-05-31
   $ npx connector doctor
+  $ npx connector accept --older-than 30d --dry-run
 
 Exit codes: 0 success, 1 the work failed (or differences found), 2 usage or missing setting.`;
 
@@ -48,6 +50,7 @@ export function buildProgram(io: CliIo): Command {
   registerStatus(program, io);
   registerReconcile(program, io);
   registerDoctor(program, io);
+  registerAccept(program, io);
   return program;
 }
 

@@ -167,11 +167,17 @@ async function acceptOne(
   }
   if (options.dryRun) return { ...base, result: 'would_accept' };
 
+  let backend: ConversionBackend;
+  try {
+    backend = deps.backendFor(source);
+  } catch (error) {
+    // A source whose platform interface is not configured here (legacy credentials): next run.
+    return { ...base, result: 'retry', detail: describeError(error) };
+  }
   record.acceptLeaseUntil = deps.now() + deps.leaseMs;
   if (!(await deps.ledger.update(record))) {
     return { ...base, result: 'held', detail: 'the ledger record changed meanwhile: next run' };
   }
-  const backend = deps.backendFor(source);
   const conversionId = record.conversionId ?? '';
   const call: CallOptions = options.deadline === undefined ? {} : { deadline: options.deadline };
   try {
