@@ -64,6 +64,8 @@ export interface LocalStackOptions extends WorkerTuning {
   readonly recoverAfterCrash?: boolean;
   /** Runs the accept job at this interval, as the hourly schedule does in AWS. @default off */
   readonly acceptEveryMs?: number;
+  /** `acceptAfterDays` of the default sources (ignored with `sources`). @default off */
+  readonly acceptAfterDays?: number;
 }
 
 export interface LocalStack {
@@ -118,6 +120,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       program,
       rule,
       secretRef: PLATFORM_SECRET[platform],
+      ...(options.acceptAfterDays === undefined ? {} : { acceptAfterDays: options.acceptAfterDays }),
     }));
   const sources = new Map(sourceInputs.map((s) => SourceConfig.parse(s)).map((s) => [s.id, s]));
 
