@@ -1,9 +1,18 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import dynalite from 'dynalite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEmulators } from '../../infra/local/emulators.ts';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
+import { LOCAL_AWS, LOCAL_TABLE_NAME } from '../../local/defaults.ts';
 import { DEFAULT_SEED } from '../../sandbox/server.ts';
-import { ledgerKey, recordRefund } from '../../shared/ledger.ts';
+import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
+import { ledgerKey, type OrderRecord, recordRefund } from '../../shared/ledger.ts';
 import { localStateDir, runCli } from '../support/cli.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
@@ -210,5 +219,68 @@ describe('accept after the return window', () => {
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/--older-than/);
     expect(help.stdout).toMatch(/--dry-run/);
+  });
+});
+
+describe('a ledger kept in LOCAL_DATA_DIR by a version without the due-date index', () => {
+  it('gets the index at start, holding the records already due', async () => {
+    // Prepare: the table as an older local stack created it (no index), with one added record.
+    const dir = mkdtempSync(join(tmpdir(), 'connector-ledger-'));
+    try {
+      const old = dynalite({ path: dir, createTableMs: 0 });
+      await new Promise<void>((resolve) => old.listen(0, '127.0.0.1', () => resolve()));
+      const client = new DynamoDBClient({
+        endpoint: `http://127.0.0.1:${(old.address() as AddressInfo).port}`,
+        region: LOCAL_AWS.region,
+        credentials: LOCAL_AWS.credentials,
+      });
+      await client.send(
+        new CreateTableCommand({
+          TableName: LOCAL_TABLE_NAME,
+          AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+          KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+          BillingMode: 'PAY_PER_REQUEST',
+        }),
+      );
+      // dynalite answers CREATING first, even with createTableMs 0.
+      while (
+        (await client.send(new DescribeTableCommand({ TableName: LOCAL_TABLE_NAME }))).Table?.TableStatus !==
+        'ACTIVE'
+      );
+      const now = new Date().toISOString();
+      const record: OrderRecord = {
+        key: ledgerKey('p', 'K-1'),
+        program: 'p',
+        externalId: 'K-1',
+        source: 'shop',
+        state: 'added',
+        version: 0,
+        conversionId: 'c0c0c0c0c0c0c0c0c0c0c0c0',
+        originalAmount: 100,
+        currentAmount: 100,
+        refunds: {},
+        acceptDueAt: '2026-02-04T10:00:00.000Z',
+        createdAt: now,
+        updatedAt: now,
+      };
+      expect(await new DynamoLedger(client, LOCAL_TABLE_NAME).create(record)).toBe(true);
+      client.destroy();
+      await new Promise<void>((resolve) => old.close(() => resolve()));
+
+      // Act
+      const emulators = await startEmulators({ dynamoPath: dir });
+      try {
+        const due = await new DynamoLedger(emulators.dynamo, emulators.tableName).dueForAccept('shop', now, {
+          limit: 10,
+        });
+
+        // Assess
+        expect(due.keys).toEqual([record.key]);
+      } finally {
+        await emulators.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
