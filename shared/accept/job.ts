@@ -87,6 +87,7 @@ export interface AcceptSummary {
 
 /** Index reads per page: keys only, so a page is small whatever the records hold. */
 const PAGE_SIZE = 100;
+const COUNT_PAGE_SIZE = 1000;
 
 /** The event type the DLQ shows for a conversion the platform would not accept. */
 export const ACCEPT_EVENT_TYPE = 'ConversionAccept';
@@ -118,7 +119,8 @@ export async function runAccept(deps: AcceptDeps, options: AcceptOptions): Promi
     let cursor: string | undefined;
     do {
       const page = await deps.ledger.dueForAccept(source.id, dueBy, {
-        limit: PAGE_SIZE,
+        // Past the bound the keys are only counted: larger pages, fewer reads.
+        limit: stopped() ? COUNT_PAGE_SIZE : PAGE_SIZE,
         ...(cursor ? { cursor } : {}),
       });
       for (const key of page.keys) {
@@ -235,8 +237,8 @@ async function park(
   const reason =
     `conversion ${record.conversionId} of order ${record.externalId} could not be accepted: ${describeError(error)}` +
     `${platformStatus ? ` (the platform shows it ${platformStatus})` : ''}. The connector will not try again: ` +
-    'check the conversion on the platform (refused or locked there by hand?), accept it there if it should ' +
-    'be, then discard this message';
+    'check the conversion on the platform (refused or locked there by hand?) and accept it there if it should ' +
+    'be. Replaying this message does not accept it: it only records the failure, drop it once handled';
   const base = {
     source: source.id,
     externalId: record.externalId,
