@@ -210,7 +210,9 @@ describe('accept after the return window', () => {
       expect(onPlatform('D-1')?.status).toBe('accepted');
       expect(again.stdout).not.toMatch(/D-1/);
       const status = await runCli(['status', 'D-1', '--source', 'shop'], { cwd: state.dir });
-      expect(status.stdout).toMatch(/accept\s+accepted 20\d\d-\d\d-\d\dT[\d:.]+Z \(due 2026-02-04T10:00:00.000Z\)/);
+      expect(status.stdout).toMatch(
+        /accept\s+accepted 20\d\d-\d\d-\d\dT[\d:.]+Z \(due 2026-02-04T10:00:00.000Z\)/,
+      );
     } finally {
       state.remove();
     }
