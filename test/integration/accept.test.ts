@@ -77,6 +77,12 @@ async function order(source: string, orderId: string, orderDate: string): Promis
   expect(onPlatform(orderId)?.status).toBe('pending');
 }
 
+/** The keys the ledger's due-date index holds for `source` now (DynamoDB Query on dynalite). */
+async function dueKeys(source: string): Promise<readonly string[]> {
+  const ledger = new DynamoLedger(stack.emulators.dynamo, stack.emulators.tableName);
+  return (await ledger.dueForAccept(source, new Date().toISOString(), { limit: 1000 })).keys;
+}
+
 async function dlq() {
   const out = await stack.emulators.sqs.send(
     new ReceiveMessageCommand({
@@ -116,6 +122,9 @@ describe('accept after the return window', () => {
     expect(second.items.map((i) => i.externalId)).not.toContain('A-1');
     expect(second.items.map((i) => i.externalId)).not.toContain('A-2');
     expect(second.accepted).toBe(0);
+    // Sparse: an accepted conversion has left the index itself, not only the job's answer.
+    expect(await dueKeys('shop')).not.toContain(ledgerKey(program, 'A-1'));
+    expect(await dueKeys('old-shop')).not.toContain(ledgerKey(program, 'A-2'));
   });
 
   it('leaves a refused order, one with a refund pending, one not yet due and one of a source without the window untouched', async () => {
@@ -156,6 +165,11 @@ describe('accept after the return window', () => {
     expect(byId.has('B-recent')).toBe(false);
     expect(byId.has('B-manual')).toBe(false);
     expect(summary.dueLeft).toBeGreaterThanOrEqual(1);
+    const due = await dueKeys('shop');
+    expect(due).toContain(ledgerKey(program, 'B-pending-refund'));
+    expect(due).not.toContain(ledgerKey(program, 'B-refunded'));
+    expect(due).not.toContain(ledgerKey(program, 'B-recent'));
+    expect(await dueKeys('manual-shop')).toEqual([]);
     expect((await stack.ledger.get(ledgerKey(program, 'B-recent')))?.acceptedAt).toBeUndefined();
   });
 
