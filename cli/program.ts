@@ -1,4 +1,5 @@
 import { Command, CommanderError } from 'commander';
+import { registerAccept } from './accept.ts';
 import { registerBackfill } from './backfill.ts';
 import { registerDlq } from './dlq.ts';
 import { registerDoctor } from './doctor.ts';
@@ -29,6 +30,7 @@ Examples:
   $ npx connector doctor
   $ npx connector subscribe --source woocommerce --dry-run
   $ npx connector backfill --source shopify --from 48h --dry-run
+  $ npx connector accept --older-than 30d --dry-run
 
 Exit codes: 0 success, 1 the work failed (or differences found), 2 usage or missing setting.`;
 
@@ -60,6 +62,7 @@ export function buildProgram(io: CliIo): Command {
   registerDoctor(program, io);
   registerSubscribe(program, io);
   registerBackfill(program, io);
+  registerAccept(program, io);
   return program;
 }
 

@@ -124,6 +124,16 @@ export function statusText(status: OrderStatus): string {
     ['created', dash(record?.createdAt), dash(conversion?.createdAt)],
     ['updated', dash(record?.updatedAt), '-'],
   ];
+  // Sources with a return window (acceptAfterDays): when the accept job is due, did, or gave up.
+  if (record?.acceptDueAt !== undefined) {
+    const due = `(due ${record.acceptDueAt})`;
+    const accept = record.acceptedAt
+      ? `accepted ${record.acceptedAt} ${due}`
+      : record.acceptError
+        ? `not accepted: ${cell(record.acceptError, 50)}`
+        : `waiting ${due}`;
+    rows.push(['accept', accept, '-']);
+  }
   const lines = [
     `Order ${status.externalId} in program ${status.program}${record ? ` (source ${record.source})` : ''}`,
     '',

@@ -36,6 +36,8 @@ export const BUNDLE_BUDGETS: Readonly<Record<ConnectorFunctionName, number>> = {
   webhook: 400 * 1024,
   refunds: 400 * 1024,
   worker: 400 * 1024,
+  // The worker's clients and backends (it reuses the worker's builder) plus the accept job.
+  accept: 400 * 1024,
 };
 
 /** Options of `BundlingOptions` this translation knows; any other option set in the stack fails it. */

@@ -15,6 +15,7 @@ import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
+import { ACCEPT_DUE_INDEX } from '../shared/adapters/dynamo-ledger.ts';
 import { SourceConfig } from '../shared/config/sources.ts';
 import { WAITING_REFUNDS_CHECK } from '../shared/worker/waiting.ts';
 import { type DeployConfig, workerInitialRatePerSecond, workerRatePerSecond } from './deploy-config.ts';
@@ -25,7 +26,7 @@ import { ConnectorMonitoring } from './monitoring.ts';
 /** The repository root: entries, package-lock.json and tsconfig.json are found from here. */
 export const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
 
-export type ConnectorFunctionName = 'webhook' | 'refunds' | 'worker';
+export type ConnectorFunctionName = 'webhook' | 'refunds' | 'worker' | 'accept';
 
 export interface ConnectorFunctionSpec {
   /** Entry file, relative to the project root. */
@@ -65,6 +66,14 @@ export const CONNECTOR_FUNCTIONS: Readonly<Record<ConnectorFunctionName, Connect
     memorySize: 512,
     timeout: Duration.seconds(30),
     description: 'Delivers queued order events to the affiliate platform',
+  },
+  // Hourly, up to accept.maxPerRun accept calls paced like the worker's (a few per second at the
+  // least): 5 minutes covers the default 500 with room for 429 waits; what is left waits an hour.
+  accept: {
+    entry: 'functions/accept.ts',
+    memorySize: 512,
+    timeout: Duration.minutes(5),
+    description: 'Accepts conversions past their source return window (hourly)',
   },
 };
 
@@ -173,6 +182,14 @@ export class ConnectorStack extends Stack {
       // The ledger is what makes delivery exactly-once: losing it with the stack would resend orders.
       removalPolicy: RemovalPolicy.RETAIN,
     });
+    // Sparse: only records waiting for acceptance carry `acceptDueAt` (see DynamoLedger), so the
+    // accept job queries what is due instead of scanning the table.
+    this.ledger.addGlobalSecondaryIndex({
+      indexName: ACCEPT_DUE_INDEX,
+      partitionKey: { name: 'source', type: dynamodb.AttributeType.STRING },
+      sortKey: { name: 'acceptDueAt', type: dynamodb.AttributeType.STRING },
+      projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+    });
 
     const common: Record<string, string> = {
       POWERTOOLS_SERVICE_NAME: config.powertools.serviceName,
@@ -204,7 +221,7 @@ export class ConnectorStack extends Stack {
       FINANCE_API_KEY_SECRET: config.financeApiKeySecret,
     });
     queue.grant(refunds, 'sqs:SendMessage');
-    this.ledger.grant(refunds, 'dynamodb:GetItem');
+    this.#grantLedger(refunds, 'dynamodb:GetItem');
     this.#grantSecret(refunds, config.financeApiKeySecret);
 
     const workerEnvironment: Record<string, string> = {
@@ -226,7 +243,7 @@ export class ConnectorStack extends Stack {
     const worker = make('worker', workerEnvironment);
     // DynamoLedger reads with GetItem and writes whole records with conditional PutItem; the hourly
     // check of refunds waiting for their order reads the table with Scan.
-    this.ledger.grant(worker, 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:Scan');
+    this.#grantLedger(worker, 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:Scan');
     new events.Rule(this, 'WaitingRefundsCheck', {
       description: 'Has the worker measure refunds waiting for their order (the RefundWaitingForOrder alarm)',
       schedule: events.Schedule.rate(Duration.hours(1)),
@@ -256,7 +273,29 @@ export class ConnectorStack extends Stack {
         maxConcurrency: config.worker.maxConcurrency,
       }),
     );
-    this.functions = { webhook, refunds, worker };
+    // The accept job: the worker's platform settings (same clients and pacing), its own schedule.
+    const accept = make('accept', {
+      ...workerEnvironment,
+      ACCEPT_MAX_PER_RUN: String(config.accept.maxPerRun),
+    });
+    this.#grantLedger(accept, 'dynamodb:GetItem', 'dynamodb:PutItem');
+    // Query on the due-date index only: never the table, never a Scan.
+    accept.role!.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:Query'],
+        resources: [`${this.ledger.tableArn}/index/${ACCEPT_DUE_INDEX}`],
+      }),
+    );
+    deadLetterQueue.grant(accept, 'sqs:SendMessage');
+    this.#grantSecret(accept, config.affiliate.tokenSecret);
+    if (config.legacy.credentialsSecret !== undefined)
+      this.#grantSecret(accept, config.legacy.credentialsSecret);
+    new events.Rule(this, 'AcceptSchedule', {
+      description: 'Accepts conversions past their source return window (acceptAfterDays)',
+      schedule: events.Schedule.rate(Duration.hours(1)),
+      targets: [new targets.LambdaFunction(accept, { retryAttempts: 2 })],
+    });
+    this.functions = { webhook, refunds, worker, accept };
     this.catchUp = config.catchUp.enabled
       ? this.#catchUp(config, { ...common, QUEUE_URL: queue.queueUrl }, projectRoot, logRetention)
       : undefined;
@@ -317,6 +356,7 @@ export class ConnectorStack extends Stack {
       queue,
       deadLetterQueue,
       worker,
+      accept,
       functions: this.functions,
       oldestMessageAge: Duration.seconds(config.alarms.oldestMessageAgeSeconds),
       rateLimitedPer5Minutes:
@@ -446,6 +486,15 @@ export class ConnectorStack extends Stack {
       environment,
       bundling: CONNECTOR_BUNDLING,
     });
+  }
+
+  /**
+   * Actions on the ledger table itself. `Table.grant` adds `index/*` as soon as the table has an
+   * index, which would give every function the due-date index and a wildcard; only the accept
+   * function queries that index, by its own statement.
+   */
+  #grantLedger(fn: lambda.IFunction, ...actions: string[]): void {
+    fn.role!.addToPrincipalPolicy(new iam.PolicyStatement({ actions, resources: [this.ledger.tableArn] }));
   }
 
   /** GetSecretValue on one user-created secret, referenced by name or ARN. */

@@ -165,6 +165,16 @@ export const DeployConfig = z
         ratePerSecond: z.number().positive().optional(),
       })
       .prefault({}),
+    accept: z
+      .strictObject({
+        /**
+         * Accept calls per hourly run of the accept function (ACCEPT_MAX_PER_RUN), for sources with
+         * `acceptAfterDays`; the rest waits for the next run (the AcceptDueLeft alarm watches).
+         * @default 500
+         */
+        maxPerRun: z.number().int().min(1).max(10_000).default(500),
+      })
+      .prefault({}),
     /** Upper bound on how long a function keeps a secret value cached (rotation takes effect after it). */
     secretsMaxAgeSeconds: z.number().int().min(1).max(3600).default(300),
     /** DynamoDB deletion protection on the ledger (the table is retained on stack delete either way). */

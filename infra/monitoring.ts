@@ -20,7 +20,13 @@ const ORDER_METRICS = [
 ];
 const FAILURE_METRICS = ['RateLimited', 'TransientFailures', 'PermanentFailures'];
 const INTAKE_METRICS = ['WebhooksQueued', 'WebhooksRejected', 'OrdersSkipped'];
-export const CONNECTOR_METRICS: readonly string[] = [...INTAKE_METRICS, ...ORDER_METRICS, ...FAILURE_METRICS];
+const ACCEPT_METRICS = ['ConversionsAccepted', 'AcceptFailures', 'AcceptDueLeft'];
+export const CONNECTOR_METRICS: readonly string[] = [
+  ...INTAKE_METRICS,
+  ...ORDER_METRICS,
+  ...FAILURE_METRICS,
+  ...ACCEPT_METRICS,
+];
 
 export interface ConnectorMonitoringProps {
   /** Powertools metrics namespace (POWERTOOLS_METRICS_NAMESPACE). */
@@ -30,6 +36,8 @@ export interface ConnectorMonitoringProps {
   readonly queue: sqs.IQueue;
   readonly deadLetterQueue: sqs.IQueue;
   readonly worker: lambda.IFunction;
+  /** The hourly accept function (acceptAfterDays): alarms on its errors, failures and backlog. */
+  readonly accept?: lambda.IFunction;
   /** All functions, for the dashboard's Lambda widgets. */
   readonly functions: Readonly<Record<string, lambda.IFunction>>;
   /** Alarm when the oldest message in the main queue is older than this. */
@@ -136,6 +144,7 @@ export class ConnectorMonitoring extends Construct {
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
     ];
+    if (props.accept !== undefined) alarms.push(...acceptAlarms(this, props.accept, connectorMetric));
     this.alarms = alarms;
 
     if (props.alarmEmail !== undefined) {
@@ -184,6 +193,13 @@ export class ConnectorMonitoring extends Construct {
         ],
         [
           graph(
+            'Accept after the return window (hourly)',
+            ACCEPT_METRICS.map((m) => connectorMetric(m).with({ period: Duration.hours(1) })),
+            24,
+          ),
+        ],
+        [
+          graph(
             'Invocations',
             fns.map(([name, fn]) => fn.metricInvocations({ label: name, statistic: cloudwatch.Stats.SUM })),
           ),
@@ -202,4 +218,43 @@ export class ConnectorMonitoring extends Construct {
       ],
     });
   }
+}
+
+/** The accept job's alarms: the function failing, conversions the platform would not accept, a backlog. */
+function acceptAlarms(
+  scope: Construct,
+  accept: lambda.IFunction,
+  connectorMetric: (name: string, statistic?: string) => cloudwatch.Metric,
+): cloudwatch.Alarm[] {
+  const hourly = { period: Duration.hours(1) };
+  return [
+    new cloudwatch.Alarm(scope, 'AcceptErrors', {
+      alarmDescription:
+        'The accept function failed whole runs (crash, timeout or bad configuration): due conversions wait. Read its logs.',
+      metric: accept.metricErrors({ statistic: cloudwatch.Stats.SUM, ...hourly }),
+      threshold: 0,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    }),
+    new cloudwatch.Alarm(scope, 'AcceptFailed', {
+      alarmDescription:
+        'Conversions due for acceptance were not accepted: the ones the platform refuses are in the DLQ (eventType ConversionAccept) with the reason; the others are retried next hour.',
+      metric: connectorMetric('AcceptFailures').with(hourly),
+      threshold: 0,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    }),
+    new cloudwatch.Alarm(scope, 'AcceptBacklog', {
+      alarmDescription:
+        'Conversions have been due for acceptance for a day without being accepted: refunds pending on them (see `connector status`), or more due each hour than accept.maxPerRun. `connector accept --dry-run` lists them.',
+      // The fewest left in any hourly run, for 24 runs in a row: one busy hour does not fire it.
+      metric: connectorMetric('AcceptDueLeft', cloudwatch.Stats.MINIMUM).with(hourly),
+      threshold: 0,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 24,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    }),
+  ];
 }

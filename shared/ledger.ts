@@ -119,6 +119,17 @@ export interface OrderRecord {
    * so no partial refund can be turned into an absolute amount.
    */
   amountUnknown?: boolean;
+  /**
+   * When the conversion is due for acceptance (order time + the source's `acceptAfterDays`); set at
+   * the add, only for sources with a return window. The accept job's index key (see shared/accept/).
+   */
+  acceptDueAt?: string;
+  /** When the connector accepted the conversion on the platform. */
+  acceptedAt?: string;
+  /** Epoch ms: an accept call is in flight until then (the accept job's lease). */
+  acceptLeaseUntil?: number;
+  /** Why the platform would not accept it (parked in the DLQ); the job no longer offers it. */
+  acceptError?: string;
   createdAt: string;
   updatedAt: string;
 }
@@ -209,4 +220,21 @@ export function waitingRefunds(records: Iterable<OrderRecord>): WaitingRefund[] 
     }
   }
   return out.sort((a, b) => a.since.localeCompare(b.since));
+}
+
+/**
+ * Whether the record waits for the accept job: a live conversion, added, due on a date, neither
+ * accepted nor given up on. Refused and skipped records never wait. The DynamoDB ledger writes the
+ * index key (`acceptDueAt`) only while this holds, which keeps its due-date index sparse.
+ */
+export function awaitsAccept(record: OrderRecord): boolean {
+  return (
+    record.state === 'added' &&
+    record.conversionId !== undefined &&
+    record.acceptDueAt !== undefined &&
+    record.acceptedAt === undefined &&
+    record.acceptError === undefined &&
+    // A shadow record (issue 17, part 1) made no conversion on the platform: nothing to accept.
+    (record as { readonly shadow?: boolean }).shadow !== true
+  );
 }

@@ -1,6 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { MetricsOptions } from '@aws-lambda-powertools/metrics/types';
+import type { AcceptSummary } from './accept/job.ts';
 import type { FinanceOutcome } from './finance.ts';
 import type { IngestOutcome } from './ingest.ts';
 import type { RecordReport } from './worker/batch.ts';
@@ -30,6 +31,10 @@ export const METRIC = {
   permanentFailures: 'PermanentFailures',
   webhooksQueued: 'WebhooksQueued',
   webhooksRejected: 'WebhooksRejected',
+  /** The accept job: conversions accepted, accept failures (parked or to retry), due ones left. */
+  conversionsAccepted: 'ConversionsAccepted',
+  acceptFailures: 'AcceptFailures',
+  acceptDueLeft: 'AcceptDueLeft',
 } as const;
 
 /** Service name and namespace come from the Powertools variables CDK sets, so alarms watch what is emitted. */
@@ -166,5 +171,22 @@ export function reportWaitingRefunds(logger: Logger, metrics: Metrics): (measure
     metrics.addMetric(METRIC.refundsWaitingForOrder, MetricUnit.Count, measure.waiting);
     metrics.addMetric(METRIC.oldestWaitingRefundSeconds, MetricUnit.Seconds, measure.oldestSeconds);
     if (measure.waiting > 0) logger.info('refunds waiting for their order', { ...measure });
+  };
+}
+
+/** One run of the accept job: its counts as metrics (an alarm watches failures and due ones left), its orders as log lines. */
+export function reportAccept(logger: Logger, metrics: Metrics): (summary: AcceptSummary) => void {
+  return (summary) => {
+    metrics.addMetric(METRIC.conversionsAccepted, MetricUnit.Count, summary.accepted);
+    metrics.addMetric(METRIC.acceptFailures, MetricUnit.Count, summary.failed);
+    metrics.addMetric(METRIC.acceptDueLeft, MetricUnit.Count, summary.dueLeft);
+    for (const item of summary.items) {
+      const line = { ...item };
+      if (item.result === 'failed') logger.error('conversion not accepted: parked in the DLQ', line);
+      else if (item.result === 'retry') logger.warn('conversion not accepted: next run', line);
+      else logger.info(`conversion ${item.result}`, line);
+    }
+    const { items: _items, ...counts } = summary;
+    logger.info('accept run', counts);
   };
 }

@@ -56,6 +56,27 @@ export interface Ledger {
   list(program?: string): AsyncIterable<OrderRecord>;
 }
 
+/** One page of the ledger's due-date index: the keys of records due, and where the next page starts. */
+export interface DuePage {
+  readonly keys: readonly string[];
+  /** Opaque; absent on the last page. */
+  readonly cursor?: string;
+}
+
+/**
+ * The ledger's sparse index of conversions waiting for acceptance (`awaitsAccept`), by source and
+ * due date: the accept job reads it instead of scanning the table. Eventually consistent: read each
+ * record again (`Ledger.get`) before acting on it.
+ */
+export interface AcceptIndex {
+  /** Keys of `source`'s records due at or before `dueBy` (ISO), oldest first. */
+  dueForAccept(
+    source: string,
+    dueBy: string,
+    page: { readonly limit: number; readonly cursor?: string },
+  ): Promise<DuePage>;
+}
+
 // Secrets.
 
 /**
@@ -132,4 +153,9 @@ export interface ConversionBackend {
     call?: CallOptions,
   ): Promise<void>;
   refuse(program: string, id: string, reason: string, call?: CallOptions): Promise<void>;
+  /**
+   * Accepts a pending conversion. A refused or locked one is a `PermanentError` (422 on the current
+   * API; on the legacy one an already accepted conversion is refused too: look it up to tell).
+   */
+  accept(program: string, id: string, call?: CallOptions): Promise<void>;
 }

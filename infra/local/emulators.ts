@@ -1,11 +1,21 @@
+import { writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  type AttributeValue,
+  CreateTableCommand,
+  DeleteTableCommand,
+  DescribeTableCommand,
+  DynamoDBClient,
+  PutItemCommand,
+  ScanCommand,
+} from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import dynalite from 'dynalite';
 import { startFauxqs } from 'fauxqs';
 import { LOCAL_AWS, LOCAL_QUEUE_NAME, LOCAL_TABLE_NAME } from '../../local/defaults.ts';
+import { ACCEPT_DUE_INDEX } from '../../shared/adapters/dynamo-ledger.ts';
 import { SQS_MAX_MESSAGE_BYTES } from '../../shared/queueing.ts';
 
 /**
@@ -103,7 +113,7 @@ export async function startEmulators(options: EmulatorOptions = {}): Promise<Emu
 
   const sqs = new SQSClient({ ...LOCAL_AWS, endpoint: sqsEndpoint });
   const dynamo = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoEndpoint });
-  await ensureTable(dynamo, tableName);
+  await ensureTable(dynamo, tableName, options.dynamoPath);
 
   return {
     sqs,
@@ -170,27 +180,79 @@ function keepMessagesMadeVisible(dataDir: string): void {
   }
 }
 
-async function ensureTable(dynamo: DynamoDBClient, tableName: string): Promise<void> {
+/** As in infra/connector-stack.ts: the ledger keyed by `pk`, with the accept job's sparse due-date index. */
+const LEDGER_TABLE = {
+  AttributeDefinitions: [
+    { AttributeName: 'pk', AttributeType: 'S' as const },
+    { AttributeName: 'source', AttributeType: 'S' as const },
+    { AttributeName: 'acceptDueAt', AttributeType: 'S' as const },
+  ],
+  KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' as const }],
+  GlobalSecondaryIndexes: [
+    {
+      IndexName: ACCEPT_DUE_INDEX,
+      KeySchema: [
+        { AttributeName: 'source', KeyType: 'HASH' as const },
+        { AttributeName: 'acceptDueAt', KeyType: 'RANGE' as const },
+      ],
+      Projection: { ProjectionType: 'KEYS_ONLY' as const },
+    },
+  ],
+  BillingMode: 'PAY_PER_REQUEST' as const,
+};
+
+async function ensureTable(dynamo: DynamoDBClient, tableName: string, dataPath?: string): Promise<void> {
+  let kept: Record<string, AttributeValue>[] | undefined;
   try {
-    await dynamo.send(new DescribeTableCommand({ TableName: tableName }));
-    return;
+    const existing = await dynamo.send(new DescribeTableCommand({ TableName: tableName }));
+    if (existing.Table?.GlobalSecondaryIndexes?.some((i) => i.IndexName === ACCEPT_DUE_INDEX)) return;
+    // A ledger kept in LOCAL_DATA_DIR by a version without the index. dynalite cannot add an index
+    // to a table (UpdateTable ignores it), so the table is made again with its items, which are
+    // first written beside the data directory in case the process dies half-way.
+    kept = await scanAll(dynamo, tableName);
+    if (dataPath) writeFileSync(`${dataPath}-before-accept-index.json`, JSON.stringify(kept));
+    await dynamo.send(new DeleteTableCommand({ TableName: tableName }));
+    await waitForTable(dynamo, tableName, (status) => status === undefined);
   } catch (error) {
     if ((error as Error).name !== 'ResourceNotFoundException') throw error;
   }
-  await dynamo.send(
-    new CreateTableCommand({
-      TableName: tableName,
-      AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
-      KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
-      BillingMode: 'PAY_PER_REQUEST',
-    }),
-  );
+  await dynamo.send(new CreateTableCommand({ TableName: tableName, ...LEDGER_TABLE }));
   // dynalite answers CREATING first (even with createTableMs 0): a Scan at once is ResourceNotFound.
+  await waitForTable(dynamo, tableName, (status) => status === 'ACTIVE');
+  for (const item of kept ?? []) await dynamo.send(new PutItemCommand({ TableName: tableName, Item: item }));
+}
+
+async function scanAll(dynamo: DynamoDBClient, tableName: string): Promise<Record<string, AttributeValue>[]> {
+  const items: Record<string, AttributeValue>[] = [];
+  let start: Record<string, AttributeValue> | undefined;
+  do {
+    const page = await dynamo.send(
+      new ScanCommand({ TableName: tableName, ...(start ? { ExclusiveStartKey: start } : {}) }),
+    );
+    items.push(...(page.Items ?? []));
+    start = page.LastEvaluatedKey;
+  } while (start);
+  return items;
+}
+
+/** Waits for the table's status (undefined: gone), its indexes active too. */
+async function waitForTable(
+  dynamo: DynamoDBClient,
+  tableName: string,
+  done: (status: string | undefined) => boolean,
+): Promise<void> {
   const until = Date.now() + 5_000;
   for (;;) {
-    const out = await dynamo.send(new DescribeTableCommand({ TableName: tableName }));
-    if (out.Table?.TableStatus === 'ACTIVE') return;
-    if (Date.now() > until) throw new Error(`DynamoDB table ${tableName} not active after 5 s`);
+    const table = await dynamo
+      .send(new DescribeTableCommand({ TableName: tableName }))
+      .then((out) => out.Table)
+      .catch((error: unknown) => {
+        if ((error as Error).name === 'ResourceNotFoundException') return undefined;
+        throw error;
+      });
+    const indexesActive = (table?.GlobalSecondaryIndexes ?? []).every((i) => i.IndexStatus === 'ACTIVE');
+    if (done(table?.TableStatus) && indexesActive) return;
+    if (Date.now() > until) throw new Error(`DynamoDB table ${tableName} not ready after 5 s`);
     await new Promise((r) => setTimeout(r, 10));
   }
 }

@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { DeleteMessageBatchCommand, type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
+import { buildAcceptDeps } from '../../functions/accept.ts';
 import { buildRefundsDeps, makeHandler as makeRefundsHandler } from '../../functions/refunds.ts';
 import { buildWebhookDeps, makeHandler as makeWebhookHandler } from '../../functions/webhook.ts';
 import {
@@ -12,9 +13,11 @@ import {
 } from '../../functions/worker.ts';
 import { LOCAL_SECRETS, LOCAL_SHOP_API_REFS } from '../../local/defaults.ts';
 import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../sandbox/server.ts';
+import { type AcceptOptions, type AcceptSummary, runAccept } from '../../shared/accept/job.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import type { Env } from '../../shared/config/env.ts';
 import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
+import { describeError } from '../../shared/errors.ts';
 import { subscriptionTopics } from '../../shared/platforms/registry.ts';
 import type { Ledger } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
@@ -60,6 +63,10 @@ export interface LocalStackOptions extends WorkerTuning {
   readonly log?: (line: string) => void;
   /** Kept data from a process that died: hand back its in-flight messages and add leases at start. */
   readonly recoverAfterCrash?: boolean;
+  /** Runs the accept job at this interval, as the hourly schedule does in AWS. @default off */
+  readonly acceptEveryMs?: number;
+  /** `acceptAfterDays` of the default sources (ignored with `sources`). @default off */
+  readonly acceptAfterDays?: number;
 }
 
 export interface LocalStack {
@@ -75,6 +82,8 @@ export interface LocalStack {
   stopPolling(): Promise<void>;
   /** Resolves when the main queue has no message left (ready, in flight or delayed). */
   waitForIdle(timeoutMs?: number): Promise<void>;
+  /** One run of the accept job (what the hourly schedule runs in AWS), with the function's wiring. */
+  runAccept(options?: Partial<AcceptOptions>): Promise<AcceptSummary>;
   close(): Promise<void>;
 }
 
@@ -118,6 +127,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       rule,
       secretRef: PLATFORM_SECRET[platform],
       ...shopApiOf(platform),
+      ...(options.acceptAfterDays === undefined ? {} : { acceptAfterDays: options.acceptAfterDays }),
     }));
   const sources = new Map(sourceInputs.map((s) => SourceConfig.parse(s)).map((s) => [s.id, s]));
 
@@ -170,6 +180,28 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     },
   });
   const worker = makeWorkerHandler(workerDeps);
+  // The scheduled accept function, wired as in AWS; run by `runAccept`, the timer below and the CLI.
+  const acceptDeps = await buildAcceptDeps({
+    ...clients,
+    tuning: { client: options.client, leaseMs: options.leaseMs },
+  });
+  const accept = (run: Partial<AcceptOptions> = {}) =>
+    runAccept(acceptDeps, { limit: acceptDeps.maxPerRun, ...run });
+  let acceptTimer: NodeJS.Timeout | undefined;
+  if (options.acceptEveryMs !== undefined && options.acceptEveryMs > 0) {
+    acceptTimer = setInterval(() => {
+      accept().then(
+        (summary) => {
+          if (summary.items.length > 0)
+            log(
+              `accept: ${summary.accepted} accepted, ${summary.failed} failed, ${summary.dueLeft} due left`,
+            );
+        },
+        (error: unknown) => log(`accept: ${describeError(error)}`),
+      );
+    }, options.acceptEveryMs);
+    acceptTimer.unref();
+  }
   const { ledger } = workerDeps;
   const baseLedger = new DynamoLedger(emulators.dynamo, emulators.tableName);
 
@@ -236,7 +268,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     startPolling: () => pollers.start(),
     stopPolling: () => pollers.stop(),
     waitForIdle: (timeoutMs = 30_000) => waitForIdle(emulators, timeoutMs),
+    runAccept: accept,
     async close() {
+      clearInterval(acceptTimer);
       await pollers.stop();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();

@@ -18,11 +18,24 @@ Runs the connector locally: HTTP on PORT (default ${LOCAL_PORT}) with POST /webh
 GET /health; the platform sandbox on SANDBOX_PORT (default ${SANDBOX_PORT}, token SANDBOX_TOKEN); SQS (fauxqs) and
 DynamoDB (dynalite) in process. Set AFFILIATE_BASE_URL and AFFILIATE_TOKEN to use another platform URL
 instead of the sandbox. Secrets: SHOPIFY_WEBHOOK_SECRET, WOOCOMMERCE_WEBHOOK_SECRET, STRIPE_WEBHOOK_SECRET,
-GENERIC_WEBHOOK_SECRET, FINANCE_API_KEY (documented local defaults). A .env file is read if present.`);
+GENERIC_WEBHOOK_SECRET, FINANCE_API_KEY (documented local defaults). ACCEPT_AFTER_DAYS gives the sources a
+return window (acceptAfterDays); the accept job then runs every ACCEPT_EVERY_MINUTES (default 60, 0 = off).
+A .env file is read if present.`);
   process.exit(0);
 }
 if (existsSync('.env')) process.loadEnvFile('.env');
 const env = process.env;
+
+function whole(name: string, fallback: number | undefined, max: number): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0 || value > max) {
+    console.error(`${name} must be a whole number from 0 to ${max}, got "${raw}"`);
+    process.exit(2);
+  }
+  return value;
+}
 
 function port(name: string, fallback: number): number {
   const raw = env[name];
@@ -57,6 +70,8 @@ try {
     },
     emulators: dataDir ? { dynamoPath: join(dataDir, 'ledger'), sqsDataDir: join(dataDir, 'queues') } : {},
     recoverAfterCrash: dataDir !== undefined,
+    acceptAfterDays: whole('ACCEPT_AFTER_DAYS', undefined, 365) || undefined,
+    acceptEveryMs: (whole('ACCEPT_EVERY_MINUTES', 60, 24 * 60) ?? 60) * 60_000,
     log: values.quiet ? undefined : (line) => console.log(`${new Date().toISOString()} ${line}`),
   });
   const lines = [

@@ -4,10 +4,19 @@ import {
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
+  QueryCommand,
   ScanCommand,
 } from '@aws-sdk/client-dynamodb';
-import { type OrderRecord, storableRecord } from '../ledger.ts';
-import type { Ledger } from '../ports.ts';
+import { awaitsAccept, type OrderRecord, storableRecord } from '../ledger.ts';
+import type { AcceptIndex, DuePage, Ledger } from '../ports.ts';
+
+/**
+ * The ledger's sparse global secondary index of conversions waiting for acceptance: partition key
+ * `source`, sort key `acceptDueAt` (ISO, so it sorts by time), keys only. An item is in it only
+ * while it has `acceptDueAt`, which `toItem` writes only while `awaitsAccept` holds: accepting,
+ * refusing or skipping the order rewrites the item without it, and DynamoDB drops it from the index.
+ */
+export const ACCEPT_DUE_INDEX = 'accept-due';
 
 /** Options of `DynamoLedger`. */
 export interface DynamoLedgerOptions {
@@ -24,7 +33,7 @@ export interface DynamoLedgerOptions {
  * on (state, program, externalId) as top-level attributes too. Writes are conditional on `version`
  * (optimistic concurrency), which works on DynamoDB and on dynalite alike (no transactions needed).
  */
-export class DynamoLedger implements Ledger {
+export class DynamoLedger implements Ledger, AcceptIndex {
   readonly #client: DynamoDBClient;
   readonly #table: string;
   readonly #callOptions: () => { abortSignal?: AbortSignal };
@@ -77,6 +86,30 @@ export class DynamoLedger implements Ledger {
     } while (start);
   }
 
+  async dueForAccept(
+    source: string,
+    dueBy: string,
+    page: { readonly limit: number; readonly cursor?: string },
+  ): Promise<DuePage> {
+    const out = await this.#client.send(
+      new QueryCommand({
+        TableName: this.#table,
+        IndexName: ACCEPT_DUE_INDEX,
+        KeyConditionExpression: '#source = :source AND acceptDueAt <= :dueBy',
+        // `source` is a DynamoDB reserved word.
+        ExpressionAttributeNames: { '#source': 'source' },
+        ExpressionAttributeValues: { ':source': { S: source }, ':dueBy': { S: dueBy } },
+        Limit: page.limit,
+        ...(page.cursor ? { ExclusiveStartKey: parseCursor(page.cursor) } : {}),
+      }),
+      this.#callOptions(),
+    );
+    return {
+      keys: (out.Items ?? []).flatMap((item) => (item['pk']?.S ? [item['pk'].S] : [])),
+      ...(out.LastEvaluatedKey ? { cursor: JSON.stringify(out.LastEvaluatedKey) } : {}),
+    };
+  }
+
   async #put(
     record: OrderRecord,
     condition: string,
@@ -116,9 +149,18 @@ function toItem(record: OrderRecord): Record<string, AttributeValue> {
     externalId: { S: record.externalId },
     source: { S: record.source },
     updatedAt: { S: record.updatedAt },
+    ...(awaitsAccept(record) && record.acceptDueAt ? { acceptDueAt: { S: record.acceptDueAt } } : {}),
     // Past DynamoDB's item size the lines kept for refunds are dropped (see storableRecord).
     doc: { S: JSON.stringify(storableRecord(record)) },
   };
+}
+
+function parseCursor(cursor: string): Record<string, AttributeValue> {
+  try {
+    return JSON.parse(cursor) as Record<string, AttributeValue>;
+  } catch {
+    throw new Error('not a cursor of dueForAccept');
+  }
 }
 
 function fromItem(item: Record<string, AttributeValue>): OrderRecord {

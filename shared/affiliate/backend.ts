@@ -62,4 +62,8 @@ export class CurrentApiBackend implements ConversionBackend {
   async refuse(program: string, id: string, reason: string, call?: CallOptions): Promise<void> {
     await this.#client.refuseConversion({ program, id, reason }, call);
   }
+
+  async accept(program: string, id: string, call?: CallOptions): Promise<void> {
+    await this.#client.acceptConversion({ program, id }, call);
+  }
 }

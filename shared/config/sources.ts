@@ -29,6 +29,8 @@ export const ShopApiConfig = z.strictObject({
   credentialsRef: z.string().check(z.minLength(1)),
 });
 export type ShopApiConfig = z.infer<typeof ShopApiConfig>;
+/** Longest return window `acceptAfterDays` takes: a year, past any shop's return policy. */
+export const MAX_ACCEPT_AFTER_DAYS = 365;
 
 export const SourceConfig = z.strictObject({
   /** URL path segment: `POST /webhooks/{id}`. */
@@ -83,6 +85,12 @@ export const SourceConfig = z.strictObject({
    * retries, a queue backlog) is then not counted twice. One more read per order. @default false
    */
   lookupBeforeAdd: z._default(z.boolean(), false),
+  /**
+   * Accept the source's conversions on the platform once the order is this many days old (the shop's
+   * return window), unless a refund is pending or the conversion was refused. The due date is set
+   * when the conversion is added: changing this later moves only new orders. @default off
+   */
+  acceptAfterDays: z.optional(z.int().check(z.gte(1), z.lte(MAX_ACCEPT_AFTER_DAYS))),
   /** Stripe: signature timestamp tolerance. */
   toleranceSeconds: z._default(z.int().check(z.positive()), 300),
   /**

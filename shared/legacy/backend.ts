@@ -109,6 +109,10 @@ export class LegacyBackend implements ConversionBackend {
     await this.#client.refuseConversion(program, id, { refuse_reason: reason }, call);
   }
 
+  async accept(program: string, id: string, call?: CallOptions): Promise<void> {
+    await this.#client.acceptConversion(program, id, call);
+  }
+
   async #partnershipOf(program: string, trackingId: number, call?: CallOptions): Promise<string> {
     const key = `${program}\n${trackingId}`;
     const cached = this.#partnerships.get(key);

@@ -1,3 +1,4 @@
+import { acceptDueAt } from '../accept/due.ts';
 import type { SourceConfig } from '../config/sources.ts';
 import type { OrderPlaced } from '../domain/events.ts';
 import { isConnectorError, PermanentError, TransientError } from '../errors.ts';
@@ -80,6 +81,7 @@ export async function placeOrder(
         shadow: source.mode === 'shadow' ? true : undefined,
         leaseOwner: deps.workerId,
         leaseUntil: deps.now() + deps.leaseMs,
+        acceptDueAt: acceptDueAt(source, event.orderDate ?? event.receivedAt),
       };
       if (!(await deps.ledger.update(record))) continue;
       if (source.mode === 'shadow') {
@@ -164,7 +166,13 @@ export async function placeOrder(
         if (!(await (existing ? deps.ledger.update(skipped) : deps.ledger.create(skipped)))) continue;
         return { result: 'skipped', detail: decision.reason };
       }
-      record = { ...base, leaseOwner: deps.workerId, leaseUntil: deps.now() + deps.leaseMs };
+      record = {
+        ...base,
+        leaseOwner: deps.workerId,
+        leaseUntil: deps.now() + deps.leaseMs,
+        // Indexed only once the conversion is added (see `awaitsAccept`).
+        acceptDueAt: acceptDueAt(source, event.orderDate ?? event.receivedAt),
+      };
       takeOrder(record, event, decision.kind);
       if (existing) {
         rejectForeignRefunds(record, event, iso());

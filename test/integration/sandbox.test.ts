@@ -496,6 +496,31 @@ describe('sandbox: conversion lifecycle', () => {
     expect(accept.body['message']).toMatch(/is refused and can no longer be accepted/);
   });
 
+  it('accepts only a conversion that is not locked nor refused: 422 once locked, an accepted one again is 200 unchanged', async () => {
+    // Prepare
+    const conversion = await addConversion(sandbox);
+    const body = { program: PROGRAM_EUR, id: conversion.id };
+    const first = await api().post('/advertiser/conversions.accept', body);
+    clock.now = T0 + 1000;
+
+    // Act
+    const again = await api().post('/advertiser/conversions.accept', body);
+    clock.now = T0 + 20 * DAY;
+    const locked = await api().post('/advertiser/conversions.accept', body);
+
+    // Assess
+    expect(first.status).toBe(200);
+    expect(again.status).toBe(200);
+    expect(again.body['conversion']).toMatchObject({
+      status: 'accepted',
+      acceptedAt: new Date(T0).toISOString(),
+    });
+    expect(locked.status).toBe(422);
+    expect(locked.body['message']).toBe(
+      `conversion ${conversion.id} is locked since ${new Date(T0 + 20 * DAY).toISOString()} and can no longer be accepted`,
+    );
+  });
+
   it('answers 404 for an unknown conversion id or one of another program', async () => {
     // Prepare
     const conversion = await addConversion(sandbox);

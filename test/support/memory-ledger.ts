@@ -1,12 +1,12 @@
-import { type OrderRecord, storableRecord } from '../../shared/ledger.ts';
-import type { Ledger } from '../../shared/ports.ts';
+import { awaitsAccept, type OrderRecord, storableRecord } from '../../shared/ledger.ts';
+import type { AcceptIndex, DuePage, Ledger } from '../../shared/ports.ts';
 
 /**
  * The Ledger port in memory, with DynamoLedger's contract: `create` only when absent (at version 1),
  * `update` only when the stored version is the one read, then bumping `version` and `updatedAt` on
  * the caller's record. Records are copied in and out, so no caller aliases the stored one.
  */
-export class MemoryLedger implements Ledger {
+export class MemoryLedger implements Ledger, AcceptIndex {
   readonly #records = new Map<string, OrderRecord>();
   readonly #now: () => number;
 
@@ -38,5 +38,19 @@ export class MemoryLedger implements Ledger {
     for (const record of this.#records.values()) {
       if (program === undefined || record.program === program) yield structuredClone(record);
     }
+  }
+
+  /** DynamoLedger's due-date index: records that `awaitsAccept`, oldest due first; the cursor an offset. */
+  async dueForAccept(
+    source: string,
+    dueBy: string,
+    page: { readonly limit: number; readonly cursor?: string },
+  ): Promise<DuePage> {
+    const due = [...this.#records.values()]
+      .filter((r) => r.source === source && awaitsAccept(r) && (r.acceptDueAt ?? '') <= dueBy)
+      .sort((a, b) => (a.acceptDueAt ?? '').localeCompare(b.acceptDueAt ?? '') || a.key.localeCompare(b.key));
+    const from = Number(page.cursor ?? 0);
+    const keys = due.slice(from, from + page.limit).map((r) => r.key);
+    return from + page.limit < due.length ? { keys, cursor: String(from + page.limit) } : { keys };
   }
 }

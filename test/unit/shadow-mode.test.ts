@@ -38,6 +38,9 @@ class CountingBackend implements ConversionBackend {
   async refuse(): Promise<void> {
     this.calls.push('refuse');
   }
+  async accept(): Promise<void> {
+    this.calls.push('accept');
+  }
 }
 
 function worker(mode: 'live' | 'shadow', ledger: MemoryLedger, backend: ConversionBackend): WorkerDeps {

@@ -75,3 +75,27 @@ describe('a sources file with a misspelt setting', () => {
     );
   });
 });
+
+describe('acceptAfterDays of a source', () => {
+  const source = (acceptAfterDays?: unknown) =>
+    JSON.stringify([
+      {
+        id: 'shop',
+        platform: 'generic',
+        program: '0123456789abcdef01234567',
+        rule: '76543210fedcba9876543210',
+        secretRef: 'SHOP_SECRET',
+        ...(acceptAfterDays === undefined ? {} : { acceptAfterDays }),
+      },
+    ]);
+
+  it('is off unless set, and takes whole days from 1 to 365', () => {
+    expect(parseSources(source(), 's.json')[0]?.acceptAfterDays).toBeUndefined();
+    expect(parseSources(source(30), 's.json')[0]?.acceptAfterDays).toBe(30);
+    expect(parseSources(source(365), 's.json')[0]?.acceptAfterDays).toBe(365);
+  });
+
+  it.each([0, -1, 366, 1.5, '30'])('refuses %j naming the setting', (value) => {
+    expect(() => parseSources(source(value), 's.json')).toThrow(/^s\.json: 0\.acceptAfterDays: /);
+  });
+});

@@ -91,6 +91,8 @@ class FakeBackend implements ConversionBackend {
   async refuse(_program: string, id: string): Promise<void> {
     this.refusals.push(id);
   }
+
+  async accept(_program: string, _id: string): Promise<void> {}
 }
 
 /** Records what the worker asks of SQS besides the event source mapping. */
@@ -514,6 +516,7 @@ describe('processBatch: orders side by side', () => {
       find: (program, externalId) => h.backend.find(program, externalId),
       updateAmount: (program, id, amount) => h.backend.updateAmount(program, id, amount),
       refuse: (program, id) => h.backend.refuse(program, id),
+      accept: (program, id) => h.backend.accept(program, id),
     };
     const records = [sqsRecord('a1', orderPlaced('A-100')), sqsRecord('b1', orderPlaced('B-200'))];
 
@@ -572,6 +575,8 @@ class SlowPlatform implements ConversionBackend {
   async updateAmount(): Promise<void> {}
 
   async refuse(): Promise<void> {}
+
+  async accept(): Promise<void> {}
 }
 
 describe('processBatch: an add that got no clear answer', () => {
@@ -866,6 +871,7 @@ describe('processBatch: a platform that records an add late', () => {
         find: h.backend.find.bind(h.backend),
         updateAmount: h.backend.updateAmount.bind(h.backend),
         refuse: h.backend.refuse.bind(h.backend),
+        accept: h.backend.accept.bind(h.backend),
       }),
     };
 

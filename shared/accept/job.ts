@@ -1,0 +1,287 @@
+import type { SourceConfig } from '../config/sources.ts';
+import { describeError, failureClassOf, isConnectorError } from '../errors.ts';
+import { awaitsAccept, type OrderRecord } from '../ledger.ts';
+import type { AcceptIndex, CallOptions, ConversionBackend, FailureQueue, Ledger } from '../ports.ts';
+import { messageGroupId } from '../queueing.ts';
+import { DAY_MS } from './due.ts';
+
+/**
+ * The accept job (issue 17, part 2): accepts on the platform the conversions whose order is past its
+ * source's return window (`acceptAfterDays`), once each. The scheduled function (functions/accept.ts)
+ * and `connector accept` both run it.
+ *
+ * Exactly once: the job finds due records through the ledger's sparse index, reads each record again
+ * (the index lags), takes a lease on it with a conditional write, calls accept, and writes
+ * `acceptedAt`, which takes the record out of the index. A run that died mid-call leaves a lease that
+ * expires; the next run accepts again, which the current API answers as a no-op and the legacy one
+ * refuses (then the conversion is looked up: accepted already is success).
+ *
+ * Refunds: a record with a refund pending (recorded by the worker and not applied yet) is held, and
+ * a refused one has left the index. A refund still in the queue, not yet recorded, is invisible here:
+ * the worker records every refund in the ledger before it calls the platform, and the lease write
+ * is conditional on the version the job read, so a refund recorded between the read and the lease
+ * makes the job skip the order. What remains is a refund that reaches the worker after the accept
+ * call: a full refund still refuses the accepted conversion (it locks only later); a partial one
+ * cannot update an accepted conversion's amount and reaches the DLQ with the platform's reason.
+ */
+
+/** What the job needs; the functions and the CLI wire it, tests hand in fakes or the local stack. */
+export interface AcceptDeps {
+  readonly ledger: Pick<Ledger, 'get' | 'update'> & AcceptIndex;
+  readonly sources: ReadonlyMap<string, SourceConfig>;
+  readonly backendFor: (source: SourceConfig) => ConversionBackend;
+  /** Where a conversion the platform will not accept is parked, with the reason. */
+  readonly failures: Pick<FailureQueue, 'park'>;
+  /** Epoch ms. */
+  readonly now: () => number;
+  /** How long an accept call holds its lease; it must outlast the call (the client's timeout). */
+  readonly leaseMs: number;
+}
+
+export interface AcceptOptions {
+  /** At most this many accept calls in one run; the rest waits for the next run. */
+  readonly limit: number;
+  /**
+   * Accept orders older than this instead of each source's `acceptAfterDays` (the CLI's
+   * `--older-than`), still only among sources that have a return window.
+   */
+  readonly olderThanMs?: number;
+  /** Only these sources (default: every source with `acceptAfterDays`). */
+  readonly sources?: readonly string[];
+  /** Read and decide, change nothing. */
+  readonly dryRun?: boolean;
+  /** Epoch ms after which no accept call starts (the Lambda's remaining time). */
+  readonly deadline?: number;
+  /** Told each order's outcome as it happens (the CLI's progress). */
+  readonly onItem?: (item: AcceptItem) => void;
+}
+
+export type AcceptResult =
+  | 'accepted'
+  | 'would_accept'
+  /** Not accepted this run: a refund pending, an accept in flight, or the record changed meanwhile. */
+  | 'held'
+  /** The platform will not accept it (refused, locked): parked in the DLQ with the reason. */
+  | 'failed'
+  /** A transient failure: the next run tries again. */
+  | 'retry';
+
+export interface AcceptItem {
+  readonly source: string;
+  readonly externalId: string;
+  readonly conversionId?: string;
+  readonly acceptDueAt?: string;
+  readonly result: AcceptResult;
+  readonly detail?: string;
+}
+
+export interface AcceptSummary {
+  readonly accepted: number;
+  /** Parked (permanent) and transient failures alike: the alarm's metric. */
+  readonly failed: number;
+  readonly held: number;
+  /** Due conversions not accepted by this run (held, failed transiently, or past the run's bound). */
+  readonly dueLeft: number;
+  readonly items: readonly AcceptItem[];
+}
+
+/** Index reads per page: keys only, so a page is small whatever the records hold. */
+const PAGE_SIZE = 100;
+const COUNT_PAGE_SIZE = 1000;
+
+/** The event type the DLQ shows for a conversion the platform would not accept. */
+export const ACCEPT_EVENT_TYPE = 'ConversionAccept';
+
+/** Runs the job over every source with a return window. Never throws for one order's failure. */
+export async function runAccept(deps: AcceptDeps, options: AcceptOptions): Promise<AcceptSummary> {
+  const items: AcceptItem[] = [];
+  const counts = { accepted: 0, failed: 0, held: 0, dueLeft: 0 };
+  let calls = 0;
+  const report = (item: AcceptItem) => {
+    items.push(item);
+    if (item.result === 'accepted') counts.accepted++;
+    else if (item.result === 'failed' || item.result === 'retry') counts.failed++;
+    else if (item.result === 'held') counts.held++;
+    if (item.result === 'held' || item.result === 'retry' || item.result === 'would_accept') counts.dueLeft++;
+    options.onItem?.(item);
+  };
+  const stopped = () =>
+    calls >= options.limit || (options.deadline !== undefined && deps.now() >= options.deadline);
+
+  for (const source of deps.sources.values()) {
+    if (source.acceptAfterDays === undefined) continue;
+    if (options.sources && !options.sources.includes(source.id)) continue;
+    const dueBy = new Date(
+      options.olderThanMs === undefined
+        ? deps.now()
+        : deps.now() - options.olderThanMs + source.acceptAfterDays * DAY_MS,
+    ).toISOString();
+    let cursor: string | undefined;
+    do {
+      const page = await deps.ledger.dueForAccept(source.id, dueBy, {
+        // Past the bound the keys are only counted: larger pages, fewer reads.
+        limit: stopped() ? COUNT_PAGE_SIZE : PAGE_SIZE,
+        ...(cursor ? { cursor } : {}),
+      });
+      for (const key of page.keys) {
+        // Past the run's bound the rest is only counted: the next run takes it.
+        if (stopped()) {
+          counts.dueLeft++;
+          continue;
+        }
+        const item = await acceptOne(deps, options, source, key, dueBy);
+        if (item === undefined) continue;
+        if (item.result !== 'held') calls++;
+        report(item);
+      }
+      cursor = page.cursor;
+    } while (cursor);
+  }
+  return { ...counts, items };
+}
+
+async function acceptOne(
+  deps: AcceptDeps,
+  options: AcceptOptions,
+  source: SourceConfig,
+  key: string,
+  dueBy: string,
+): Promise<AcceptItem | undefined> {
+  const record = await deps.ledger.get(key);
+  // The index lags behind the table: a record accepted, refused or moved meanwhile is not due.
+  if (!record || !awaitsAccept(record) || (record.acceptDueAt ?? '') > dueBy) return undefined;
+  const base = {
+    source: source.id,
+    externalId: record.externalId,
+    conversionId: record.conversionId,
+    acceptDueAt: record.acceptDueAt,
+  };
+  const pending = Object.values(record.refunds).find((r) => r.status === 'pending');
+  if (pending) {
+    return {
+      ...base,
+      result: 'held',
+      detail: `refund ${pending.refundId} is pending: accepted once applied`,
+    };
+  }
+  if ((record.acceptLeaseUntil ?? 0) > deps.now()) {
+    return { ...base, result: 'held', detail: 'an accept is in flight in another run' };
+  }
+  if (options.dryRun) return { ...base, result: 'would_accept' };
+
+  let backend: ConversionBackend;
+  try {
+    backend = deps.backendFor(source);
+  } catch (error) {
+    // A source whose platform interface is not configured here (legacy credentials): next run.
+    return { ...base, result: 'retry', detail: describeError(error) };
+  }
+  record.acceptLeaseUntil = deps.now() + deps.leaseMs;
+  if (!(await deps.ledger.update(record))) {
+    return { ...base, result: 'held', detail: 'the ledger record changed meanwhile: next run' };
+  }
+  const conversionId = record.conversionId ?? '';
+  const call: CallOptions = options.deadline === undefined ? {} : { deadline: options.deadline };
+  try {
+    await backend.accept(record.program, conversionId, call);
+  } catch (error) {
+    const failureClass = failureClassOf(error);
+    if (failureClass === 'permanent' || failureClass === 'bad_input') {
+      // Accepted already (a run that died after its call; the legacy API refuses a second accept)?
+      const found = await backend.find(record.program, record.externalId, call).catch(() => undefined);
+      if (found?.id === conversionId && found.status === 'accepted') {
+        await settle(deps, record, (r) => {
+          r.acceptedAt = new Date(deps.now()).toISOString();
+        });
+        return { ...base, result: 'accepted', detail: 'already accepted on the platform' };
+      }
+      return park(deps, source, record, error, found?.status);
+    }
+    await settle(deps, record, () => undefined);
+    return { ...base, result: 'retry', detail: describeError(error) };
+  }
+  await settle(deps, record, (r) => {
+    r.acceptedAt = new Date(deps.now()).toISOString();
+  });
+  return { ...base, result: 'accepted' };
+}
+
+/**
+ * Writes `change` and ends the lease, re-reading when a worker wrote the record meanwhile (a refund
+ * recorded while the accept call ran): what the platform did must reach the ledger whatever else
+ * changed.
+ */
+async function settle(
+  deps: AcceptDeps,
+  record: OrderRecord,
+  change: (r: OrderRecord) => void,
+): Promise<void> {
+  let current: OrderRecord | undefined = record;
+  for (let round = 0; round < 3 && current; round++) {
+    change(current);
+    current.acceptLeaseUntil = undefined;
+    if (await deps.ledger.update(current)) return;
+    current = await deps.ledger.get(record.key);
+  }
+  // The lease expires by itself; the next run sees the platform's state through `find`.
+}
+
+async function park(
+  deps: AcceptDeps,
+  source: SourceConfig,
+  record: OrderRecord,
+  error: unknown,
+  platformStatus: string | undefined,
+): Promise<AcceptItem> {
+  const at = new Date(deps.now()).toISOString();
+  const reason =
+    `conversion ${record.conversionId} of order ${record.externalId} could not be accepted: ${describeError(error)}` +
+    `${platformStatus ? ` (the platform shows it ${platformStatus})` : ''}. The connector will not try again: ` +
+    'check the conversion on the platform (refused or locked there by hand?) and accept it there if it should ' +
+    'be. Replaying this message does not accept it: it only records the failure, drop it once handled';
+  const base = {
+    source: source.id,
+    externalId: record.externalId,
+    conversionId: record.conversionId,
+    acceptDueAt: record.acceptDueAt,
+  };
+  try {
+    await deps.failures.park(
+      {
+        body: JSON.stringify({
+          type: ACCEPT_EVENT_TYPE,
+          source: source.id,
+          program: record.program,
+          externalId: record.externalId,
+          conversionId: record.conversionId,
+        }),
+        groupId: messageGroupId(record.program, record.externalId),
+        deduplicationId: messageGroupId(ACCEPT_EVENT_TYPE, record.key),
+      },
+      {
+        failureClass: 'permanent',
+        reason,
+        ...(isConnectorError(error) && error.status !== undefined
+          ? { platformStatus: String(error.status) }
+          : {}),
+        ...(isConnectorError(error) && error.platformMessage
+          ? { platformMessage: error.platformMessage }
+          : {}),
+        attempts: '1',
+        firstFailureAt: at,
+        lastFailureAt: at,
+        eventType: ACCEPT_EVENT_TYPE,
+        externalId: record.externalId,
+        source: source.id,
+      },
+    );
+  } catch (parkError) {
+    // Not parked, so not given up on: the next run tries the order again.
+    await settle(deps, record, () => undefined);
+    return { ...base, result: 'retry', detail: `${reason}; parking it failed: ${describeError(parkError)}` };
+  }
+  await settle(deps, record, (r) => {
+    r.acceptError = reason;
+  });
+  return { ...base, result: 'failed', detail: reason };
+}

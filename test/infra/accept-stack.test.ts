@@ -1,0 +1,118 @@
+import type { CfnElement } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import type { IConstruct } from 'constructs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { ConnectorStack } from '../../infra/connector-stack.ts';
+import { ACCEPT_DUE_INDEX } from '../../shared/adapters/dynamo-ledger.ts';
+import { connectorApp, exampleConfig } from './support.ts';
+
+/** Issue 17, part 2: the scheduled accept job, its sparse due-date index, its alarms and its rights. */
+
+type Statement = { Action: string | string[]; Resource: unknown };
+
+let stack: ConnectorStack;
+let template: Template;
+const id = (construct: IConstruct) =>
+  stack.getLogicalId((construct.node.defaultChild ?? construct) as CfnElement);
+
+beforeAll(() => {
+  stack = connectorApp(exampleConfig()).stack;
+  template = Template.fromStack(stack);
+});
+
+function statementsOfAccept(): Statement[] {
+  const policies = template.findResources('AWS::IAM::Policy', {
+    Properties: { Roles: Match.arrayWith([{ Ref: id(stack.functions.accept.role!) }]) },
+  });
+  return Object.values(policies).flatMap(
+    (p) =>
+      (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
+        .Statement,
+  );
+}
+
+const actions = (statements: Statement[]) =>
+  [...new Set(statements.flatMap((st) => (Array.isArray(st.Action) ? st.Action : [st.Action])))].sort();
+
+describe('accept after the return window (CDK)', () => {
+  it('the ledger has a sparse index on the due date, by source, keys only', () => {
+    template.hasResourceProperties('AWS::DynamoDB::Table', {
+      KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: ACCEPT_DUE_INDEX,
+          KeySchema: [
+            { AttributeName: 'source', KeyType: 'HASH' },
+            { AttributeName: 'acceptDueAt', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'KEYS_ONLY' },
+        },
+      ],
+    });
+  });
+
+  it('an hourly EventBridge schedule runs the accept function', () => {
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Handler: 'index.handler',
+      Runtime: 'nodejs24.x',
+      Environment: {
+        Variables: Match.objectLike({
+          LEDGER_TABLE: { Ref: id(stack.ledger) },
+          DLQ_URL: { Ref: id(stack.pipeline.deadLetterQueue) },
+          ACCEPT_MAX_PER_RUN: '500',
+        }),
+      },
+    });
+    const rules = Object.values(
+      template.findResources('AWS::Events::Rule', {
+        Properties: {
+          ScheduleExpression: 'rate(1 hour)',
+          Targets: [Match.objectLike({ Arn: { 'Fn::GetAtt': [id(stack.functions.accept), 'Arn'] } })],
+        },
+      }),
+    );
+    expect(rules).toHaveLength(1);
+  });
+
+  it('the accept function may Query the due index only (never Scan or the table), read and write ledger items, park in the DLQ', () => {
+    const statements = statementsOfAccept();
+    expect(actions(statements)).toEqual([
+      'dynamodb:GetItem',
+      'dynamodb:PutItem',
+      'dynamodb:Query',
+      'logs:CreateLogStream',
+      'logs:PutLogEvents',
+      'secretsmanager:GetSecretValue',
+      'sqs:SendMessage',
+    ]);
+    const query = statements.find((st) => actions([st]).includes('dynamodb:Query'));
+    expect(actions([query!])).toEqual(['dynamodb:Query']);
+    expect(JSON.stringify(query?.Resource)).toContain(`/index/${ACCEPT_DUE_INDEX}`);
+    const send = statements.find((st) => actions([st]).includes('sqs:SendMessage'));
+    expect(send?.Resource).toEqual({ 'Fn::GetAtt': [id(stack.pipeline.deadLetterQueue), 'Arn'] });
+  });
+
+  it('alarms on failed accepts and on due conversions left for a day, and on the function’s errors', () => {
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      Namespace: 'ConversionConnector',
+      MetricName: 'AcceptFailures',
+      Statistic: 'Sum',
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+    });
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      Namespace: 'ConversionConnector',
+      MetricName: 'AcceptDueLeft',
+      Statistic: 'Minimum',
+      Period: 3600,
+      EvaluationPeriods: 24,
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+    });
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      Namespace: 'AWS/Lambda',
+      MetricName: 'Errors',
+      Dimensions: [{ Name: 'FunctionName', Value: { Ref: id(stack.functions.accept) } }],
+    });
+  });
+});

@@ -1,0 +1,234 @@
+import { describe, expect, it } from 'vitest';
+import { type AcceptDeps, runAccept } from '../../shared/accept/job.ts';
+import { SourceConfig } from '../../shared/config/sources.ts';
+import { PermanentError, TransientError } from '../../shared/errors.ts';
+import { ledgerKey, type OrderRecord } from '../../shared/ledger.ts';
+import type { ConversionBackend, FailureAttributes, PlatformConversion } from '../../shared/ports.ts';
+import { MemoryLedger } from '../support/memory-ledger.ts';
+
+/**
+ * The accept job's decisions, on the memory ledger (DynamoLedger's contract) and a scripted
+ * platform: leases, transient and permanent failures, the run's bound. The sandbox and dynalite
+ * run in test/integration/accept.test.ts.
+ */
+const PROGRAM = 'aaaaaaaaaaaaaaaaaaaaaaaa';
+const NOW = Date.parse('2026-11-23T12:00:00.000Z');
+const SOURCE = SourceConfig.parse({
+  id: 'shop',
+  platform: 'generic',
+  program: PROGRAM,
+  rule: 'bbbbbbbbbbbbbbbbbbbbbbbb',
+  secretRef: 'S',
+  acceptAfterDays: 30,
+});
+
+/** A platform whose accept answers as scripted per conversion id (default: accepted). */
+class ScriptedPlatform implements ConversionBackend {
+  readonly accepts: string[] = [];
+  readonly status = new Map<string, string>();
+  readonly #answer: (id: string, attempt: number) => Error | undefined;
+
+  constructor(answer: (id: string, attempt: number) => Error | undefined = () => undefined) {
+    this.#answer = answer;
+  }
+
+  async accept(_program: string, id: string): Promise<void> {
+    this.accepts.push(id);
+    const failure = this.#answer(id, this.accepts.filter((a) => a === id).length);
+    if (failure) throw failure;
+    this.status.set(id, 'accepted');
+  }
+
+  async find(_program: string, externalId: string): Promise<PlatformConversion | undefined> {
+    const id = `conv-${externalId}`;
+    return { id, externalId, status: this.status.get(id) ?? 'pending' };
+  }
+
+  async add(): Promise<{ id: string | undefined }> {
+    throw new Error('not used');
+  }
+
+  async updateAmount(): Promise<void> {
+    throw new Error('not used');
+  }
+
+  async refuse(): Promise<void> {
+    throw new Error('not used');
+  }
+}
+
+function due(externalId: string, days = 40, extra: Partial<OrderRecord> = {}): OrderRecord {
+  const iso = new Date(NOW - days * 86_400_000).toISOString();
+  return {
+    key: ledgerKey(PROGRAM, externalId),
+    program: PROGRAM,
+    externalId,
+    source: 'shop',
+    state: 'added',
+    version: 0,
+    conversionId: `conv-${externalId}`,
+    originalAmount: 1000,
+    currentAmount: 1000,
+    refunds: {},
+    acceptDueAt: new Date(NOW - (days - 30) * 86_400_000).toISOString(),
+    createdAt: iso,
+    updatedAt: iso,
+    ...extra,
+  };
+}
+
+function setup(platform: ScriptedPlatform, records: OrderRecord[]) {
+  let now = NOW;
+  const ledger = new MemoryLedger(() => now);
+  const parked: FailureAttributes[] = [];
+  const deps: AcceptDeps = {
+    ledger,
+    sources: new Map([[SOURCE.id, SOURCE]]),
+    backendFor: () => platform,
+    failures: {
+      park: async (_message, failure) => {
+        parked.push(failure);
+      },
+    },
+    now: () => now,
+    leaseMs: 60_000,
+  };
+  return {
+    deps,
+    ledger,
+    parked,
+    advance: (ms: number) => {
+      now += ms;
+    },
+    async seed() {
+      for (const r of records) await ledger.create(structuredClone(r));
+    },
+  };
+}
+
+describe('runAccept', () => {
+  it('accepts each due conversion once and counts none left; a second run calls nothing', async () => {
+    const platform = new ScriptedPlatform();
+    const h = setup(platform, [due('1'), due('2'), due('not-due', 10)]);
+    await h.seed();
+
+    const first = await runAccept(h.deps, { limit: 10 });
+    const second = await runAccept(h.deps, { limit: 10 });
+
+    expect(first).toMatchObject({ accepted: 2, failed: 0, held: 0, dueLeft: 0 });
+    expect(platform.accepts.sort()).toEqual(['conv-1', 'conv-2']);
+    expect(second.items).toEqual([]);
+    expect((await h.ledger.get(ledgerKey(PROGRAM, '1')))?.acceptedAt).toBe(new Date(NOW).toISOString());
+    expect((await h.ledger.get(ledgerKey(PROGRAM, 'not-due')))?.acceptedAt).toBeUndefined();
+  });
+
+  it('stops at the run’s limit and counts the rest as due left, which the next run takes', async () => {
+    const platform = new ScriptedPlatform();
+    const h = setup(platform, [due('1', 43), due('2', 42), due('3', 41)]);
+    await h.seed();
+
+    const first = await runAccept(h.deps, { limit: 2 });
+    const second = await runAccept(h.deps, { limit: 2 });
+
+    expect(first).toMatchObject({ accepted: 2, dueLeft: 1 });
+    expect(platform.accepts).toEqual(['conv-1', 'conv-2', 'conv-3']);
+    expect(second).toMatchObject({ accepted: 1, dueLeft: 0 });
+  });
+
+  it('leaves a transient failure for the next run, with the lease released', async () => {
+    const platform = new ScriptedPlatform((_id, attempt) =>
+      attempt === 1 ? new TransientError('platform answered 503') : undefined,
+    );
+    const h = setup(platform, [due('1')]);
+    await h.seed();
+
+    const first = await runAccept(h.deps, { limit: 10 });
+    const second = await runAccept(h.deps, { limit: 10 });
+
+    expect(first.items).toMatchObject([{ result: 'retry', detail: expect.stringMatching(/503/) }]);
+    expect(first).toMatchObject({ accepted: 0, failed: 1, dueLeft: 1 });
+    expect(h.parked).toEqual([]);
+    expect(second).toMatchObject({ accepted: 1 });
+  });
+
+  it('counts a conversion the platform refuses to accept again as accepted when the platform shows it accepted (a run that died after its call)', async () => {
+    const platform = new ScriptedPlatform((id, attempt) =>
+      attempt === 1
+        ? undefined
+        : new PermanentError(`conversion ${id} is accepted: only a pending one can be accepted`),
+    );
+    const h = setup(platform, [due('1')]);
+    await h.seed();
+    // The first accept went through but its run died before writing the ledger.
+    await platform.accept(PROGRAM, 'conv-1');
+
+    const run = await runAccept(h.deps, { limit: 10 });
+
+    expect(run.items).toMatchObject([{ result: 'accepted', detail: 'already accepted on the platform' }]);
+    expect(h.parked).toEqual([]);
+    expect((await h.ledger.get(ledgerKey(PROGRAM, '1')))?.acceptedAt).toBeDefined();
+  });
+
+  it('skips an order whose accept is in flight in another run until its lease ends', async () => {
+    const platform = new ScriptedPlatform();
+    const h = setup(platform, [due('1', 40, { acceptLeaseUntil: NOW + 30_000 })]);
+    await h.seed();
+
+    const during = await runAccept(h.deps, { limit: 10 });
+    h.advance(30_000);
+    const after = await runAccept(h.deps, { limit: 10 });
+
+    expect(during.items).toMatchObject([{ result: 'held', detail: expect.stringMatching(/in flight/) }]);
+    expect(after).toMatchObject({ accepted: 1 });
+  });
+
+  it('holds an order whose record a worker changed after the job read it (a refund recorded)', async () => {
+    const platform = new ScriptedPlatform();
+    const h = setup(platform, [due('1')]);
+    await h.seed();
+    const ledger = h.ledger;
+    const racing: AcceptDeps = {
+      ...h.deps,
+      ledger: {
+        dueForAccept: (s, d, p) => ledger.dueForAccept(s, d, p),
+        update: (r) => ledger.update(r),
+        async get(key) {
+          const read = await ledger.get(key);
+          // The worker records a refund between the job's read and its lease.
+          const worker = await ledger.get(key);
+          if (worker) {
+            worker.refunds['r1'] = {
+              refundId: 'r1',
+              amount: 100,
+              full: false,
+              origin: 'shop',
+              receivedAt: new Date(NOW).toISOString(),
+              status: 'pending',
+            };
+            await ledger.update(worker);
+          }
+          return read;
+        },
+      },
+    };
+
+    const run = await runAccept(racing, { limit: 10 });
+
+    expect(run.items).toMatchObject([{ result: 'held', detail: expect.stringMatching(/changed/) }]);
+    expect(platform.accepts).toEqual([]);
+  });
+
+  it('with olderThanMs takes orders older than that instead of the source’s window', async () => {
+    const platform = new ScriptedPlatform();
+    const h = setup(platform, [due('old', 40), due('recent', 12)]);
+    await h.seed();
+
+    const run = await runAccept(h.deps, { limit: 10, olderThanMs: 10 * 86_400_000, dryRun: true });
+
+    expect(run.items.map((i) => [i.externalId, i.result])).toEqual([
+      ['old', 'would_accept'],
+      ['recent', 'would_accept'],
+    ]);
+    expect(platform.accepts).toEqual([]);
+  });
+});
