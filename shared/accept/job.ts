@@ -22,7 +22,7 @@ import { DAY_MS } from './due.ts';
  * is conditional on the version the job read, so a refund recorded between the read and the lease
  * makes the job skip the order. What remains is a refund that reaches the worker after the accept
  * call: a full refund still refuses the accepted conversion (it locks only later); a partial one
- * cannot update an accepted conversion's amount and reaches the DLQ with the platform's reason.
+ * cannot update an accepted conversion's amount and is recorded as a late refund for finance.
  */
 
 /** What the job needs; the functions and the CLI wire it, tests hand in fakes or the local stack. */
