@@ -3,11 +3,20 @@ import { gzipSync } from 'node:zlib';
 import type * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import { type BuildOptions, build, type Metafile } from 'esbuild';
 import {
+  CATCH_UP_FUNCTION,
   CONNECTOR_BUNDLING,
   CONNECTOR_FUNCTIONS,
   type ConnectorFunctionName,
+  type ConnectorFunctionSpec,
   PROJECT_ROOT,
 } from './connector-stack.ts';
+
+/** Every function the stack may deploy: the four it always has and the optional catch-up. */
+export type BundledFunctionName = ConnectorFunctionName | 'catchUp';
+export const BUNDLED_FUNCTIONS: Readonly<Record<BundledFunctionName, ConnectorFunctionSpec>> = {
+  ...CONNECTOR_FUNCTIONS,
+  catchUp: CATCH_UP_FUNCTION,
+};
 
 /**
  * Budget for each function's bundled code (index.mjs), in bytes.
@@ -32,12 +41,14 @@ import {
  * client or a large library adds 100 KiB and more), the full credential chain or a named zod import:
  * that should be a decision that raises this number with its reason, not an accident.
  */
-export const BUNDLE_BUDGETS: Readonly<Record<ConnectorFunctionName, number>> = {
+export const BUNDLE_BUDGETS: Readonly<Record<BundledFunctionName, number>> = {
   webhook: 400 * 1024,
   refunds: 400 * 1024,
   worker: 400 * 1024,
   // The worker's clients and backends (it reuses the worker's builder) plus the accept job.
   accept: 400 * 1024,
+  // The shop API clients, the platform adapters' mapping and the SQS client; no ledger, no platform.
+  catchUp: 400 * 1024,
 };
 
 /** Options of `BundlingOptions` this translation knows; any other option set in the stack fails it. */
@@ -80,7 +91,7 @@ function aliasesOf(args: nodejs.BundlingOptions['esbuildArgs'] = {}): Record<str
  * stack.
  */
 export function esbuildOptionsFor(
-  name: ConnectorFunctionName,
+  name: BundledFunctionName,
   bundling: nodejs.BundlingOptions = CONNECTOR_BUNDLING,
   projectRoot: string = PROJECT_ROOT,
 ): BuildOptions {
@@ -97,7 +108,7 @@ export function esbuildOptionsFor(
   const alias = aliasesOf(bundling.esbuildArgs);
   return {
     absWorkingDir: projectRoot,
-    entryPoints: [join(projectRoot, CONNECTOR_FUNCTIONS[name].entry)],
+    entryPoints: [join(projectRoot, BUNDLED_FUNCTIONS[name].entry)],
     bundle: true,
     platform: 'node',
     target: bundling.target ?? 'node24',
@@ -121,7 +132,7 @@ export function esbuildOptionsFor(
 }
 
 export interface FunctionBundle {
-  readonly name: ConnectorFunctionName;
+  readonly name: BundledFunctionName;
   /** The bundled code, as Lambda loads it. */
   readonly code: Uint8Array;
   readonly codeBytes: number;
@@ -134,7 +145,7 @@ export interface FunctionBundle {
 }
 
 /** Bundles one function in memory with the stack's settings. */
-export async function bundleFunction(name: ConnectorFunctionName): Promise<FunctionBundle> {
+export async function bundleFunction(name: BundledFunctionName): Promise<FunctionBundle> {
   const result = await build(esbuildOptionsFor(name));
   const files = result.outputFiles ?? [];
   const code = files.find((f) => /\.m?js$/.test(f.path));
@@ -154,7 +165,7 @@ export async function bundleFunction(name: ConnectorFunctionName): Promise<Funct
 /** Bundles every function, one after another (esbuild already uses all cores for one). */
 export async function bundleAll(): Promise<FunctionBundle[]> {
   const bundles: FunctionBundle[] = [];
-  for (const name of Object.keys(CONNECTOR_FUNCTIONS) as ConnectorFunctionName[]) {
+  for (const name of Object.keys(BUNDLED_FUNCTIONS) as BundledFunctionName[]) {
     bundles.push(await bundleFunction(name));
   }
   return bundles;

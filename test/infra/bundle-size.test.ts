@@ -6,20 +6,23 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BUNDLE_BUDGETS,
+  BUNDLED_FUNCTIONS,
+  type BundledFunctionName,
   bundleAll,
   esbuildOptionsFor,
   type FunctionBundle,
   formatReport,
 } from '../../infra/bundle-report.ts';
-import {
-  CONNECTOR_BUNDLING,
-  CONNECTOR_FUNCTIONS,
-  type ConnectorFunctionName,
-  ESM_REQUIRE_BANNER,
-} from '../../infra/connector-stack.ts';
+import { CONNECTOR_BUNDLING, ESM_REQUIRE_BANNER } from '../../infra/connector-stack.ts';
 import { connectorApp, exampleConfig } from './support.ts';
 
-const NAMES = Object.keys(CONNECTOR_FUNCTIONS) as ConnectorFunctionName[];
+const NAMES = Object.keys(BUNDLED_FUNCTIONS) as BundledFunctionName[];
+/** The optional catch-up is built only when configured: these tests turn it on. */
+const WITH_CATCH_UP = {
+  'catchUp.enabled': 'true',
+  'sources.0.shopApi':
+    '{"url":"https://shop-main.myshopify.com","credentialsRef":"connector/shop-api/shopify-main"}',
+};
 
 /** What CDK built for each function: the asset directory named by the template's S3 key. */
 interface Asset {
@@ -29,15 +32,17 @@ interface Asset {
 
 describe('function bundles', () => {
   const outdir = mkdtempSync(join(tmpdir(), 'connector-bundles-'));
-  const assets = new Map<ConnectorFunctionName, Asset>();
+  const assets = new Map<BundledFunctionName, Asset>();
   let report: FunctionBundle[];
 
   beforeAll(async () => {
-    const { app, stack } = connectorApp(exampleConfig(), { bundle: true, outdir });
+    const { app, stack } = connectorApp(exampleConfig(WITH_CATCH_UP), { bundle: true, outdir });
     app.synth();
     const resources = Template.fromStack(stack).toJSON().Resources;
     for (const name of NAMES) {
-      const id = stack.getLogicalId(stack.functions[name].node.defaultChild as CfnElement);
+      const fn = name === 'catchUp' ? stack.catchUp : stack.functions[name];
+      if (fn === undefined) throw new Error(`the stack built no ${name} function`);
+      const id = stack.getLogicalId(fn.node.defaultChild as CfnElement);
       const key = resources[id].Properties.Code.S3Key as string;
       const dir = join(outdir, `asset.${key.replace(/\.zip$/, '')}`);
       assets.set(name, {
