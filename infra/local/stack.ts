@@ -67,6 +67,8 @@ export interface LocalStackOptions extends WorkerTuning {
   readonly acceptEveryMs?: number;
   /** `acceptAfterDays` of the default sources (ignored with `sources`). @default off */
   readonly acceptAfterDays?: number;
+  /** Default sources run in shadow mode (`mode: 'shadow'`; ignored with `sources`). @default none */
+  readonly shadowSources?: readonly SourceConfig['platform'][];
 }
 
 export interface LocalStack {
@@ -128,6 +130,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       secretRef: PLATFORM_SECRET[platform],
       ...shopApiOf(platform),
       ...(options.acceptAfterDays === undefined ? {} : { acceptAfterDays: options.acceptAfterDays }),
+      ...(options.shadowSources?.includes(platform) ? { mode: 'shadow' as const } : {}),
     }));
   const sources = new Map(sourceInputs.map((s) => SourceConfig.parse(s)).map((s) => [s.id, s]));
 

@@ -20,7 +20,8 @@ DynamoDB (dynalite) in process. Set AFFILIATE_BASE_URL and AFFILIATE_TOKEN to us
 instead of the sandbox. Secrets: SHOPIFY_WEBHOOK_SECRET, WOOCOMMERCE_WEBHOOK_SECRET, STRIPE_WEBHOOK_SECRET,
 GENERIC_WEBHOOK_SECRET, FINANCE_API_KEY (documented local defaults). ACCEPT_AFTER_DAYS gives the sources a
 return window (acceptAfterDays); the accept job then runs every ACCEPT_EVERY_MINUTES (default 60, 0 = off).
-A .env file is read if present.`);
+SHADOW_SOURCES=shopify,stripe runs those sources in shadow mode (no change on the platform; see
+\`connector shadow-report\`). A .env file is read if present.`);
   process.exit(0);
 }
 if (existsSync('.env')) process.loadEnvFile('.env');
@@ -35,6 +36,26 @@ function whole(name: string, fallback: number | undefined, max: number): number 
     process.exit(2);
   }
   return value;
+}
+
+const SOURCE_IDS = ['shopify', 'woocommerce', 'stripe', 'generic'] as const;
+
+/** `SHADOW_SOURCES`: a comma-separated list of the local sources to run in shadow mode. */
+function shadowSources(): (typeof SOURCE_IDS)[number][] {
+  const ids = (env['SHADOW_SOURCES'] ?? '')
+    .split(',')
+    .map((id) => id.trim())
+    .filter(Boolean);
+  const known = (id: string): id is (typeof SOURCE_IDS)[number] =>
+    (SOURCE_IDS as readonly string[]).includes(id);
+  const unknown = ids.filter((id) => !known(id));
+  if (unknown.length > 0) {
+    console.error(
+      `SHADOW_SOURCES: unknown source ${unknown.join(', ')} (the local sources are ${SOURCE_IDS.join(', ')})`,
+    );
+    process.exit(2);
+  }
+  return ids.filter(known);
 }
 
 function port(name: string, fallback: number): number {
@@ -72,6 +93,7 @@ try {
     recoverAfterCrash: dataDir !== undefined,
     acceptAfterDays: whole('ACCEPT_AFTER_DAYS', undefined, 365) || undefined,
     acceptEveryMs: (whole('ACCEPT_EVERY_MINUTES', 60, 24 * 60) ?? 60) * 60_000,
+    shadowSources: shadowSources(),
     log: values.quiet ? undefined : (line) => console.log(`${new Date().toISOString()} ${line}`),
   });
   const lines = [
@@ -79,7 +101,7 @@ try {
     `  ingest API      ${stack.url}   (GET /health)`,
     ...[...stack.sources.values()].map(
       (s) =>
-        `  webhook         ${stack.url}/webhooks/${s.id}   (${s.platform}, secret ${s.secretRef}=${stack.secrets[s.secretRef] ?? ''})`,
+        `  webhook         ${stack.url}/webhooks/${s.id}   (${s.platform}${s.mode === 'shadow' ? ', SHADOW MODE' : ''}, secret ${s.secretRef}=${stack.secrets[s.secretRef] ?? ''})`,
     ),
     `  finance refunds ${stack.url}/refunds   (x-api-key: ${stack.secrets['FINANCE_API_KEY']})`,
     `  platform        ${stack.platformUrl}${stack.sandbox ? `   (sandbox, token ${stack.sandbox.token}; conversions: GET ${stack.platformUrl}/_sandbox/conversions)` : ''}`,
