@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { safeEqual } from '../../shared/platforms/signature.ts';
 import { HttpError } from '../http.ts';
 import type { Method } from '../routes.ts';
+import { cursor, limit, one, type Query, uncursor } from './query.ts';
 import type { ShopFakeStore } from './store.ts';
 import {
   type SubscriptionAnswer,
@@ -25,7 +26,6 @@ import type { ShopFakeCredentials, ShopFakePlatform } from './types.ts';
  */
 
 type Json = Record<string, unknown>;
-type Query = Record<string, string | string[]>;
 
 export interface ShopRequest {
   readonly query: Query;
@@ -58,28 +58,12 @@ export const STRIPE_PREFIX = '/stripe/v1';
 /** Stripe keeps events 30 days; older ones are not listed. */
 export const STRIPE_EVENT_RETENTION_MS = 30 * 24 * 3600 * 1000;
 
-function one(query: Query, name: string): string | undefined {
-  const value = query[name];
-  if (Array.isArray(value)) throw new HttpError(400, `${name}: given more than once`, name);
-  return value;
-}
-
 function time(query: Query, name: string): number | undefined {
   const raw = one(query, name);
   if (raw === undefined || raw === '') return undefined;
   const at = Date.parse(raw);
   if (Number.isNaN(at)) throw new HttpError(400, `${name}: not an ISO 8601 time`, name);
   return at;
-}
-
-function limit(query: Query, name: string, fallback: number, max: number): number {
-  const raw = one(query, name);
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1 || value > max) {
-    throw new HttpError(400, `${name}: an integer from 1 to ${max}`, name);
-  }
-  return value;
 }
 
 function within(at: number, min: number | undefined, max: number | undefined): boolean {
@@ -89,24 +73,6 @@ function within(at: number, min: number | undefined, max: number | undefined): b
 /** WooCommerce writes GMT dates without a zone. */
 function gmt(value: unknown): number {
   return Date.parse(`${String(value)}Z`);
-}
-
-// Shopify's cursor: opaque to clients, here the offset and the filters of the first request.
-function cursor(state: { offset: number; query: Query }): string {
-  return Buffer.from(JSON.stringify(state)).toString('base64url');
-}
-
-function uncursor(raw: string): { offset: number; query: Query } {
-  try {
-    const state = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as {
-      offset: number;
-      query: Query;
-    };
-    if (Number.isInteger(state.offset) && typeof state.query === 'object') return state;
-  } catch {
-    // fall through
-  }
-  throw new HttpError(400, 'page_info: invalid value', 'page_info');
 }
 
 function shopifyOrders({ query, store, origin }: ShopRequest): ShopAnswer {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { HttpError, parseJsonBody } from '../http.ts';
+import { cursor, limit, one, type Query, uncursor } from './query.ts';
 import type { ShopFakePlatform, ShopSubscriptionSeed } from './types.ts';
 
 /**
@@ -12,7 +13,6 @@ import type { ShopFakePlatform, ShopSubscriptionSeed } from './types.ts';
  */
 
 type Json = Record<string, unknown>;
-type Query = Record<string, string | string[]>;
 
 /** The Shopify topics the fake accepts (a real shop knows many more; these are the order ones). */
 const SHOPIFY_TOPICS = new Set([
@@ -201,40 +201,6 @@ export interface SubscriptionAnswer {
   readonly status?: number;
   readonly body: unknown;
   readonly headers?: Record<string, string>;
-}
-
-function one(query: Query, name: string): string | undefined {
-  const value = query[name];
-  if (Array.isArray(value)) throw new HttpError(400, `${name}: given more than once`, name);
-  return value;
-}
-
-function limit(query: Query, name: string, fallback: number, max: number): number {
-  const raw = one(query, name);
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1 || value > max) {
-    throw new HttpError(400, `${name}: an integer from 1 to ${max}`, name);
-  }
-  return value;
-}
-
-// Shopify's cursor: opaque to clients, here the offset and the filters of the first request.
-function cursor(state: { offset: number; query: Query }): string {
-  return Buffer.from(JSON.stringify(state)).toString('base64url');
-}
-
-function uncursor(raw: string): { offset: number; query: Query } {
-  try {
-    const state = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as {
-      offset: number;
-      query: Query;
-    };
-    if (Number.isInteger(state.offset) && typeof state.query === 'object') return state;
-  } catch {
-    // fall through
-  }
-  throw new HttpError(400, 'page_info: invalid value', 'page_info');
 }
 
 /** Shopify answers a refused create with 422 and `{ errors: { field: [message] } }`. */
