@@ -123,12 +123,7 @@ export async function placeOrder(
       record.unclearAddAt = undefined;
       if (existing.state === 'shadowed' && refundsCoverOrder(record)) {
         const why = 'cancelled or refunded in full while its source was in shadow mode: never added';
-        record.state = 'skipped';
-        record.skipReason = why;
-        record.currentAmount = 0;
-        record.leaseOwner = undefined;
-        record.leaseUntil = undefined;
-        settleHeldRefunds(record, 'applied', why, iso());
+        neverAdded(record, why, iso());
         if (!(await deps.ledger.update(record))) continue;
         return { result: 'skipped', detail: why };
       }
@@ -178,12 +173,7 @@ export async function placeOrder(
         rejectForeignRefunds(record, event, iso());
         const cancelled = refundsCoverOrder(record);
         if (cancelled) {
-          record.state = 'skipped';
-          record.skipReason = cancelled;
-          record.currentAmount = 0;
-          record.leaseOwner = undefined;
-          record.leaseUntil = undefined;
-          settleHeldRefunds(record, 'applied', cancelled, iso());
+          neverAdded(record, cancelled, iso());
           if (!(await deps.ledger.update(record))) continue;
           return { result: 'skipped', detail: cancelled };
         }
@@ -257,6 +247,16 @@ function refundsCoverOrder(record: OrderRecord): string | undefined {
     return 'refunded in full before the order arrived: never added';
   }
   return undefined;
+}
+
+/** Settles an order whose refunds covered it before it was added: skipped, its refunds closed. */
+function neverAdded(record: OrderRecord, why: string, at: string): void {
+  record.state = 'skipped';
+  record.skipReason = why;
+  record.currentAmount = 0;
+  record.leaseOwner = undefined;
+  record.leaseUntil = undefined;
+  settleHeldRefunds(record, 'applied', why, at);
 }
 
 /** Closes the refunds an order held when it turns out to need no conversion. */
