@@ -4,7 +4,6 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import dynalite from 'dynalite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators } from '../../infra/local/emulators.ts';
@@ -14,6 +13,7 @@ import { DEFAULT_SEED } from '../../sandbox/server.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import { ledgerKey, type OrderRecord, recordRefund } from '../../shared/ledger.ts';
 import { localStateDir, runCli } from '../support/cli.ts';
+import { peekQueue } from '../support/sqs-records.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 /**
@@ -84,20 +84,7 @@ async function dueKeys(source: string): Promise<readonly string[]> {
 }
 
 async function dlq() {
-  const out = await stack.emulators.sqs.send(
-    new ReceiveMessageCommand({
-      QueueUrl: stack.emulators.dlqUrl,
-      MaxNumberOfMessages: 10,
-      MessageAttributeNames: ['All'],
-      VisibilityTimeout: 0,
-    }),
-  );
-  return (out.Messages ?? []).map((m) => ({
-    body: JSON.parse(m.Body ?? '{}') as Record<string, unknown>,
-    attributes: Object.fromEntries(
-      Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [k, v.StringValue]),
-    ),
-  }));
+  return peekQueue(stack.emulators.sqs, stack.emulators.dlqUrl);
 }
 
 describe('accept after the return window', () => {

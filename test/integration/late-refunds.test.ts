@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { describe, expect, it } from 'vitest';
 import { ledgerKey } from '../../shared/ledger.ts';
 import { localStackForCli, runCli } from '../support/cli.ts';
+import { peekQueue } from '../support/sqs-records.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 const CLICK = 'a1b2c3d4e5f60718293a4b5c';
@@ -36,15 +36,8 @@ const refund = (orderId: string, refundId: string, extra: Record<string, unknown
   send({ type: 'refund', orderId, refundId, ...extra });
 
 async function parked(externalId: string): Promise<unknown[]> {
-  const out = await fixture.stack.emulators.sqs.send(
-    new ReceiveMessageCommand({
-      QueueUrl: fixture.stack.emulators.dlqUrl,
-      MaxNumberOfMessages: 10,
-      MessageAttributeNames: ['All'],
-      VisibilityTimeout: 0,
-    }),
-  );
-  return (out.Messages ?? []).filter((m) => JSON.parse(m.Body ?? '{}').externalId === externalId);
+  const messages = await peekQueue(fixture.stack.emulators.sqs, fixture.stack.emulators.dlqUrl);
+  return messages.filter((m) => m.body['externalId'] === externalId);
 }
 const refundIn = async (externalId: string, refundId: string) => {
   const record = await fixture.stack.ledger.get(ledgerKey(conversion(externalId).program, externalId));

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
+import { peekQueue } from '../support/sqs-records.ts';
 import { genericWebhook, post, sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
 
 const CLICK = 'a1b2c3d4e5f60718293a4b5c';
@@ -81,20 +81,7 @@ async function financeRefund(body: Record<string, unknown>, key = secret('FINANC
 }
 
 async function dlqMessages() {
-  const out = await stack.emulators.sqs.send(
-    new ReceiveMessageCommand({
-      QueueUrl: stack.emulators.dlqUrl,
-      MaxNumberOfMessages: 10,
-      MessageAttributeNames: ['All'],
-      VisibilityTimeout: 0,
-    }),
-  );
-  return (out.Messages ?? []).map((m) => ({
-    body: JSON.parse(m.Body ?? '{}') as Record<string, unknown>,
-    attributes: Object.fromEntries(
-      Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [k, v.StringValue]),
-    ),
-  }));
+  return peekQueue(stack.emulators.sqs, stack.emulators.dlqUrl);
 }
 
 describe('refunds reach the platform exactly once', () => {

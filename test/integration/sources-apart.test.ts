@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
+import { peekQueue } from '../support/sqs-records.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 const CLICK = 'a1b2c3d4e5f60718293a4b5c';
@@ -60,15 +60,8 @@ describe('sources of one program keep their orders apart', () => {
     await order('shop-b', '1001', '70.00');
 
     expect(amounts('1001')).toEqual([3_000]);
-    const parked = await stack.emulators.sqs.send(
-      new ReceiveMessageCommand({
-        QueueUrl: stack.emulators.dlqUrl,
-        MaxNumberOfMessages: 10,
-        MessageAttributeNames: ['All'],
-        VisibilityTimeout: 0,
-      }),
-    );
-    const reasons = (parked.Messages ?? []).map((m) => m.MessageAttributes?.['reason']?.StringValue);
+    const parked = await peekQueue(stack.emulators.sqs, stack.emulators.dlqUrl);
+    const reasons = parked.map((m) => m.attributes['reason']);
     expect(reasons).toEqual([expect.stringMatching(/source "shop-b".*source "shop-a".*"externalIdPrefix"/)]);
   });
 

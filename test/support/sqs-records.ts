@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
 import type { ConnectorEventInput } from '../../shared/domain/events.ts';
 import { messageGroupId } from '../../shared/queueing.ts';
@@ -48,4 +49,31 @@ export function fifoRecord(event: ConnectorEventInput, options: FifoRecordOption
     eventSourceARN: 'arn:aws:sqs:eu-west-1:123456789012:connector-events.fifo',
     awsRegion: 'eu-west-1',
   };
+}
+
+/** A message as a test reads it from a queue: its JSON body and its string attributes. */
+export interface PeekedMessage {
+  readonly body: Record<string, unknown>;
+  readonly attributes: Record<string, string | undefined>;
+}
+
+/**
+ * Up to 10 messages of `queueUrl` (the DLQ, mostly), read without hiding them (visibility 0), so the
+ * next read sees them again.
+ */
+export async function peekQueue(sqs: SQSClient, queueUrl: string): Promise<PeekedMessage[]> {
+  const out = await sqs.send(
+    new ReceiveMessageCommand({
+      QueueUrl: queueUrl,
+      MaxNumberOfMessages: 10,
+      MessageAttributeNames: ['All'],
+      VisibilityTimeout: 0,
+    }),
+  );
+  return (out.Messages ?? []).map((m) => ({
+    body: JSON.parse(m.Body ?? '{}') as Record<string, unknown>,
+    attributes: Object.fromEntries(
+      Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [k, v.StringValue]),
+    ),
+  }));
 }
