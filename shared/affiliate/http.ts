@@ -321,7 +321,7 @@ export class PlatformHttp<R extends string> {
     });
     if (this.profile.windowHeaderSuffix !== undefined) {
       const window = windowState(answer.headers, this.profile.windowHeaderSuffix);
-      this.limiter.observe(path, { ...window, rateLimited: answer.status === 429 });
+      this.limiter.observe(path, { ...window, rateLimited: answer.status === 429, sentAt: started });
     }
 
     if (answer.status >= 200 && answer.status < 300) return request.read(answer);

@@ -230,6 +230,7 @@ async function drainThroughServer(options: {
       const n = next++;
       for (;;) {
         const permit = await limiter.acquire('add');
+        const sentAt = clock.now();
         const wait = latency(n + calls);
         await clock.sleep(wait / 2);
         calls += 1;
@@ -239,6 +240,7 @@ async function drainThroughServer(options: {
           limit: decision.limit,
           remaining: decision.remaining,
           rateLimited: !decision.allowed,
+          sentAt,
         });
         permit.release();
         if (decision.allowed) break;
