@@ -55,6 +55,8 @@ interface KeyState {
   epochOwn: number;
   epochWaited: boolean;
   epochCut: boolean;
+  /** Share of the limit this instance aims to leave free: HEADROOM, more while windows run full. */
+  headroom: number;
   /** The route's consumption seen in the epoch: `rise` requests counted over `spanMs` of sends. */
   epochRise: number;
   epochSpanMs: number;
@@ -128,7 +130,10 @@ export class RateLimiter {
    * `remaining` seen (which reads low by up to one of this instance's spacings, so it had to keep a
    * 10% margin and cut by a tenth whenever it dipped: the sawtooth that held the bench at 77–81/s).
    * Once per window (an epoch):
-   * - the route's rate R is compared with the target, the server's limit less HEADROOM (3%), and
+   * - the route's rate R is compared with the target, the server's limit less a margin (HEADROOM,
+   *   3%, widened by 2 points each window that ran full: an answer saw nothing left or was a 429,
+   *   which many instances see alike; narrowed by half a point per clean window), so the margin
+   *   follows the jitter of the timers and the network instead of being sized for the worst; and
    *   the allowance moves by GAIN × (target − R) × this instance's share of R (its answers over
    *   R), so N instances together close GAIN of the gap per window without coordinating, and a
    *   foreign client's requests simply count in R. Below half the target (a fleet starting, or
@@ -260,7 +265,13 @@ export class RateLimiter {
     if (!this.adaptive || elapsed < this.windowMs) return;
     const limit = state.epochServerLimit;
     const least = state.epochLeast;
-    const target = (limit ?? this.limit) * (1 - HEADROOM);
+    // The margin follows the jitter: a window that ran full (an answer saw nothing left, or a 429)
+    // widens it at once; clean windows narrow it slowly back to HEADROOM.
+    state.headroom =
+      least === 0
+        ? Math.min(MAX_HEADROOM, state.headroom + HEADROOM_STEP)
+        : Math.max(HEADROOM, state.headroom - HEADROOM_STEP / 4);
+    const target = (limit ?? this.limit) * (1 - state.headroom);
     const measured = limit !== undefined && state.epochSpanMs >= this.windowMs * MIN_MEASURED_SHARE;
     const route = measured ? (state.epochRise * this.windowMs) / state.epochSpanMs : undefined;
     if (state.epochCut) {
@@ -316,6 +327,7 @@ export class RateLimiter {
         epochOwn: 0,
         epochWaited: false,
         epochCut: false,
+        headroom: HEADROOM,
         epochRise: 0,
         epochSpanMs: 0,
         lastSample: undefined,
@@ -339,6 +351,9 @@ export class RateLimiter {
  * client): less headroom or more gain traded a few adds per second for several times the 429s.
  */
 const HEADROOM = 0.03;
+/** A window seen full widens the margin by this share of the limit, up to MAX_HEADROOM. */
+const HEADROOM_STEP = 0.02;
+const MAX_HEADROOM = 0.15;
 const GAIN = 0.5;
 const DECREASE_ON_429 = 0.75;
 /** Sends an epoch's paired answers must span to measure the route's rate (else `remaining` is used). */

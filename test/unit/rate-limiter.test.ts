@@ -358,4 +358,35 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
       expect((admitted[i + 2] ?? Number.POSITIVE_INFINITY) - at).toBeGreaterThanOrEqual(100);
     }
   });
+
+  it('aims further under the limit after a window ran full, while the same rate in clean windows holds', async () => {
+    // Prepare: two instances at 48/s, each seeing the route at 97/s over one window
+    const clock = new FakeClock();
+    const [full, clean] = [0, 1].map(
+      () => new RateLimiter({ adaptive: { initialRatePerSecond: 48 }, now: clock.now, sleep: clock.sleep }),
+    ) as [RateLimiter, RateLimiter];
+    const window = (limiter: RateLimiter) => {
+      for (let i = 0; i < 10; i++) {
+        const consumed = 10 + Math.round(9.7 * i);
+        limiter.observe('add', {
+          limit: 100,
+          remaining: 100 - consumed,
+          rateLimited: false,
+          sentAt: i * 100,
+        });
+      }
+    };
+
+    // Act: one of them also got an answer (late) that saw nothing left in its window
+    window(full);
+    full.observe('add', { limit: 100, remaining: 0, rateLimited: false, sentAt: 850 });
+    window(clean);
+    clock.time = 1000;
+    for (const limiter of [full, clean])
+      limiter.observe('add', { limit: 100, remaining: 99, rateLimited: false, sentAt: 1000 });
+
+    // Assess
+    expect(clean.allowance('add')).toBe(48);
+    expect(full.allowance('add')).toBeLessThan(48);
+  });
 });
