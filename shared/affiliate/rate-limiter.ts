@@ -30,6 +30,8 @@ export interface RouteWindowState {
    * window, `consumed` apart, tell how fast every client of the token together uses the route.
    */
   readonly sentAt?: number;
+  /** The window's length (`-reset`: the spec's "duration in seconds"), in ms. */
+  readonly windowMs?: number;
 }
 
 export interface AcquireOptions {
@@ -55,6 +57,8 @@ interface KeyState {
   epochOwn: number;
   epochWaited: boolean;
   epochCut: boolean;
+  /** The platform's window length, as its `-reset` header gives it (else this limiter's window). */
+  serverWindowMs: number;
   /** Share of the limit this instance aims to leave free: HEADROOM, more while windows run full. */
   headroom: number;
   /** The route's consumption seen in the epoch: `rise` requests counted over `spanMs` of sends. */
@@ -142,6 +146,8 @@ export class RateLimiter {
    *   an idle instance does not grow it, as in RFC 7661's cwnd validation); a decrease does not.
    * - a 429 cuts the allowance by DECREASE_ON_429 at once, once per epoch, with no growth in that
    *   epoch (`holdUntil` keeps the retry-after).
+   * R, the target and the share are per the platform's window, whose length the `-reset` header
+   *   gives (the spec's "duration"; not the time to its end, so it cannot time the next window).
    * - an epoch with too few answers to measure R falls back to `remaining`: -10% when an answer
    *   saw less than a tenth of the route left, +1 when callers waited.
    * The allowance is a rate: admissions are spaced evenly over the window (bursts of several
@@ -156,6 +162,7 @@ export class RateLimiter {
     this.roll(state, this.now());
     state.epochOwn += 1;
     if (window.limit !== undefined && window.limit > 0) state.epochServerLimit = window.limit;
+    if (window.windowMs !== undefined && window.windowMs > 0) state.serverWindowMs = window.windowMs;
     if (window.remaining !== undefined)
       state.epochLeast = Math.min(state.epochLeast ?? window.remaining, window.remaining);
     if (window.rateLimited) {
@@ -176,7 +183,7 @@ export class RateLimiter {
     if (
       last === undefined ||
       sample.consumed <= last.consumed ||
-      sample.sentAt - last.sentAt >= this.windowMs
+      sample.sentAt - last.sentAt >= state.serverWindowMs
     )
       return;
     state.epochRise += sample.consumed - last.consumed;
@@ -271,18 +278,21 @@ export class RateLimiter {
       least === 0
         ? Math.min(MAX_HEADROOM, state.headroom + HEADROOM_STEP)
         : Math.max(HEADROOM, state.headroom - HEADROOM_STEP / 4);
+    // Rates per server window, as the limit is; the allowance is per this limiter's window.
+    const server = state.serverWindowMs;
     const target = (limit ?? this.limit) * (1 - state.headroom);
-    const measured = limit !== undefined && state.epochSpanMs >= this.windowMs * MIN_MEASURED_SHARE;
-    const route = measured ? (state.epochRise * this.windowMs) / state.epochSpanMs : undefined;
+    const measured = limit !== undefined && state.epochSpanMs >= server * MIN_MEASURED_SHARE;
+    const route = measured ? (state.epochRise * server) / state.epochSpanMs : undefined;
     if (state.epochCut) {
       // Already cut by a 429 in this epoch.
     } else if (route !== undefined) {
-      const own = (state.epochOwn * this.windowMs) / elapsed;
+      const own = (state.epochOwn * server) / elapsed;
       const gap = target - route;
       const share = Math.min(1, own / Math.max(route, 1));
       const gain = route < target / 2 ? 1 : GAIN;
+      const step = (gain * gap * share * this.windowMs) / server;
       if (gap < 0 || state.epochWaited)
-        state.allowance = Math.min(this.limit, Math.max(1, state.allowance + gain * gap * share));
+        state.allowance = Math.min(this.limit, Math.max(1, state.allowance + step));
     } else if (least !== undefined && limit !== undefined && least < Math.ceil(limit * EDGE)) {
       state.allowance = Math.max(1, state.allowance * DECREASE_AT_EDGE);
     } else if (state.epochWaited) {
@@ -328,6 +338,7 @@ export class RateLimiter {
         epochWaited: false,
         epochCut: false,
         headroom: HEADROOM,
+        serverWindowMs: this.windowMs,
         epochRise: 0,
         epochSpanMs: 0,
         lastSample: undefined,

@@ -389,4 +389,29 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
     expect(clean.allowance('add')).toBe(48);
     expect(full.allowance('add')).toBeLessThan(48);
   });
+
+  it("reads the platform's window length from its reset header: 120/s is over a 2 s window of 200", async () => {
+    // Prepare
+    const clock = new FakeClock();
+    const [told, untold] = [0, 1].map(
+      () => new RateLimiter({ adaptive: { initialRatePerSecond: 40 }, now: clock.now, sleep: clock.sleep }),
+    ) as [RateLimiter, RateLimiter];
+    const answers = (limiter: RateLimiter, windowMs: number | undefined) => {
+      for (let i = 0; i < 10; i++) {
+        const remaining = 200 - (10 + 12 * i);
+        limiter.observe('add', { limit: 200, remaining, rateLimited: false, sentAt: i * 100, windowMs });
+      }
+    };
+
+    // Act: the route at 120/s, told the window is 2 s long or not told
+    answers(told, 2000);
+    answers(untold, undefined);
+    clock.time = 1000;
+    for (const limiter of [told, untold])
+      limiter.observe('add', { limit: 200, remaining: 199, rateLimited: false, sentAt: 1000 });
+
+    // Assess: 240 per 2 s window is over 200; read as a 1 s window it would look half used
+    expect(told.allowance('add')).toBeLessThan(40);
+    expect(untold.allowance('add')).toBe(40);
+  });
 });
