@@ -6,14 +6,23 @@ import { dynamoClient, sqsClient } from '../shared/adapters/aws-clients.ts';
 import { DynamoLedger } from '../shared/adapters/dynamo-ledger.ts';
 import { SqsFailureQueue } from '../shared/adapters/sqs.ts';
 import { CurrentApiBackend } from '../shared/affiliate/backend.ts';
-import { AffiliateClient, type AffiliateClientOptions } from '../shared/affiliate/client.ts';
+import {
+  AffiliateClient,
+  type AffiliateClientEvent,
+  type AffiliateClientOptions,
+} from '../shared/affiliate/client.ts';
 import { parseRouteOverrides } from '../shared/affiliate/routes.ts';
 import { type Env, optionalNumber, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
 import type { SourceConfig } from '../shared/config/sources.ts';
 import { ConfigurationError } from '../shared/errors.ts';
 import { lambdaPipeline } from '../shared/lambda.ts';
 import { LegacyBackend } from '../shared/legacy/backend.ts';
-import { LegacyClient, type LegacyClientOptions, parseLegacyCredentials } from '../shared/legacy/client.ts';
+import {
+  LegacyClient,
+  type LegacyClientEvent,
+  type LegacyClientOptions,
+  parseLegacyCredentials,
+} from '../shared/legacy/client.ts';
 import {
   countPlatform429s,
   makeLogger,
@@ -75,7 +84,7 @@ export interface WorkerWiring {
   readonly observe?: (report: RecordReport) => void;
   readonly reportWaiting?: (measure: WaitingMeasure) => void;
   /** Each platform client's events (the RateLimited metric counts the platform's 429s). */
-  readonly onPlatformEvent?: (event: { readonly type: string; readonly status?: number }) => void;
+  readonly onPlatformEvent?: (event: AffiliateClientEvent | LegacyClientEvent) => void;
   /** Tests only: shorter timings than any setting allows, and wrappers to kill a worker mid-flight. */
   readonly tuning?: WorkerTuning;
 }

@@ -321,7 +321,7 @@ export class PlatformHttp<R extends string> {
     });
     if (this.profile.windowHeaderSuffix !== undefined) {
       const window = windowState(answer.headers, this.profile.windowHeaderSuffix);
-      this.limiter.observe(path, { ...window, rateLimited: answer.status === 429 });
+      this.limiter.observe(path, { ...window, rateLimited: answer.status === 429, sentAt: started });
     }
 
     if (answer.status >= 200 && answer.status < 300) return request.read(answer);
@@ -541,16 +541,21 @@ function retryAfter(headers: Headers, now: number, vendorSuffix: string | undefi
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
 
-/** The route window's `limit` and `remaining` from vendor headers matched by suffix. */
-function windowState(headers: Headers, suffix: string): { limit?: number; remaining?: number } {
+/** The route window's `limit`, `remaining` and length (`reset`) from vendor headers matched by suffix. */
+function windowState(
+  headers: Headers,
+  suffix: string,
+): { limit?: number; remaining?: number; windowMs?: number } {
   let limit: number | undefined;
   let remaining: number | undefined;
+  let windowMs: number | undefined;
   for (const [name, value] of headers) {
+    if (name.endsWith(`${suffix}-reset`)) windowMs = secondsToMs(value);
     if (!/^\d+$/.test(value.trim())) continue;
     if (name.endsWith(`${suffix}-limit`)) limit = Number(value);
     else if (name.endsWith(`${suffix}-remaining`)) remaining = Number(value);
   }
-  return { limit, remaining };
+  return { limit, remaining, windowMs };
 }
 
 function secondsToMs(value: string): number | undefined {

@@ -25,6 +25,13 @@ export interface RouteWindowState {
   readonly remaining?: number;
   /** The answer was a 429. */
   readonly rateLimited: boolean;
+  /**
+   * Epoch ms the request was sent (the platform counted it shortly after): two answers of one
+   * window, `consumed` apart, tell how fast every client of the token together uses the route.
+   */
+  readonly sentAt?: number;
+  /** The window's length (`-reset`: the spec's "duration in seconds"), in ms. */
+  readonly windowMs?: number;
 }
 
 export interface AcquireOptions {
@@ -50,8 +57,17 @@ interface KeyState {
   epochOwn: number;
   epochWaited: boolean;
   epochCut: boolean;
-  /** When the last request was admitted: adaptive pacing spaces them evenly over the window. */
-  lastAdmit: number;
+  /** The platform's window length, as its `-reset` header gives it (else this limiter's window). */
+  serverWindowMs: number;
+  /** Share of the limit this instance aims to leave free: HEADROOM, more while windows run full. */
+  headroom: number;
+  /** The route's consumption seen in the epoch: `rise` requests counted over `spanMs` of sends. */
+  epochRise: number;
+  epochSpanMs: number;
+  /** The answer sent last so far, to pair with the next one of the same server window. */
+  lastSample: { readonly sentAt: number; readonly consumed: number } | undefined;
+  /** When the next request may be admitted: adaptive pacing spaces them evenly over the window. */
+  nextAdmit: number;
   inFlight: number;
   /** Completion times of requests within the last window, oldest first. */
   finished: number[];
@@ -107,23 +123,38 @@ export class RateLimiter {
   /**
    * Feeds an answer's rate-limit headers to the pacing of `key` (a no-op for a fixed rate).
    *
-   * Additive increase / multiplicative decrease per route, as TCP congestion avoidance (RFC 5681)
-   * and adaptive concurrency limiters (Netflix concurrency-limits' AIMD) do, but driven by the
-   * platform's own count instead of loss alone: the `remaining` header is the same number for every
-   * client of the token, so instances that share no memory still see one budget. Once per window:
-   * - a 429 halves the allowance at once (and `holdUntil` keeps the retry-after);
-   * - when an answer saw less than HEADROOM (10%) of the route left, it is at its edge: -10%;
-   * - otherwise, if callers had to wait (the allowance, not demand, bounded the rate; an idle
-   *   instance does not grow it, as in RFC 7661's cwnd validation), +1 plus half of this instance's
-   *   share of the headroom left (its answers over the route's consumption; all of it while more
-   *   than half the route is free, a slow start), so N instances fill the headroom together in a
-   *   few windows instead of N x 1 per second, without coordinating.
-   * The allowance is a rate: admissions are spaced evenly over the window (one per
-   * window/allowance), since bursts of several instances landing in one server window are what drew
-   * the 429s in the simulation. The send-to-answer window count stays at the ceiling
-   * (`ratePerSecond`), so one instance alone still cannot draw a 429 on a burst; counting the
-   * allowance that way too let only allowance ÷ (1 + latency) through (66 adds/s instead of 75 in
-   * the bench with two instances).
+   * A rate per route steered by the platform's own count, as adaptive concurrency limiters
+   * (Netflix concurrency-limits' gradient and AIMD limits) and TCP congestion control (RFC 5681)
+   * steer by delay or loss, but with a signal they lack: `remaining` is the same number for every
+   * client of the token, so instances that share no memory still see one budget.
+   *
+   * Two answers of one server window sent `dt` apart whose `consumed` grew by `d` say that all the
+   * token's clients together send `d / dt` on the route (this instance, its siblings, a foreign
+   * client); summed over a window this is the route's rate, measured, not guessed from the lowest
+   * `remaining` seen (which reads low by up to one of this instance's spacings, so it had to keep a
+   * 10% margin and cut by a tenth whenever it dipped: the sawtooth that held the bench at 77–81/s).
+   * Once per window (an epoch):
+   * - the route's rate R is compared with the target, the server's limit less a margin (HEADROOM,
+   *   3%, widened by 2 points each window that ran full: an answer saw nothing left or was a 429,
+   *   which many instances see alike; narrowed by half a point per clean window), so the margin
+   *   follows the jitter of the timers and the network instead of being sized for the worst; and
+   *   the allowance moves by GAIN × (target − R) × this instance's share of R (its answers over
+   *   R), so N instances together close GAIN of the gap per window without coordinating, and a
+   *   foreign client's requests simply count in R. Below half the target (a fleet starting, or
+   *   siblings gone) the gain is 1: a slow start that fills the gap in one window, faster than
+   *   doubling. Growth needs callers to have waited (the allowance, not demand, bounded the rate;
+   *   an idle instance does not grow it, as in RFC 7661's cwnd validation); a decrease does not.
+   * - a 429 cuts the allowance by DECREASE_ON_429 at once, once per epoch, with no growth in that
+   *   epoch (`holdUntil` keeps the retry-after).
+   * R, the target and the share are per the platform's window, whose length the `-reset` header
+   *   gives (the spec's "duration"; not the time to its end, so it cannot time the next window).
+   * - an epoch with too few answers to measure R falls back to `remaining`: -10% when an answer
+   *   saw less than a tenth of the route left, +1 when callers waited.
+   * The allowance is a rate: admissions are spaced evenly over the window (bursts of several
+   * instances landing in one server window are what drew 429s), from each one's due time, so a
+   * timer that fires late (a busy event loop) does not lose the time it was late. The
+   * send-to-answer window count stays at the ceiling (`ratePerSecond`), so one instance alone still
+   * cannot draw a 429 on a burst.
    */
   observe(key: string, window: RouteWindowState): void {
     if (!this.adaptive) return;
@@ -131,12 +162,32 @@ export class RateLimiter {
     this.roll(state, this.now());
     state.epochOwn += 1;
     if (window.limit !== undefined && window.limit > 0) state.epochServerLimit = window.limit;
+    if (window.windowMs !== undefined && window.windowMs > 0) state.serverWindowMs = window.windowMs;
     if (window.remaining !== undefined)
       state.epochLeast = Math.min(state.epochLeast ?? window.remaining, window.remaining);
-    if (window.rateLimited && !state.epochCut) {
-      state.allowance = Math.max(1, state.allowance * DECREASE_ON_429);
-      state.epochCut = true;
+    if (window.rateLimited) {
+      if (!state.epochCut) {
+        state.allowance = Math.max(1, state.allowance * DECREASE_ON_429);
+        state.epochCut = true;
+      }
+      // A 429's count is capped at the limit: it says nothing of the rate.
+      return;
     }
+    const limit = window.limit ?? state.epochServerLimit;
+    if (window.sentAt === undefined || window.remaining === undefined || limit === undefined) return;
+    const sample = { sentAt: window.sentAt, consumed: limit - window.remaining };
+    const last = state.lastSample;
+    if (last !== undefined && sample.sentAt <= last.sentAt) return; // answered out of order
+    state.lastSample = sample;
+    // A count that did not grow, or a gap as long as a window, is a new server window.
+    if (
+      last === undefined ||
+      sample.consumed <= last.consumed ||
+      sample.sentAt - last.sentAt >= state.serverWindowMs
+    )
+      return;
+    state.epochRise += sample.consumed - last.consumed;
+    state.epochSpanMs += sample.sentAt - last.sentAt;
   }
 
   /** Waits until a request on `key` may be sent. Throws the signal's reason on abort. */
@@ -178,6 +229,7 @@ export class RateLimiter {
 
   private async waitForSlot(key: string, state: KeyState, options: AcquireOptions): Promise<void> {
     const { deadline, signal } = options;
+    let paced = false;
     for (;;) {
       signal?.throwIfAborted();
       const now = this.now();
@@ -186,10 +238,15 @@ export class RateLimiter {
       this.roll(state, now);
       let waitMs: number;
       if (state.heldUntil > now) waitMs = state.heldUntil - now;
-      else if (this.adaptive && state.lastAdmit + this.windowMs / state.allowance > now)
-        waitMs = Math.max(1, Math.ceil(state.lastAdmit + this.windowMs / state.allowance - now));
-      else if (state.inFlight + state.finished.length < (this.adaptive ? this.limit : state.allowance)) {
-        state.lastAdmit = now;
+      else if (this.adaptive && state.nextAdmit > now) {
+        waitMs = Math.max(1, Math.ceil(state.nextAdmit - now));
+        paced = true;
+      } else if (state.inFlight + state.finished.length < (this.adaptive ? this.limit : state.allowance)) {
+        const spacing = this.windowMs / state.allowance;
+        // A caller that waited for its turn counts from the due time, not from now: a timer that
+        // fired late (a busy event loop) costs no rate. At most one spacing is made up (two
+        // admissions back to back), so a stall does not turn into a burst; an idle key starts afresh.
+        state.nextAdmit = (paced ? Math.max(state.nextAdmit, now - spacing) : now) + spacing;
         return;
       } else if (state.finished.length > 0) waitMs = (state.finished[0] ?? now) + this.windowMs - now;
       else waitMs = Number.POSITIVE_INFINITY; // every slot in flight: the first completion starts the clock
@@ -211,28 +268,43 @@ export class RateLimiter {
 
   // Closes the pacing epoch once a window has passed, moving the allowance by what it saw.
   private roll(state: KeyState, now: number): void {
-    if (!this.adaptive || now - state.epochStart < this.windowMs) return;
+    const elapsed = now - state.epochStart;
+    if (!this.adaptive || elapsed < this.windowMs) return;
     const limit = state.epochServerLimit;
     const least = state.epochLeast;
-    const headroom = limit === undefined ? 0 : Math.max(1, Math.ceil(limit * HEADROOM));
+    // The margin follows the jitter: a window that ran full (an answer saw nothing left, or a 429)
+    // widens it at once; clean windows narrow it slowly back to HEADROOM.
+    state.headroom =
+      least === 0
+        ? Math.min(MAX_HEADROOM, state.headroom + HEADROOM_STEP)
+        : Math.max(HEADROOM, state.headroom - HEADROOM_STEP / 4);
+    // Rates per server window, as the limit is; the allowance is per this limiter's window.
+    const server = state.serverWindowMs;
+    const target = (limit ?? this.limit) * (1 - state.headroom);
+    const measured = limit !== undefined && state.epochSpanMs >= server * MIN_MEASURED_SHARE;
+    const route = measured ? (state.epochRise * server) / state.epochSpanMs : undefined;
     if (state.epochCut) {
-      // Already halved by a 429 in this epoch.
-    } else if (least !== undefined && least < headroom) {
+      // Already cut by a 429 in this epoch.
+    } else if (route !== undefined) {
+      const own = (state.epochOwn * server) / elapsed;
+      const gap = target - route;
+      const share = Math.min(1, own / Math.max(route, 1));
+      const gain = route < target / 2 ? 1 : GAIN;
+      const step = (gain * gap * share * this.windowMs) / server;
+      if (gap < 0 || state.epochWaited)
+        state.allowance = Math.min(this.limit, Math.max(1, state.allowance + step));
+    } else if (least !== undefined && limit !== undefined && least < Math.ceil(limit * EDGE)) {
       state.allowance = Math.max(1, state.allowance * DECREASE_AT_EDGE);
     } else if (state.epochWaited) {
-      let step = 1;
-      if (limit !== undefined && least !== undefined) {
-        const consumed = limit - least;
-        const share = consumed > 0 ? Math.min(1, state.epochOwn / consumed) : 1;
-        step += (least > limit / 2 ? 1 : HEADROOM_GAIN) * (least - headroom) * share;
-      }
-      state.allowance = Math.min(this.limit, state.allowance + step);
+      state.allowance = Math.min(this.limit, state.allowance + 1);
     }
     state.epochStart = now;
     state.epochLeast = undefined;
     state.epochOwn = 0;
     state.epochWaited = false;
     state.epochCut = false;
+    state.epochRise = 0;
+    state.epochSpanMs = 0;
   }
 
   // Sleeps `ms`, waking early when a request completes (it may have freed a slot while every slot
@@ -265,7 +337,12 @@ export class RateLimiter {
         epochOwn: 0,
         epochWaited: false,
         epochCut: false,
-        lastAdmit: Number.NEGATIVE_INFINITY,
+        headroom: HEADROOM,
+        serverWindowMs: this.windowMs,
+        epochRise: 0,
+        epochSpanMs: 0,
+        lastSample: undefined,
+        nextAdmit: Number.NEGATIVE_INFINITY,
         inFlight: 0,
         finished: [],
         heldUntil: 0,
@@ -278,16 +355,23 @@ export class RateLimiter {
   }
 }
 
-/** Share of the route's limit kept free: answers that saw less left mean the route is at its edge. */
-const HEADROOM = 0.1;
 /**
- * Tuned on the simulation in test/unit/rate-limiter.test.ts (2 to 10 instances, 50–149 ms latency):
- * a gentler cut at the edge or a stronger fill of the headroom made the instances overshoot together
- * and traded a few adds per second for several times the 429s.
+ * Share of the route's limit the fleet leaves free: jitter of a few requests per window (instances'
+ * timers, the network) must not cross the limit. Tuned with GAIN and DECREASE_ON_429 on the
+ * simulation in test/unit/rate-limiter.test.ts (1 to 10 instances, 50–149 ms latency, a foreign
+ * client): less headroom or more gain traded a few adds per second for several times the 429s.
  */
-const DECREASE_ON_429 = 0.5;
+const HEADROOM = 0.03;
+/** A window seen full widens the margin by this share of the limit, up to MAX_HEADROOM. */
+const HEADROOM_STEP = 0.02;
+const MAX_HEADROOM = 0.15;
+const GAIN = 0.5;
+const DECREASE_ON_429 = 0.75;
+/** Sends an epoch's paired answers must span to measure the route's rate (else `remaining` is used). */
+const MIN_MEASURED_SHARE = 0.25;
+/** Without a measured rate: an answer that saw less than this share of the route left is at its edge. */
+const EDGE = 0.1;
 const DECREASE_AT_EDGE = 0.9;
-const HEADROOM_GAIN = 0.5;
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;

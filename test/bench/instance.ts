@@ -1,47 +1,47 @@
-import { randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { backendFor, makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
+import { buildWorkerDeps, makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
 import { Pollers } from '../../infra/local/stack.ts';
 import { LOCAL_AWS } from '../../local/defaults.ts';
-import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
-import { SqsFailureQueue } from '../../shared/adapters/sqs.ts';
-import { CurrentApiBackend } from '../../shared/affiliate/backend.ts';
-import { AffiliateClient } from '../../shared/affiliate/client.ts';
-import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
-import { LegacyClient } from '../../shared/legacy/client.ts';
-import { settleMsFor } from '../../shared/worker/flow.ts';
+import type { Env } from '../../shared/config/env.ts';
+import { EnvSecretStore } from '../../shared/secrets.ts';
 
 /**
  * One worker instance of the multi-instance drain, in its own process as a Lambda container is:
  * its own AWS clients, affiliate client, limiter and pollers, sharing only the emulators and the
- * sandbox with the others. Started by run.ts with IPC; answers `stop` with what it measured.
+ * sandbox with the others. Wired by `buildWorkerDeps` from the settings CDK gives the function, so
+ * it runs the deployed worker (lease, settle, backoff, client timeout and pacing included); only
+ * the secret store reads `env` instead of Secrets Manager. Started by run.ts with IPC; answers
+ * `stop` with what it measured.
  */
 export interface InstanceConfig {
   readonly sqsEndpoint: string;
   readonly dynamoEndpoint: string;
-  readonly queueUrl: string;
-  readonly dlqUrl: string;
   readonly queueName: string;
-  readonly tableName: string;
-  readonly platformUrl: string;
-  readonly token: string;
-  readonly legacy: { readonly userCode: string; readonly apiKey: string };
-  readonly sources: SourceConfigInput[];
+  /** The worker's settings as the stack gives them (QUEUE_URL, AFFILIATE_RATE_PER_SECOND, …) and its secrets. */
+  readonly env: Env;
   readonly pollers: number;
-  readonly ratePerSecond: number;
-  /** Adaptive pacing from here; a fixed rate when absent. */
-  readonly initialRatePerSecond?: number;
+}
+
+/** Where one route's calls spent their time in this instance. */
+export interface RouteProfile {
+  /** Attempts sent (`request` events). */
+  requests: number;
+  /** Calls the client-side limiter made wait, and for how long in total. */
+  waited: number;
+  waitMs: number;
+  /** Send to answer, summed. */
+  requestMs: number;
+  /** The platform's 429s. */
+  refused: number;
+  /** Epoch ms of each attempt's answer, for the rate second by second. */
+  answers: number[];
 }
 
 export interface InstanceReport {
   /** Epoch ms of each successful `conversions.add`. */
   readonly adds: number[];
-  /** Milliseconds the client-side limiter made calls wait, summed. */
-  readonly limiterWaitMs: number;
-  /** Platform call time (send to answer), summed. */
-  readonly requestMs: number;
-  readonly requests: number;
+  readonly routes: Record<string, RouteProfile>;
   /** CPU time of this process, user + system. */
   readonly cpuMs: number;
 }
@@ -49,43 +49,39 @@ export interface InstanceReport {
 async function main(): Promise<void> {
   const config = JSON.parse(process.argv[2] ?? '{}') as InstanceConfig;
   const adds: number[] = [];
-  let limiterWaitMs = 0;
-  let requestMs = 0;
-  let requests = 0;
+  const routes: Record<string, RouteProfile> = {};
+  const route = (name: string): RouteProfile => {
+    routes[name] ??= { requests: 0, waited: 0, waitMs: 0, requestMs: 0, refused: 0, answers: [] };
+    return routes[name];
+  };
   const sqs = new SQSClient({ ...LOCAL_AWS, endpoint: config.sqsEndpoint });
   const dynamo = new DynamoDBClient({ ...LOCAL_AWS, endpoint: config.dynamoEndpoint });
-  const client = new AffiliateClient({
-    baseUrl: config.platformUrl,
-    token: config.token,
-    ratePerSecond: config.ratePerSecond,
-    initialRatePerSecond: config.initialRatePerSecond,
-    onEvent: (e) => {
-      if (e.type === 'rate_limited' && e.status === undefined) limiterWaitMs += e.waitMs ?? 0;
+  const deps = await buildWorkerDeps({
+    sqs,
+    dynamo,
+    secrets: new EnvSecretStore(config.env),
+    env: config.env,
+    onPlatformEvent: (e) => {
+      const profile = route(e.route);
+      if (e.type === 'rate_limited') {
+        if (e.status === 429) profile.refused += 1;
+        else {
+          profile.waited += 1;
+          profile.waitMs += e.waitMs ?? 0;
+        }
+      }
       if (e.type !== 'request') return;
-      requests += 1;
-      requestMs += e.durationMs ?? 0;
-      if (e.route === 'conversions.add' && e.status === 200) adds.push(Date.now());
+      const now = Date.now();
+      profile.requests += 1;
+      profile.requestMs += e.durationMs ?? 0;
+      profile.answers.push(now);
+      if (e.route === 'conversions.add' && e.status === 200) adds.push(now);
     },
   });
-  const sources = new Map(config.sources.map((s) => SourceConfig.parse(s)).map((s) => [s.id, s]));
-  const worker = makeWorkerHandler({
-    ledger: new DynamoLedger(dynamo, config.tableName),
-    sources,
-    backendFor: backendFor({
-      current: new CurrentApiBackend(client),
-      legacy: new LegacyClient({ baseUrl: config.platformUrl, ...config.legacy }),
-    }),
-    failures: new SqsFailureQueue(sqs, config.queueUrl, config.dlqUrl),
-    now: Date.now,
-    workerId: randomUUID(),
-    leaseMs: 60_000,
-    settleMs: settleMsFor(5_000),
-    visibilityBaseSeconds: 2,
-    observe: () => undefined,
-  });
+  const queueUrl = config.env['QUEUE_URL'] ?? '';
   const pollers = new Pollers(
-    { sqs, queueUrl: config.queueUrl, queueName: config.queueName },
-    worker,
+    { sqs, queueUrl, queueName: config.queueName },
+    makeWorkerHandler(deps),
     config.pollers,
   );
   pollers.start();
@@ -94,13 +90,7 @@ async function main(): Promise<void> {
     if (message.type !== 'stop') return;
     void pollers.stop().then(() => {
       const cpu = process.cpuUsage();
-      const report: InstanceReport = {
-        adds,
-        limiterWaitMs,
-        requestMs,
-        requests,
-        cpuMs: (cpu.user + cpu.system) / 1000,
-      };
+      const report: InstanceReport = { adds, routes, cpuMs: (cpu.user + cpu.system) / 1000 };
       process.send?.({ type: 'report', report }, () => process.exit(0));
     });
   });

@@ -49,10 +49,21 @@ interface MultiDrainResult {
   readonly lost: number;
   readonly duplicated: number;
   readonly wrongAmounts: number;
-  /** Where the time went, summed over instances: waiting for the limiter, platform round trips, CPU. */
-  readonly limiterWaitS: number;
-  readonly requestS: number;
-  readonly cpuS: number;
+  /**
+   * Where the time went. Per route (info, add, update): the mean wait the client-side limiter imposed
+   * per attempt and the mean platform round trip. Adds second by second from the first add, and the
+   * mean over the full seconds after the first three (the ramp) and before the last (the tail).
+   * CPU of the instances and of the parent (sandbox, fauxqs, dynalite) as a share of the cores over
+   * the drain.
+   */
+  readonly routes: Record<
+    string,
+    { readonly calls: number; readonly waitMs: number; readonly platformMs: number }
+  >;
+  readonly addsBySecond: number[];
+  readonly steadyAddsPerSecond: number;
+  readonly cpuInstances: number;
+  readonly cpuParent: number;
 }
 
 interface IngestResult {
@@ -244,6 +255,33 @@ function ask<T>(child: ChildProcess, type: string, message?: unknown): Promise<T
   });
 }
 
+/** Counts of sorted epoch-ms `times` per whole second from the first. */
+function perSecond(times: readonly number[]): number[] {
+  const first = times[0];
+  if (first === undefined) return [];
+  const counts: number[] = [];
+  for (const t of times) {
+    const i = Math.floor((t - first) / 1000);
+    while (counts.length <= i) counts.push(0);
+    counts[i] = (counts[i] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/** Per route over every instance: attempts, mean limiter wait and mean round trip per attempt, ms. */
+function routeProfiles(reports: readonly InstanceReport[]): MultiDrainResult['routes'] {
+  const out: Record<string, { calls: number; waitMs: number; platformMs: number }> = {};
+  const names = new Set(reports.flatMap((r) => Object.keys(r.routes)));
+  for (const name of names) {
+    const each = reports.flatMap((r) => (r.routes[name] ? [r.routes[name]] : []));
+    const calls = each.reduce((n, p) => n + p.requests, 0);
+    const per = (pick: (p: (typeof each)[number]) => number) =>
+      calls > 0 ? each.reduce((n, p) => n + pick(p), 0) / calls : 0;
+    out[name] = { calls, waitMs: per((p) => p.waitMs), platformMs: per((p) => p.requestMs) };
+  }
+  return out;
+}
+
 /**
  * The deployed drain: `instances` worker processes that share nothing but the queue, the ledger
  * and the platform token, as Lambda containers. `static`: each at 80% of the limit ÷ instances
@@ -273,43 +311,50 @@ async function multiDrain(options: {
     const sandbox = stack.sandbox;
     if (!sandbox) throw new Error('the multi-instance drain needs the in-process sandbox');
     const add = stack.sources.get('generic');
-    const config: Omit<InstanceConfig, 'ratePerSecond' | 'initialRatePerSecond'> = {
+    const share = Math.max(1, Math.floor((LIMIT_PER_SECOND * 0.8) / instances));
+    // The settings the stack gives the worker function (infra/connector-stack.ts), pointing at the
+    // emulators and the sandbox; the secrets ride along for the env secret store.
+    const env = {
+      SOURCES: JSON.stringify(add ? [{ ...add }] : []),
+      QUEUE_URL: stack.emulators.queueUrl,
+      DLQ_URL: stack.emulators.dlqUrl,
+      LEDGER_TABLE: stack.emulators.tableName,
+      AFFILIATE_BASE_URL: stack.platformUrl,
+      AFFILIATE_TOKEN_SECRET: 'AFFILIATE_TOKEN',
+      AFFILIATE_TOKEN: sandbox.token,
+      LEGACY_BASE_URL: stack.platformUrl,
+      LEGACY_CREDENTIALS_SECRET: 'LEGACY_CREDENTIALS',
+      LEGACY_CREDENTIALS: `${sandbox.legacy.userCode}:${sandbox.legacy.apiKey}`,
+      ...(pacing === 'static'
+        ? { AFFILIATE_RATE_PER_SECOND: String(share) }
+        : {
+            AFFILIATE_RATE_PER_SECOND: String(LIMIT_PER_SECOND),
+            AFFILIATE_INITIAL_RATE_PER_SECOND: String(
+              Math.max(1, Math.floor((LIMIT_PER_SECOND * 0.8) / options.maxConcurrency)),
+            ),
+          }),
+    };
+    const config: InstanceConfig = {
       sqsEndpoint: stack.emulators.sqsEndpoint,
       dynamoEndpoint: stack.emulators.dynamoEndpoint,
-      queueUrl: stack.emulators.queueUrl,
-      dlqUrl: stack.emulators.dlqUrl,
       queueName: stack.emulators.queueName,
-      tableName: stack.emulators.tableName,
-      platformUrl: stack.platformUrl,
-      token: sandbox.token,
-      legacy: sandbox.legacy,
-      sources: add ? [{ ...add }] : [],
+      env,
       pollers,
     };
-    const share = Math.max(1, Math.floor((LIMIT_PER_SECOND * 0.8) / instances));
-    const rates =
-      pacing === 'static'
-        ? { ratePerSecond: share }
-        : {
-            ratePerSecond: LIMIT_PER_SECOND,
-            initialRatePerSecond: Math.max(1, Math.floor((LIMIT_PER_SECOND * 0.8) / options.maxConcurrency)),
-          };
     const started = Date.now();
+    const parentCpu = process.cpuUsage();
     if (foreignPerSecond > 0)
       sandbox.control.setForeignLoad({ route: '/advertiser/conversions.add', perSecond: foreignPerSecond });
     for (let i = 0; i < instances; i++) {
-      const child = fork(
-        new URL('./instance.ts', import.meta.url),
-        [JSON.stringify({ ...config, ...rates })],
-        {
-          stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-        },
-      );
+      const child = fork(new URL('./instance.ts', import.meta.url), [JSON.stringify(config)], {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      });
       children.push(child);
     }
     await Promise.all(children.map((c) => ask(c, 'ready')));
     await stack.waitForIdle(15 * 60_000);
     const drainSeconds = (Date.now() - started) / 1000;
+    const parent = process.cpuUsage(parentCpu);
     const reports = await Promise.all(
       children.map((c) => ask<InstanceReport>(c, 'report', { type: 'stop' })),
     );
@@ -318,7 +363,9 @@ async function multiDrain(options: {
     const calls = Object.values(sandbox.control.calls());
     const total = calls.reduce((n, c) => n + c.total, 0);
     const platform429 = calls.reduce((n, c) => n + (c.byStatus['429'] ?? 0), 0);
-    const sum = (pick: (r: InstanceReport) => number) => reports.reduce((n, r) => n + pick(r), 0) / 1000;
+    const coreSeconds = cpus().length * drainSeconds * 1000;
+    const addsBySecond = perSecond(adds);
+    const steady = addsBySecond.slice(3, -1);
     return {
       pacing,
       instances,
@@ -329,9 +376,11 @@ async function multiDrain(options: {
       calls: total,
       share429: total > 0 ? platform429 / total : 0,
       ...check(stack, orders, prefix),
-      limiterWaitS: sum((r) => r.limiterWaitMs),
-      requestS: sum((r) => r.requestMs),
-      cpuS: sum((r) => r.cpuMs),
+      routes: routeProfiles(reports),
+      addsBySecond,
+      steadyAddsPerSecond: steady.length > 0 ? steady.reduce((a, b) => a + b, 0) / steady.length : 0,
+      cpuInstances: reports.reduce((n, r) => n + r.cpuMs, 0) / coreSeconds,
+      cpuParent: (parent.user + parent.system) / 1000 / coreSeconds,
     };
   } finally {
     for (const child of children) if (child.exitCode === null) child.kill();
@@ -431,6 +480,10 @@ async function coldStart(runs: number): Promise<ColdStartResult[]> {
 
 const f1 = (x: number) => x.toLocaleString('en-US', { maximumFractionDigits: 1 });
 const kib = (bytes: number) => `${f1(bytes / 1024)} KiB`;
+const trip = (m: MultiDrainResult, route: string) => {
+  const r = m.routes[route];
+  return r ? `${Math.round(r.waitMs)} / ${Math.round(r.platformMs)}` : '–';
+};
 
 function markdown(
   report: Record<string, unknown>,
@@ -462,13 +515,20 @@ function markdown(
     lines.push(
       `## Multi-instance drain (separate worker processes, sandbox ${LIMIT_PER_SECOND} req/s per route, latency 50–150 ms)`,
       '',
-      'Time columns are summed over the instances: waiting for the client-side limiter, platform round trips, CPU.',
+      'Where the time goes: per route, the mean wait the client-side limiter imposed on an attempt and the mean platform round trip (ms); steady = adds/s over the full seconds after the first three and before the last; CPU of the worker processes and of the parent (sandbox, fauxqs, dynalite) as a share of all cores over the drain.',
       '',
-      '| pacing | instances | foreign req/s | orders | drain s | adds/s | calls | 429s % | lost | duplicated | wrong amount | limiter wait s | platform s | cpu s |',
-      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      '| pacing | instances | foreign req/s | orders | drain s | adds/s | steady adds/s | calls | 429s % | lost | duplicated | wrong amount | info wait / trip ms | add wait / trip ms | cpu workers % | cpu parent % |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
       ...multi.map(
         (m) =>
-          `| ${m.pacing} | ${m.instances} | ${m.foreignPerSecond} | ${m.orders} | ${f1(m.drainSeconds)} | ${f1(m.addsPerSecond)} | ${m.calls} | ${(m.share429 * 100).toFixed(2)} | ${m.lost} | ${m.duplicated} | ${m.wrongAmounts} | ${f1(m.limiterWaitS)} | ${f1(m.requestS)} | ${f1(m.cpuS)} |`,
+          `| ${m.pacing} | ${m.instances} | ${m.foreignPerSecond} | ${m.orders} | ${f1(m.drainSeconds)} | ${f1(m.addsPerSecond)} | ${f1(m.steadyAddsPerSecond)} | ${m.calls} | ${(m.share429 * 100).toFixed(2)} | ${m.lost} | ${m.duplicated} | ${m.wrongAmounts} | ${trip(m, 'conversions.info')} | ${trip(m, 'conversions.add')} | ${f1(m.cpuInstances * 100)} | ${f1(m.cpuParent * 100)} |`,
+      ),
+      '',
+      'Adds second by second from the first add:',
+      '',
+      ...multi.map(
+        (m) =>
+          `- ${m.pacing}, ${m.instances} instances${m.foreignPerSecond > 0 ? `, foreign ${m.foreignPerSecond}/s` : ''}: ${m.addsBySecond.join(' ')}`,
       ),
       '',
     );
@@ -563,7 +623,15 @@ async function main(): Promise<void> {
           orders: int('multi-orders'),
           pollers: int('multi-pollers'),
         });
-        console.table([result]);
+        const { routes, addsBySecond, ...summary } = result;
+        console.table([summary]);
+        console.log(
+          `  per route (wait / round trip ms): ${Object.entries(routes)
+            .map(
+              ([name, r]) => `${name} ${r.calls} calls ${Math.round(r.waitMs)} / ${Math.round(r.platformMs)}`,
+            )
+            .join(', ')}\n  adds by second: ${addsBySecond.join(' ')}`,
+        );
         multi.push(result);
       }
     }

@@ -230,6 +230,7 @@ async function drainThroughServer(options: {
       const n = next++;
       for (;;) {
         const permit = await limiter.acquire('add');
+        const sentAt = clock.now();
         const wait = latency(n + calls);
         await clock.sleep(wait / 2);
         calls += 1;
@@ -239,6 +240,7 @@ async function drainThroughServer(options: {
           limit: decision.limit,
           remaining: decision.remaining,
           rateLimited: !decision.allowed,
+          sentAt,
         });
         permit.release();
         if (decision.allowed) break;
@@ -283,9 +285,10 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
         staticPerSecond: Math.floor(80 / instances),
       });
 
-      // Assess: well above the static 80% split, and as few 429s as it.
+      // Assess: near the limit from two instances on (ramp included; one instance alone is held
+      // by its send-to-answer count), well above the static 80% split, and few 429s.
       expect(result.share429).toBeLessThanOrEqual(0.01);
-      expect(result.perSecond).toBeGreaterThanOrEqual(80);
+      expect(result.perSecond).toBeGreaterThanOrEqual(instances === 1 ? 85 : 92);
       expect(result.perSecond).toBeGreaterThan(split.perSecond * 1.1);
     },
   );
@@ -294,9 +297,9 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
     // Act
     const result = await drainThroughServer({ instances: 5, requests: 2000, foreignPerSecond: 30 });
 
-    // Assess
+    // Assess: at least 90% of the 70/s left, never the foreign client's share
     expect(result.share429).toBeLessThanOrEqual(0.01);
-    expect(result.perSecond).toBeGreaterThanOrEqual(58);
+    expect(result.perSecond).toBeGreaterThanOrEqual(63);
     expect(result.perSecond).toBeLessThanOrEqual(70);
   });
 
@@ -306,5 +309,109 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
 
     // Assess
     expect(result.share429).toBe(0);
+  });
+
+  it('slows down when the route runs over its target before any 429, even with no caller waiting', async () => {
+    // Prepare: an instance paced at 50/s; another client pushes the route to 110/s
+    const clock = new FakeClock();
+    const limiter = new RateLimiter({
+      adaptive: { initialRatePerSecond: 50 },
+      now: clock.now,
+      sleep: clock.sleep,
+    });
+    const answer = (sentAt: number, remaining: number) =>
+      limiter.observe('add', { limit: 100, remaining, rateLimited: false, sentAt });
+
+    // Act: five answers of one server window, 11 requests apart every 100 ms, then the next window
+    for (let i = 0; i < 5; i++) answer(i * 100, 90 - 11 * i);
+    clock.time = 1000;
+    answer(1000, 99);
+
+    // Assess
+    expect(limiter.allowance('add')).toBeLessThan(50);
+  });
+
+  it('paces from the due times, so timers that fire late cost no rate', async () => {
+    // Prepare: 10/s, and every timer fires 30 ms late (a busy event loop)
+    const clock = new FakeClock();
+    const limiter = new RateLimiter({
+      adaptive: { initialRatePerSecond: 10 },
+      now: clock.now,
+      sleep: (ms, signal) => clock.sleep(ms + 30, signal),
+    });
+    const admitted: number[] = [];
+
+    // Act
+    await clock.run(
+      Promise.all(
+        Array.from({ length: 11 }, async () => {
+          (await limiter.acquire('add')).release();
+          admitted.push(clock.now());
+        }),
+      ),
+    );
+
+    // Assess: ten spacings of 100 ms take one late timer longer, not ten; never more than two
+    // admissions within one spacing
+    expect(admitted.at(-1)).toBe(1030);
+    for (const [i, at] of admitted.entries()) {
+      expect((admitted[i + 2] ?? Number.POSITIVE_INFINITY) - at).toBeGreaterThanOrEqual(100);
+    }
+  });
+
+  it('aims further under the limit after a window ran full, while the same rate in clean windows holds', async () => {
+    // Prepare: two instances at 48/s, each seeing the route at 97/s over one window
+    const clock = new FakeClock();
+    const [full, clean] = [0, 1].map(
+      () => new RateLimiter({ adaptive: { initialRatePerSecond: 48 }, now: clock.now, sleep: clock.sleep }),
+    ) as [RateLimiter, RateLimiter];
+    const window = (limiter: RateLimiter) => {
+      for (let i = 0; i < 10; i++) {
+        const consumed = 10 + Math.round(9.7 * i);
+        limiter.observe('add', {
+          limit: 100,
+          remaining: 100 - consumed,
+          rateLimited: false,
+          sentAt: i * 100,
+        });
+      }
+    };
+
+    // Act: one of them also got an answer (late) that saw nothing left in its window
+    window(full);
+    full.observe('add', { limit: 100, remaining: 0, rateLimited: false, sentAt: 850 });
+    window(clean);
+    clock.time = 1000;
+    for (const limiter of [full, clean])
+      limiter.observe('add', { limit: 100, remaining: 99, rateLimited: false, sentAt: 1000 });
+
+    // Assess
+    expect(clean.allowance('add')).toBe(48);
+    expect(full.allowance('add')).toBeLessThan(48);
+  });
+
+  it("reads the platform's window length from its reset header: 120/s is over a 2 s window of 200", async () => {
+    // Prepare
+    const clock = new FakeClock();
+    const [told, untold] = [0, 1].map(
+      () => new RateLimiter({ adaptive: { initialRatePerSecond: 40 }, now: clock.now, sleep: clock.sleep }),
+    ) as [RateLimiter, RateLimiter];
+    const answers = (limiter: RateLimiter, windowMs: number | undefined) => {
+      for (let i = 0; i < 10; i++) {
+        const remaining = 200 - (10 + 12 * i);
+        limiter.observe('add', { limit: 200, remaining, rateLimited: false, sentAt: i * 100, windowMs });
+      }
+    };
+
+    // Act: the route at 120/s, told the window is 2 s long or not told
+    answers(told, 2000);
+    answers(untold, undefined);
+    clock.time = 1000;
+    for (const limiter of [told, untold])
+      limiter.observe('add', { limit: 200, remaining: 199, rateLimited: false, sentAt: 1000 });
+
+    // Assess: 240 per 2 s window is over 200; read as a 1 s window it would look half used
+    expect(told.allowance('add')).toBeLessThan(40);
+    expect(untold.allowance('add')).toBe(40);
   });
 });
