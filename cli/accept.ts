@@ -88,7 +88,9 @@ async function accept(ctx: CliContext, flags: AcceptFlags): Promise<void> {
       throw new CliError(`--source: source "${id}" has no acceptAfterDays: nothing of it is due`);
   }
   if (![...sources.values()].some((s) => s.acceptAfterDays !== undefined)) {
-    throw new CliError('no source has acceptAfterDays: nothing to accept (see docs/deploy.md)');
+    throw new CliError(
+      'no source has acceptAfterDays: nothing to accept (see docs/deploy.md; locally: ACCEPT_AFTER_DAYS=30 npm start)',
+    );
   }
   const current = new CurrentApiBackend(await ctx.affiliate());
   const legacy = legacyBackend(ctx);

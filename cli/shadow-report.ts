@@ -342,7 +342,9 @@ function shadowSources(sources: readonly SourceConfig[], named: string | undefin
   }
   const shadow = sources.filter((s) => s.mode === 'shadow');
   if (shadow.length === 0) {
-    throw new CliError('no source is in shadow mode: set "mode": "shadow" on one, or pass --source');
+    throw new CliError(
+      'no source is in shadow mode: set "mode": "shadow" on one (locally: SHADOW_SOURCES=<id> npm start), or pass --source',
+    );
   }
   return shadow;
 }

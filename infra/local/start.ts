@@ -105,6 +105,11 @@ try {
     ),
     `  finance refunds ${stack.url}/refunds   (x-api-key: ${stack.secrets['FINANCE_API_KEY']})`,
     `  platform        ${stack.platformUrl}${stack.sandbox ? `   (sandbox, token ${stack.sandbox.token}; conversions: GET ${stack.platformUrl}/_sandbox/conversions)` : ''}`,
+    ...(stack.sandbox
+      ? [
+          `  shop API fakes  ${Object.values(stack.sandbox.shops.urls).join('  ')}   (backfill, doctor, subscribe: docs/backfill.md)`,
+        ]
+      : []),
     `  program / rule  ${[...stack.sources.values()][0]?.program} / ${[...stack.sources.values()][0]?.rule}`,
     `  SQS (fauxqs)    ${stack.emulators.sqsEndpoint}   queue ${stack.emulators.queueUrl}`,
     `                  DLQ ${stack.emulators.dlqUrl}`,
