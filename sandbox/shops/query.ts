@@ -37,3 +37,19 @@ export function uncursor(raw: string): { offset: number; query: Query } {
   }
   throw new HttpError(400, 'page_info: invalid value', 'page_info');
 }
+
+/**
+ * Where a Shopify list request starts: its page size, offset and filters. As Shopify: a page after
+ * the first takes only `limit` (and `fields`) besides `page_info`, whose cursor holds the filters.
+ */
+export function shopifyPageOf(query: Query): { size: number; offset: number; filters: Query } {
+  const pageInfo = one(query, 'page_info');
+  const size = limit(query, 'limit', 50, 250);
+  if (pageInfo === undefined) return { size, offset: 0, filters: query };
+  const extra = Object.keys(query).filter((k) => !['page_info', 'limit', 'fields'].includes(k));
+  if (extra.length > 0) {
+    throw new HttpError(400, `page_info cannot be combined with ${extra.join(', ')}`, extra[0]);
+  }
+  const { offset, query: filters } = uncursor(pageInfo);
+  return { size, offset, filters };
+}

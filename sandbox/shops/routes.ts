@@ -3,7 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { safeEqual } from '../../shared/platforms/signature.ts';
 import { HttpError } from '../http.ts';
 import type { Method } from '../routes.ts';
-import { cursor, limit, one, type Query, uncursor } from './query.ts';
+import { cursor, limit, one, type Query, shopifyPageOf } from './query.ts';
 import type { ShopFakeStore } from './store.ts';
 import {
   type SubscriptionAnswer,
@@ -76,18 +76,7 @@ function gmt(value: unknown): number {
 }
 
 function shopifyOrders({ query, store, origin }: ShopRequest): ShopAnswer {
-  const pageInfo = one(query, 'page_info');
-  const size = limit(query, 'limit', 50, 250);
-  let offset = 0;
-  let filters = query;
-  if (pageInfo !== undefined) {
-    // As Shopify: a page after the first takes only limit (and fields) besides page_info.
-    const extra = Object.keys(query).filter((k) => !['page_info', 'limit', 'fields'].includes(k));
-    if (extra.length > 0) {
-      throw new HttpError(400, `page_info cannot be combined with ${extra.join(', ')}`, extra[0]);
-    }
-    ({ offset, query: filters } = uncursor(pageInfo));
-  }
+  const { size, offset, filters } = shopifyPageOf(query);
   const status = one(filters, 'status') ?? 'open';
   const min = time(filters, 'updated_at_min');
   const max = time(filters, 'updated_at_max');

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { HttpError, parseJsonBody } from '../http.ts';
-import { cursor, limit, one, type Query, uncursor } from './query.ts';
+import { cursor, limit, one, type Query, shopifyPageOf } from './query.ts';
 import type { ShopFakePlatform, ShopSubscriptionSeed } from './types.ts';
 
 /**
@@ -213,17 +213,7 @@ export function shopifyListWebhooks({
   subscriptions,
   origin,
 }: SubscriptionRequest): SubscriptionAnswer {
-  const pageInfo = one(query, 'page_info');
-  const size = limit(query, 'limit', 50, 250);
-  let offset = 0;
-  let filters = query;
-  if (pageInfo !== undefined) {
-    const extra = Object.keys(query).filter((k) => !['page_info', 'limit', 'fields'].includes(k));
-    if (extra.length > 0) {
-      throw new HttpError(400, `page_info cannot be combined with ${extra.join(', ')}`, extra[0]);
-    }
-    ({ offset, query: filters } = uncursor(pageInfo));
-  }
+  const { size, offset, filters } = shopifyPageOf(query);
   const address = one(filters, 'address');
   const topic = one(filters, 'topic');
   const matching = subscriptions.shopify.filter(

@@ -3,7 +3,7 @@ import type { SourceConfig } from '../config/sources.ts';
 import type { OrderPlaced } from '../domain/events.ts';
 import { isConnectorError, PermanentError, TransientError } from '../errors.ts';
 import { countedRefunds, ledgerKey, type OrderRecord } from '../ledger.ts';
-import type { CallOptions, ConversionBackend } from '../ports.ts';
+import type { CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
 import { decideAttribution, toApiDate } from './attribution.ts';
 import {
   CANCELLATION_REFUND_ID,
@@ -89,12 +89,7 @@ export async function placeOrder(
         if (decision.kind !== 'skip') takeOrder(record, event, decision.kind);
         return addConversion(deps, backend, source, event, record, call);
       }
-      const found = await backend
-        .find(source.program, event.externalId, call)
-        .catch(async (error: unknown) => {
-          await releaseLease(deps, record);
-          throw error;
-        });
+      const found = await findUnderLease(deps, backend, source, record, call);
       if (found) {
         // The pixel's conversion, adopted: the refunds recorded in shadow mode apply to its amount.
         if (existing.state === 'shadowed') record.currentAmount = found.amount ?? record.originalAmount;
@@ -180,12 +175,7 @@ export async function placeOrder(
       }
       if (!(await (existing ? deps.ledger.update(record) : deps.ledger.create(record)))) continue;
       if (source.lookupBeforeAdd && source.mode === 'live') {
-        const found = await backend
-          .find(source.program, event.externalId, call)
-          .catch(async (error: unknown) => {
-            await releaseLease(deps, record);
-            throw error;
-          });
+        const found = await findUnderLease(deps, backend, source, record, call);
         if (found) {
           record.currentAmount = found.amount ?? record.currentAmount;
           const outcome = await settleAdded(deps, record, found.id, 'reconciled');
@@ -372,6 +362,20 @@ function leaseOver(deps: WorkerDeps, record: OrderRecord): boolean {
 }
 
 /** Expires our lease so the next attempt reconciles through Conversion info instead of waiting. */
+/** Conversion info for the leased order; a failed lookup gives the lease back before it throws. */
+async function findUnderLease(
+  deps: WorkerDeps,
+  backend: ConversionBackend,
+  source: SourceConfig,
+  record: OrderRecord,
+  call: CallOptions,
+): Promise<PlatformConversion | undefined> {
+  return backend.find(source.program, record.externalId, call).catch(async (error: unknown) => {
+    await releaseLease(deps, record);
+    throw error;
+  });
+}
+
 async function releaseLease(deps: WorkerDeps, record: OrderRecord): Promise<void> {
   record.leaseUntil = 0;
   await deps.ledger.update(record).catch(() => undefined);
