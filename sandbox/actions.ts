@@ -87,21 +87,13 @@ export function addConversion(input: ConversionAddBody, world: SandboxWorld): un
     throw new HttpError(409, `a conversion with externalId ${input.externalId} already exists`, 'externalId');
   }
   const createdAt = isoNow(world);
-  const record: ConversionRecord = {
-    seq: store.nextSeq(),
-    id: freshId(world),
+  const record = storeConversion(world, {
     program: program.id,
     rule,
     kind: input.kind,
     externalId: input.externalId,
     amount: input.amount ?? 0,
     currency: input.currency ?? program.currency,
-    status: 'pending',
-    refuseReason: null,
-    refusedAt: null,
-    acceptedAt: null,
-    forcedLockedAt: null,
-    lockSuspended: false,
     customerId: input.customerId ?? null,
     subId: input.subId ?? '',
     createdAt,
@@ -115,10 +107,7 @@ export function addConversion(input: ConversionAddBody, world: SandboxWorld): un
     partnership,
     bonus: input.kind === 'bonus' ? input.bonus : null,
     notify: input.notify ?? true,
-    amountHistory: [],
-  };
-  store.conversions.push(record);
-  store.changed();
+  });
   // The real add answer is not known to carry the id (NOTES.md); 'bare' keeps clients honest.
   if (settings.addResponse === 'withId') return { statusCode: 200, conversion: view(record, world) };
   return { statusCode: 200, message: 'conversion created' };
@@ -136,9 +125,7 @@ export function seedConversion(input: SeedConversionInput, world: SandboxWorld):
   }
   const createdAt = input.createdAt === undefined ? isoNow(world) : new Date(input.createdAt).toISOString();
   const status = input.status ?? 'pending';
-  const record: ConversionRecord = {
-    seq: world.store.nextSeq(),
-    id: freshId(world),
+  const record = storeConversion(world, {
     program: program.id,
     rule,
     kind: 'tracking',
@@ -149,26 +136,10 @@ export function seedConversion(input: SeedConversionInput, world: SandboxWorld):
     refuseReason: status === 'refused' ? 'refused when seeded' : null,
     refusedAt: status === 'refused' ? createdAt : null,
     acceptedAt: status === 'accepted' ? createdAt : null,
-    forcedLockedAt: null,
-    lockSuspended: false,
-    customerId: null,
-    subId: '',
     createdAt,
-    date: createdAt,
-    cids: null,
-    ip: null,
-    voucher: '',
-    product: null,
-    paymentMethod: null,
-    affiliateTrackingId: null,
-    partnership: null,
-    bonus: null,
     notify: false,
-    amountHistory: [],
     commission: input.commission ?? null,
-  };
-  world.store.conversions.push(record);
-  world.store.changed();
+  });
   return view(record, world);
 }
 
@@ -374,6 +345,44 @@ function requireProgram(world: SandboxWorld, id: string): SeededProgram {
     );
   }
   return program;
+}
+
+/** What a new conversion must be given; everything else starts as a fresh pending one. */
+type NewConversion = Pick<
+  ConversionRecord,
+  'program' | 'rule' | 'kind' | 'externalId' | 'amount' | 'currency' | 'createdAt'
+> &
+  Partial<Omit<ConversionRecord, 'seq' | 'id'>>;
+
+/** Stores a new conversion (a fresh id and sequence number, pending unless told), and returns it. */
+export function storeConversion(world: SandboxWorld, fields: NewConversion): ConversionRecord {
+  const record: ConversionRecord = {
+    seq: world.store.nextSeq(),
+    id: freshId(world),
+    status: 'pending',
+    refuseReason: null,
+    refusedAt: null,
+    acceptedAt: null,
+    forcedLockedAt: null,
+    lockSuspended: false,
+    customerId: null,
+    subId: '',
+    date: fields.createdAt,
+    cids: null,
+    ip: null,
+    voucher: '',
+    product: null,
+    paymentMethod: null,
+    affiliateTrackingId: null,
+    partnership: null,
+    bonus: null,
+    notify: true,
+    amountHistory: [],
+    ...fields,
+  };
+  world.store.conversions.push(record);
+  world.store.changed();
+  return record;
 }
 
 function freshId(world: SandboxWorld): string {

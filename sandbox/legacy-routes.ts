@@ -7,9 +7,8 @@ import {
   LegacyRefuseBody,
 } from '../shared/legacy/schemas.ts';
 import { formatMoney, parseMoney } from '../shared/money.ts';
-import { materialize, requireConversion, view } from './actions.ts';
+import { materialize, requireConversion, storeConversion, view } from './actions.ts';
 import { HttpError, parseOr400 } from './http.ts';
-import { randomHexId } from './ids.ts';
 import type { ApiRoute, RouteRequest } from './routes.ts';
 import type { ConversionRecord } from './store.ts';
 import type { StoredConversion } from './types.ts';
@@ -145,41 +144,19 @@ function add({ params, body }: RouteRequest, world: SandboxWorld): string {
     throw new ActionRefusal('failed', 409, `a conversion with identifier ${input.identifier} already exists`);
   }
   const createdAt = isoNow(world);
-  let id = randomHexId();
-  while (store.hasId(id)) id = randomHexId();
-  const record: ConversionRecord = {
-    seq: store.nextSeq(),
-    id,
+  storeConversion(world, {
     program: program.id,
     rule,
     kind: 'manual',
     externalId: input.identifier,
     amount,
     currency: program.currency,
-    status: 'pending',
-    refuseReason: null,
-    refusedAt: null,
-    acceptedAt: null,
-    forcedLockedAt: null,
-    lockSuspended: false,
-    customerId: null,
     // The current API's nearest field to the legacy custom variable.
     subId: input.custom_var ?? '',
     createdAt,
-    date: createdAt,
-    cids: null,
-    ip: null,
-    voucher: '',
-    product: null,
-    paymentMethod: null,
     affiliateTrackingId: world.seed.trackingIds[index] ?? null,
     partnership: world.seed.partnerships[index] ?? null,
-    bonus: null,
-    notify: true,
-    amountHistory: [],
-  };
-  store.conversions.push(record);
-  store.changed();
+  });
   return 'conversion created';
 }
 
