@@ -3,13 +3,14 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import autocannon from 'autocannon';
+import type autocannon from 'autocannon';
 import { Command } from 'commander';
 import { bundleFunction } from '../../infra/bundle-report.ts';
 import type { ConnectorFunctionName } from '../../infra/connector-stack.ts';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { genericWebhook } from '../support/webhooks.ts';
 import { runBaseline } from './baseline.ts';
+import type { IngestLoadConfig } from './ingest-load.ts';
 import type { InstanceConfig, InstanceReport } from './instance.ts';
 
 /**
@@ -391,30 +392,15 @@ async function multiDrain(options: {
 async function ingest(seconds: number, connections: number): Promise<IngestResult> {
   const stack = await startLocalStack({ port: 0, sandbox: { port: 0 }, autoPoll: false });
   const secret = stack.secrets['GENERIC_WEBHOOK_SECRET'] ?? '';
-  let n = 0;
   try {
-    const result = await autocannon({
-      url: stack.url,
-      connections,
-      duration: seconds,
-      requests: [
-        {
-          method: 'POST',
-          path: '/webhooks/generic',
-          setupRequest: (request) => {
-            n += 1;
-            const body = JSON.stringify({
-              type: 'order',
-              orderId: `ingest-${n}`,
-              amount: '19.90',
-              currency: 'EUR',
-              clickIds: [CLICK],
-            });
-            const signed = genericWebhook(body, secret);
-            return { ...request, body, headers: signed.headers };
-          },
-        },
-      ],
+    const config: IngestLoadConfig = { url: stack.url, secret, seconds, connections, clickId: CLICK };
+    const child = fork(new URL('./ingest-load.ts', import.meta.url), [JSON.stringify(config)], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const result = await new Promise<autocannon.Result>((resolve, reject) => {
+      child.once('message', (message) => resolve(message as autocannon.Result));
+      child.once('error', reject);
+      child.once('exit', (code) => reject(new Error(`the load generator exited with code ${code}`)));
     });
     return {
       connections,

@@ -1,0 +1,41 @@
+import autocannon from 'autocannon';
+import { genericWebhook } from '../support/webhooks.ts';
+
+/**
+ * The ingest bench's load generator, in a process of its own (run.ts forks it): autocannon and the
+ * HMAC signing of every request then take none of the event loop that serves the requests, as a
+ * shop's deliveries come from elsewhere. Answers on IPC with autocannon's result.
+ */
+export interface IngestLoadConfig {
+  readonly url: string;
+  readonly secret: string;
+  readonly seconds: number;
+  readonly connections: number;
+  readonly clickId: string;
+}
+
+const config = JSON.parse(process.argv[2] ?? '{}') as IngestLoadConfig;
+let n = 0;
+const result = await autocannon({
+  url: config.url,
+  connections: config.connections,
+  duration: config.seconds,
+  requests: [
+    {
+      method: 'POST',
+      path: '/webhooks/generic',
+      setupRequest: (request) => {
+        n += 1;
+        const body = JSON.stringify({
+          type: 'order',
+          orderId: `ingest-${n}`,
+          amount: '19.90',
+          currency: 'EUR',
+          clickIds: [config.clickId],
+        });
+        return { ...request, body, headers: genericWebhook(body, config.secret).headers };
+      },
+    },
+  ],
+});
+process.send?.(result, () => process.exit(0));
