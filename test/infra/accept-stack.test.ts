@@ -4,11 +4,9 @@ import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ConnectorStack } from '../../infra/connector-stack.ts';
 import { ACCEPT_DUE_INDEX } from '../../shared/adapters/dynamo-ledger.ts';
-import { connectorApp, exampleConfig } from './support.ts';
+import { actionsOf, connectorApp, exampleConfig, roleStatements } from './support.ts';
 
 /** Issue 17, part 2: the scheduled accept job, its sparse due-date index, its alarms and its rights. */
-
-type Statement = { Action: string | string[]; Resource: unknown };
 
 let stack: ConnectorStack;
 let template: Template;
@@ -20,19 +18,7 @@ beforeAll(() => {
   template = Template.fromStack(stack);
 });
 
-function statementsOfAccept(): Statement[] {
-  const policies = template.findResources('AWS::IAM::Policy', {
-    Properties: { Roles: Match.arrayWith([{ Ref: id(stack.functions.accept.role!) }]) },
-  });
-  return Object.values(policies).flatMap(
-    (p) =>
-      (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
-        .Statement,
-  );
-}
-
-const actions = (statements: Statement[]) =>
-  [...new Set(statements.flatMap((st) => (Array.isArray(st.Action) ? st.Action : [st.Action])))].sort();
+const statementsOfAccept = () => roleStatements(template, stack, stack.functions.accept);
 
 describe('accept after the return window (CDK)', () => {
   it('the ledger has a sparse index on the due date, by source, keys only', () => {
@@ -76,7 +62,7 @@ describe('accept after the return window (CDK)', () => {
 
   it('the accept function may Query the due index only (never Scan or the table), read and write ledger items, park in the DLQ', () => {
     const statements = statementsOfAccept();
-    expect(actions(statements)).toEqual([
+    expect(actionsOf(statements)).toEqual([
       'dynamodb:GetItem',
       'dynamodb:PutItem',
       'dynamodb:Query',
@@ -85,10 +71,10 @@ describe('accept after the return window (CDK)', () => {
       'secretsmanager:GetSecretValue',
       'sqs:SendMessage',
     ]);
-    const query = statements.find((st) => actions([st]).includes('dynamodb:Query'));
-    expect(actions([query!])).toEqual(['dynamodb:Query']);
+    const query = statements.find((st) => actionsOf([st]).includes('dynamodb:Query'));
+    expect(actionsOf([query!])).toEqual(['dynamodb:Query']);
     expect(JSON.stringify(query?.Resource)).toContain(`/index/${ACCEPT_DUE_INDEX}`);
-    const send = statements.find((st) => actions([st]).includes('sqs:SendMessage'));
+    const send = statements.find((st) => actionsOf([st]).includes('sqs:SendMessage'));
     expect(send?.Resource).toEqual({ 'Fn::GetAtt': [id(stack.pipeline.deadLetterQueue), 'Arn'] });
   });
 

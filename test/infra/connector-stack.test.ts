@@ -1,5 +1,6 @@
 import type { CfnElement } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
+import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CATCH_UP_FUNCTION, type ConnectorStack, compactSources } from '../../infra/connector-stack.ts';
@@ -7,7 +8,7 @@ import type { DeployConfig } from '../../infra/deploy-config.ts';
 import { CONNECTOR_METRICS } from '../../infra/monitoring.ts';
 import { SourcesFile } from '../../shared/config/sources.ts';
 import { SQS_MAX_MESSAGE_BYTES } from '../../shared/queueing.ts';
-import { connectorApp, exampleConfig } from './support.ts';
+import { actionsOf, connectorApp, exampleConfig, type PolicyStatement, roleStatements } from './support.ts';
 
 const SHOPIFY_SECRET_ARN =
   'arn:aws:secretsmanager:eu-west-1:123456789012:secret:connector/webhooks/shopify-main-AbCdEf';
@@ -30,24 +31,11 @@ function synth(overrides: Record<string, unknown> = {}): Synth {
   return { config, stack, template, id };
 }
 
-type Statement = { Action: string | string[]; Resource: unknown; Effect: string };
+type Statement = PolicyStatement;
 
-function statementsOf(s: Synth, fn: 'webhook' | 'refunds' | 'worker'): Statement[] {
-  const role = s.stack.functions[fn].role!;
-  const policies = s.template.findResources('AWS::IAM::Policy', {
-    Properties: { Roles: Match.arrayWith([{ Ref: s.id(role) }]) },
-  });
-  return Object.values(policies).flatMap(
-    (p) =>
-      (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
-        .Statement,
-  );
-}
-
-function actionsOf(statements: Statement[]): string[] {
-  return [
-    ...new Set(statements.flatMap((st) => (Array.isArray(st.Action) ? st.Action : [st.Action]))),
-  ].sort();
+/** The policy statements of a function's role: a deployed function by name, or the function itself. */
+function statementsOf(s: Synth, fn: 'webhook' | 'refunds' | 'worker' | IFunction): Statement[] {
+  return roleStatements(s.template, s.stack, typeof fn === 'string' ? s.stack.functions[fn] : fn);
 }
 
 function environmentOf(s: Synth, fn: 'webhook' | 'refunds' | 'worker'): Record<string, unknown> {
@@ -603,15 +591,8 @@ describe('the finance key checked at deploy time', () => {
 
   it('lets its function only GetSecretValue on the finance secret (and write its own logs)', () => {
     const s = synth();
-    const role = s.stack.financeKeyCheck!.function.role!;
-    const policies = s.template.findResources('AWS::IAM::Policy', {
-      Properties: { Roles: Match.arrayWith([{ Ref: s.id(role) }]) },
-    });
-    const statements = Object.values(policies).flatMap(
-      (p) =>
-        (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
-          .Statement,
-    );
+    const fn = s.stack.financeKeyCheck!.function;
+    const statements = statementsOf(s, fn);
 
     const secretStatements = statements.filter((st) => JSON.stringify(st.Action).includes('secretsmanager'));
     expect(secretStatements).toHaveLength(1);
@@ -624,7 +605,7 @@ describe('the finance key checked at deploy time', () => {
       'logs:PutLogEvents',
       'secretsmanager:GetSecretValue',
     ]);
-    const roleResource = s.template.toJSON().Resources[s.id(role)];
+    const roleResource = s.template.toJSON().Resources[s.id(fn.role!)];
     expect(roleResource.Properties.ManagedPolicyArns).toBeUndefined();
   });
 
@@ -676,15 +657,7 @@ describe('ConnectorStack (scheduled catch-up)', () => {
 
   it('least privilege: sends to the main queue and reads the shop API credentials, nothing else', () => {
     const s = synth({ 'catchUp.enabled': 'true', 'sources.0.shopApi': SHOP_API });
-    const role = s.stack.catchUp!.role!;
-    const policies = s.template.findResources('AWS::IAM::Policy', {
-      Properties: { Roles: Match.arrayWith([{ Ref: s.id(role) }]) },
-    });
-    const statements = Object.values(policies).flatMap(
-      (p) =>
-        (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
-          .Statement,
-    );
+    const statements = statementsOf(s, s.stack.catchUp!);
 
     expect(actionsOf(statements)).toEqual([
       'logs:CreateLogStream',

@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { App, type AppProps } from 'aws-cdk-lib';
+import { App, type AppProps, type CfnElement, type Stack } from 'aws-cdk-lib';
+import { Match, type Template } from 'aws-cdk-lib/assertions';
+import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { addConnector } from '../../infra/app.ts';
 import { PROJECT_ROOT } from '../../infra/connector-stack.ts';
 import { type DeployConfig, EXAMPLE_CONFIG_FILE, loadDeployConfig } from '../../infra/deploy-config.ts';
@@ -28,4 +30,27 @@ export function connectorApp(config: DeployConfig, options: { bundle?: boolean; 
   const app = new App(props);
   const stack = addConnector(app, config);
   return { app, stack };
+}
+
+/** One statement of an IAM policy, as the synthesized template holds it. */
+export type PolicyStatement = { Action: string | string[]; Resource: unknown; Effect: string };
+
+/** Every statement of the policies attached to `fn`'s role in `template`. */
+export function roleStatements(template: Template, stack: Stack, fn: IFunction): PolicyStatement[] {
+  const role = stack.getLogicalId(fn.role!.node.defaultChild as CfnElement);
+  const policies = template.findResources('AWS::IAM::Policy', {
+    Properties: { Roles: Match.arrayWith([{ Ref: role }]) },
+  });
+  return Object.values(policies).flatMap(
+    (p) =>
+      (p as { Properties: { PolicyDocument: { Statement: PolicyStatement[] } } }).Properties.PolicyDocument
+        .Statement,
+  );
+}
+
+/** The actions `statements` allow, each once, sorted. */
+export function actionsOf(statements: readonly PolicyStatement[]): string[] {
+  return [
+    ...new Set(statements.flatMap((st) => (Array.isArray(st.Action) ? st.Action : [st.Action]))),
+  ].sort();
 }
