@@ -55,6 +55,7 @@ interface KeyState {
   epochLeast: number | undefined;
   epochServerLimit: number | undefined;
   epochOwn: number;
+  epochSent: number;
   epochWaited: boolean;
   epochCut: boolean;
   /** The platform's window length, as its `-reset` header gives it (else this limiter's window). */
@@ -138,12 +139,21 @@ export class RateLimiter {
    *   3%, widened by 2 points each window that ran full: an answer saw nothing left or was a 429,
    *   which many instances see alike; narrowed by half a point per clean window), so the margin
    *   follows the jitter of the timers and the network instead of being sized for the worst; and
-   *   the allowance moves by GAIN × (target − R) × this instance's share of R (its answers over
-   *   R), so N instances together close GAIN of the gap per window without coordinating, and a
-   *   foreign client's requests simply count in R. Below half the target (a fleet starting, or
-   *   siblings gone) the gain is 1: a slow start that fills the gap in one window, faster than
-   *   doubling. Growth needs callers to have waited (the allowance, not demand, bounded the rate;
-   *   an idle instance does not grow it, as in RFC 7661's cwnd validation); a decrease does not.
+   *   the allowance moves by GAIN × (target − R) × this instance's share of R (its sends in the
+   *   epoch over R), so N instances together close GAIN of the gap per window without
+   *   coordinating, and a foreign client's requests simply count in R. Growth needs callers to
+   *   have waited (the allowance, not demand, bounded the rate; an idle instance does not grow it,
+   *   as in RFC 7661's cwnd validation); a decrease does not.
+   * - R is measured only from requests sent in the epoch, at its pace: a pair sent before it may
+   *   predate a change of pace, and mixing them made a fleet that had just grown read the route
+   *   low and overshoot.
+   * - a slow start, as TCP's but driven by the measured gap rather than by doubling blindly: an
+   *   epoch closes early (a quarter window on, once its pairs span a fifth of one) while R is
+   *   surely under 90% of the target, counting a couple of requests more than it saw since short
+   *   spans are coarse; under 80% it ramps, with a gain of 1 aimed at 95% of the target (its
+   *   siblings are speeding up too) and at most 3× its pace per epoch. A fleet cold-started at its
+   *   static share reaches the route within the first window instead of after two, and an
+   *   instance whose siblings ran dry takes over their budget within a window.
    * - a 429 cuts the allowance by DECREASE_ON_429 at once, once per epoch, with no growth in that
    *   epoch (`holdUntil` keeps the retry-after).
    * R, the target and the share are per the platform's window, whose length the `-reset` header
@@ -179,6 +189,8 @@ export class RateLimiter {
     const last = state.lastSample;
     if (last !== undefined && sample.sentAt <= last.sentAt) return; // answered out of order
     state.lastSample = sample;
+    // Only requests sent in this epoch, at its pace: one sent before may predate a change of pace.
+    if (last !== undefined && last.sentAt < state.epochStart) return;
     // A count that did not grow, or a gap as long as a window, is a new server window.
     if (
       last === undefined ||
@@ -246,6 +258,7 @@ export class RateLimiter {
         // A caller that waited for its turn counts from the due time, not from now: a timer that
         // fired late (a busy event loop) costs no rate. At most one spacing is made up (two
         // admissions back to back), so a stall does not turn into a burst; an idle key starts afresh.
+        state.epochSent += 1;
         state.nextAdmit = (paced ? Math.max(state.nextAdmit, now - spacing) : now) + spacing;
         return;
       } else if (state.finished.length > 0) waitMs = (state.finished[0] ?? now) + this.windowMs - now;
@@ -268,29 +281,41 @@ export class RateLimiter {
 
   // Closes the pacing epoch once a window has passed, moving the allowance by what it saw.
   private roll(state: KeyState, now: number): void {
+    if (!this.adaptive) return;
     const elapsed = now - state.epochStart;
-    if (!this.adaptive || elapsed < this.windowMs) return;
+    if (elapsed < this.windowMs * EARLY_EPOCH_SHARE) return;
     const limit = state.epochServerLimit;
     const least = state.epochLeast;
+    const early = elapsed < this.windowMs;
+    // Rates per server window, as the limit is; the allowance is per this limiter's window.
+    const server = state.serverWindowMs;
+    const minSpan = server * (early ? EARLY_MIN_SPAN_SHARE : MIN_MEASURED_SHARE);
+    const measured = limit !== undefined && state.epochSpanMs >= minSpan && state.epochRise > 0;
+    const route = measured ? (state.epochRise * server) / state.epochSpanMs : undefined;
     // The margin follows the jitter: a window that ran full (an answer saw nothing left, or a 429)
     // widens it at once; clean windows narrow it slowly back to HEADROOM.
-    state.headroom =
+    const headroom =
       least === 0
         ? Math.min(MAX_HEADROOM, state.headroom + HEADROOM_STEP)
         : Math.max(HEADROOM, state.headroom - HEADROOM_STEP / 4);
-    // Rates per server window, as the limit is; the allowance is per this limiter's window.
-    const server = state.serverWindowMs;
-    const target = (limit ?? this.limit) * (1 - state.headroom);
-    const measured = limit !== undefined && state.epochSpanMs >= server * MIN_MEASURED_SHARE;
-    const route = measured ? (state.epochRise * server) / state.epochSpanMs : undefined;
+    const target = (limit ?? this.limit) * (1 - headroom);
+    // Under the target even if the count missed a couple of requests (short spans are coarse).
+    const high =
+      route === undefined ? undefined : ((state.epochRise + COUNT_SLACK) * server) / state.epochSpanMs;
+    const ramp = high !== undefined && high < target * RAMP_BELOW;
+    // Before a whole window only to grow, while the route surely runs under its target.
+    if (early && (high === undefined || high >= target * EARLY_BELOW || state.epochCut || least === 0))
+      return;
+    state.headroom = headroom;
     if (state.epochCut) {
       // Already cut by a 429 in this epoch.
     } else if (route !== undefined) {
-      const own = (state.epochOwn * server) / elapsed;
-      const gap = target - route;
+      // Its sends in the epoch are at its current pace; its answers lag by a round trip.
+      const own = (Math.max(state.epochSent, state.epochOwn) * server) / elapsed;
+      const gap = (ramp ? target * RAMP_AIM : target) - route;
       const share = Math.min(1, own / Math.max(route, 1));
-      const gain = route < target / 2 ? 1 : GAIN;
-      const step = (gain * gap * share * this.windowMs) / server;
+      let step = ((ramp ? 1 : GAIN) * gap * share * this.windowMs) / server;
+      if (ramp) step = Math.min(step, state.allowance * (RAMP_GROWTH - 1));
       if (gap < 0 || state.epochWaited)
         state.allowance = Math.min(this.limit, Math.max(1, state.allowance + step));
     } else if (least !== undefined && limit !== undefined && least < Math.ceil(limit * EDGE)) {
@@ -301,6 +326,7 @@ export class RateLimiter {
     state.epochStart = now;
     state.epochLeast = undefined;
     state.epochOwn = 0;
+    state.epochSent = 0;
     state.epochWaited = false;
     state.epochCut = false;
     state.epochRise = 0;
@@ -335,6 +361,7 @@ export class RateLimiter {
         epochLeast: undefined,
         epochServerLimit: undefined,
         epochOwn: 0,
+        epochSent: 0,
         epochWaited: false,
         epochCut: false,
         headroom: HEADROOM,
@@ -366,7 +393,29 @@ const HEADROOM = 0.03;
 const HEADROOM_STEP = 0.02;
 const MAX_HEADROOM = 0.15;
 const GAIN = 0.5;
-const DECREASE_ON_429 = 0.75;
+/**
+ * A 429 trims this instance's pace at once (the measured rate then finds the rest of the way). On
+ * the bench 0.75 cost a fleet of two 25–40 adds per 429 while it grew back at GAIN, and 0.9 let ten
+ * instances, of which only the few that drew the 429s cut, run into full windows again (1.1–1.6%
+ * 429s against 0.7–1.0%).
+ */
+const DECREASE_ON_429 = 0.8;
+/** An epoch closes early, to ramp, no sooner than this share of a window after it began… */
+const EARLY_EPOCH_SHARE = 0.25;
+/** …and once its paired answers span this share of the platform's window (fewer are too coarse). */
+const EARLY_MIN_SPAN_SHARE = 0.2;
+/** Requests a short span's count may have missed: a route reads low only if it is low with these. */
+const COUNT_SLACK = 2;
+/** An epoch closes early while the route runs (surely) under this share of the target… */
+const EARLY_BELOW = 0.9;
+/**
+ * …and ramps (gain 1, aiming at RAMP_AIM of the target, at most RAMP_GROWTH times its pace per
+ * epoch) under this share: a fleet starting, or siblings whose backlog ran out.
+ */
+const RAMP_BELOW = 0.8;
+/** A ramp stops short of the target: it measures a route its siblings are still speeding up. */
+const RAMP_AIM = 0.95;
+const RAMP_GROWTH = 3;
 /** Sends an epoch's paired answers must span to measure the route's rate (else `remaining` is used). */
 const MIN_MEASURED_SHARE = 0.25;
 /** Without a measured rate: an answer that saw less than this share of the route left is at its edge. */

@@ -63,6 +63,12 @@ interface MultiDrainResult {
   >;
   readonly addsBySecond: number[];
   readonly steadyAddsPerSecond: number;
+  /**
+   * The tail: per instance, its adds and how long before the drain's last add it made its own
+   * last one (an instance paced below its siblings still holds messages when they run dry).
+   */
+  readonly instanceAdds: number[];
+  readonly instanceDoneBeforeEndS: number[];
   readonly cpuInstances: number;
   readonly cpuParent: number;
 }
@@ -379,6 +385,8 @@ async function multiDrain(options: {
       ...check(stack, orders, prefix),
       routes: routeProfiles(reports),
       addsBySecond,
+      instanceAdds: reports.map((r) => r.adds.length),
+      instanceDoneBeforeEndS: reports.map((r) => ((adds.at(-1) ?? 0) - (r.adds.at(-1) ?? 0)) / 1000),
       steadyAddsPerSecond: steady.length > 0 ? steady.reduce((a, b) => a + b, 0) / steady.length : 0,
       cpuInstances: reports.reduce((n, r) => n + r.cpuMs, 0) / coreSeconds,
       cpuParent: (parent.user + parent.system) / 1000 / coreSeconds,
@@ -517,6 +525,13 @@ function markdown(
           `- ${m.pacing}, ${m.instances} instances${m.foreignPerSecond > 0 ? `, foreign ${m.foreignPerSecond}/s` : ''}: ${m.addsBySecond.join(' ')}`,
       ),
       '',
+      "The tail: each instance's adds, and how many seconds before the drain's last add it made its own last one:",
+      '',
+      ...multi.map(
+        (m) =>
+          `- ${m.pacing}, ${m.instances} instances${m.foreignPerSecond > 0 ? `, foreign ${m.foreignPerSecond}/s` : ''}: ${m.instanceAdds.map((n, i) => `${n} (${(m.instanceDoneBeforeEndS[i] ?? 0).toFixed(1)} s)`).join(', ')}`,
+      ),
+      '',
     );
   }
   if (ing) {
@@ -609,14 +624,16 @@ async function main(): Promise<void> {
           orders: int('multi-orders'),
           pollers: int('multi-pollers'),
         });
-        const { routes, addsBySecond, ...summary } = result;
+        const { routes, addsBySecond, instanceAdds, instanceDoneBeforeEndS, ...summary } = result;
         console.table([summary]);
         console.log(
           `  per route (wait / round trip ms): ${Object.entries(routes)
             .map(
               ([name, r]) => `${name} ${r.calls} calls ${Math.round(r.waitMs)} / ${Math.round(r.platformMs)}`,
             )
-            .join(', ')}\n  adds by second: ${addsBySecond.join(' ')}`,
+            .join(
+              ', ',
+            )}\n  adds by second: ${addsBySecond.join(' ')}\n  per instance, adds (s before the end): ${instanceAdds.map((n, i) => `${n} (${(instanceDoneBeforeEndS[i] ?? 0).toFixed(1)})`).join(', ')}`,
         );
         multi.push(result);
       }
