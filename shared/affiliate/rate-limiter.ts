@@ -279,7 +279,8 @@ export class RateLimiter {
     }
   }
 
-  // Closes the pacing epoch once a window has passed, moving the allowance by what it saw.
+  // Closes the pacing epoch once a window has passed (sooner, to grow, while the route surely runs
+  // under its target), moving the allowance by what it saw.
   private roll(state: KeyState, now: number): void {
     if (!this.adaptive) return;
     const elapsed = now - state.epochStart;
