@@ -161,7 +161,7 @@ export class RateLimiter {
    * Once per window (an epoch):
    * - the route's rate R is compared with the target, the server's limit less a margin (HEADROOM,
    *   3%, widened by 2 points each window that ran full: an answer saw nothing left or was a 429,
-   *   which many instances see alike; narrowed by half a point per clean window), so the margin
+   *   which many instances see alike; narrowed by a point per clean window), so the margin
    *   follows the jitter of the timers and the network instead of being sized for the worst; and
    *   the allowance moves by GAIN × (target − R) × this instance's share of R (its sends in the
    *   epoch over R), so N instances together close GAIN of the gap per window without
@@ -178,6 +178,12 @@ export class RateLimiter {
    *   siblings are speeding up too) and at most 3× its pace per epoch. A fleet cold-started at its
    *   static share reaches the route within the first window instead of after two, and an
    *   instance whose siblings ran dry takes over their budget within a window.
+   * - with a fleet record (`adaptive.fleet`, the stack's pacing table), each busy instance puts its
+   *   pace there once or twice a window and moves half way to the busy fleet's mean per window on
+   *   top of its share of the gap: zero-sum, so the total stays where the gap puts it while the
+   *   split evens out. Without it the split the instances' start order made stays (proportional
+   *   steps keep ratios, as AIMD's multiplicative decrease alone would), and the instances run dry
+   *   one after another at the end of a backlog.
    * - a 429 cuts the allowance by DECREASE_ON_429 at once, once per epoch, with no growth in that
    *   epoch (`holdUntil` keeps the retry-after).
    * R, the target and the share are per the platform's window, whose length the `-reset` header
@@ -318,11 +324,13 @@ export class RateLimiter {
     const measured = limit !== undefined && state.epochSpanMs >= minSpan && state.epochRise > 0;
     const route = measured ? (state.epochRise * server) / state.epochSpanMs : undefined;
     // The margin follows the jitter: a window that ran full (an answer saw nothing left, or a 429)
-    // widens it at once; clean windows narrow it slowly back to HEADROOM.
+    // widens it at once; clean windows narrow it back to HEADROOM at half that pace (a quarter held
+    // a fleet at 90–92/s for 4–5 s after its ramp ran a window full; the whole step kept an
+    // instance whose siblings ran dry from growing early, its windows running full more often).
     const headroom =
       least === 0
         ? Math.min(MAX_HEADROOM, state.headroom + HEADROOM_STEP)
-        : Math.max(HEADROOM, state.headroom - HEADROOM_STEP / 4);
+        : Math.max(HEADROOM, state.headroom - HEADROOM_STEP / 2);
     const target = (limit ?? this.limit) * (1 - headroom);
     // Under the target even if the count missed a couple of requests (short spans are coarse).
     const high =
