@@ -4,6 +4,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { dynamoClient, sqsClient } from '../shared/adapters/aws-clients.ts';
 import { DynamoLedger } from '../shared/adapters/dynamo-ledger.ts';
+import { DynamoPacingBoard } from '../shared/adapters/dynamo-pacing-board.ts';
 import { SqsFailureQueue } from '../shared/adapters/sqs.ts';
 import { CurrentApiBackend } from '../shared/affiliate/backend.ts';
 import {
@@ -78,7 +79,7 @@ export interface WorkerWiring {
    * The settings CDK gives the function: SOURCES, LEDGER_TABLE, QUEUE_URL, DLQ_URL,
    * AFFILIATE_BASE_URL, AFFILIATE_TOKEN_SECRET, AFFILIATE_ROUTES, AFFILIATE_RATE_PER_SECOND,
    * AFFILIATE_INITIAL_RATE_PER_SECOND, LEGACY_BASE_URL, LEGACY_CREDENTIALS_SECRET,
-   * LEGACY_RATE_PER_SECOND, and optionally LEASE_MS and ADD_VERIFY_SECONDS.
+   * LEGACY_RATE_PER_SECOND, and optionally LEASE_MS, ADD_VERIFY_SECONDS and PACING_TABLE.
    */
   readonly env: Env;
   readonly observe?: (report: RecordReport) => void;
@@ -119,6 +120,10 @@ export async function buildWorkerDeps(wiring: WorkerWiring): Promise<WorkerHandl
       env['AFFILIATE_INITIAL_RATE_PER_SECOND'] === undefined
         ? undefined
         : optionalNumber(env, 'AFFILIATE_INITIAL_RATE_PER_SECOND', 1),
+    // Set by the stack: the busy instances compare paces there to share each route equally.
+    ...(env['PACING_TABLE'] === undefined
+      ? {}
+      : { fleet: new DynamoPacingBoard({ client: wiring.dynamo, table: env['PACING_TABLE'] }) }),
     timeoutMs,
     onEvent: wiring.onPlatformEvent,
     ...tuning.client,

@@ -150,6 +150,8 @@ export class ConnectorStack extends Stack {
   readonly stage: apigw.HttpStage;
   readonly pipeline: FifoQueuePair;
   readonly ledger: dynamodb.Table;
+  /** Where the busy worker instances compare paces per platform route (`DynamoPacingBoard`). */
+  readonly pacing: dynamodb.Table;
   readonly functions: Readonly<Record<ConnectorFunctionName, nodejs.NodejsFunction>>;
   /** The scheduled catch-up; absent unless `catchUp.enabled`. */
   readonly catchUp: nodejs.NodejsFunction | undefined;
@@ -189,6 +191,17 @@ export class ConnectorStack extends Stack {
       partitionKey: { name: 'source', type: dynamodb.AttributeType.STRING },
       sortKey: { name: 'acceptDueAt', type: dynamodb.AttributeType.STRING },
       projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+    });
+
+    // Where the busy worker instances compare their paces to share each platform route equally
+    // (DynamoPacingBoard): one small item per route, rewritten once or twice a second per busy
+    // instance while a backlog drains. Advice only, rebuilt by the next drain: nothing to keep.
+    this.pacing = new dynamodb.Table(this, 'Pacing', {
+      partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      encryption: dynamodb.TableEncryption.AWS_MANAGED,
+      removalPolicy: RemovalPolicy.DESTROY,
     });
 
     const common: Record<string, string> = {
@@ -233,6 +246,7 @@ export class ConnectorStack extends Stack {
       AFFILIATE_RATE_PER_SECOND: String(workerRatePerSecond(config)),
       AFFILIATE_INITIAL_RATE_PER_SECOND: String(workerInitialRatePerSecond(config)),
       LEGACY_BASE_URL: config.legacy.baseUrl ?? config.affiliate.baseUrl,
+      PACING_TABLE: this.pacing.tableName,
     };
     if (config.affiliate.routes !== undefined) {
       workerEnvironment['AFFILIATE_ROUTES'] = JSON.stringify(config.affiliate.routes);
@@ -244,6 +258,8 @@ export class ConnectorStack extends Stack {
     // DynamoLedger reads with GetItem and writes whole records with conditional PutItem; the hourly
     // check of refunds waiting for their order reads the table with Scan.
     this.#grantLedger(worker, 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:Scan');
+    // One UpdateItem per share: sets its own pace, drops stale ones, returns the item.
+    this.pacing.grant(worker, 'dynamodb:UpdateItem');
     new events.Rule(this, 'WaitingRefundsCheck', {
       description: 'Has the worker measure refunds waiting for their order (the RefundWaitingForOrder alarm)',
       schedule: events.Schedule.rate(Duration.hours(1)),

@@ -51,6 +51,8 @@ export interface Emulators {
   readonly queueName: string;
   readonly dlqName: string;
   readonly tableName: string;
+  /** The workers' pacing record (PACING_TABLE), as the stack's `Pacing` table. */
+  readonly pacingTableName: string;
   readonly maxReceiveCount: number;
   /** Messages of a queue by state, read from the emulator without receiving them. */
   counts(queueName: string): { ready: number; inflight: number; delayed: number };
@@ -114,6 +116,8 @@ export async function startEmulators(options: EmulatorOptions = {}): Promise<Emu
   const sqs = new SQSClient({ ...LOCAL_AWS, endpoint: sqsEndpoint });
   const dynamo = new DynamoDBClient({ ...LOCAL_AWS, endpoint: dynamoEndpoint });
   await ensureTable(dynamo, tableName, options.dynamoPath);
+  const pacingTableName = `${tableName}-pacing`;
+  await ensurePacingTable(dynamo, pacingTableName);
 
   return {
     sqs,
@@ -125,6 +129,7 @@ export async function startEmulators(options: EmulatorOptions = {}): Promise<Emu
     queueName,
     dlqName,
     tableName,
+    pacingTableName,
     maxReceiveCount,
     counts(name) {
       const q = fauxqs.inspectQueue(name);
@@ -200,6 +205,25 @@ const LEDGER_TABLE = {
   ],
   BillingMode: 'PAY_PER_REQUEST' as const,
 };
+
+/** As in infra/connector-stack.ts: one item per route, keyed by `pk` (DynamoPacingBoard). */
+async function ensurePacingTable(dynamo: DynamoDBClient, tableName: string): Promise<void> {
+  try {
+    await dynamo.send(new DescribeTableCommand({ TableName: tableName }));
+    return;
+  } catch (error) {
+    if ((error as Error).name !== 'ResourceNotFoundException') throw error;
+  }
+  await dynamo.send(
+    new CreateTableCommand({
+      TableName: tableName,
+      AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+      KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+      BillingMode: 'PAY_PER_REQUEST',
+    }),
+  );
+  await waitForTable(dynamo, tableName, (status) => status === 'ACTIVE');
+}
 
 async function ensureTable(dynamo: DynamoDBClient, tableName: string, dataPath?: string): Promise<void> {
   let kept: Record<string, AttributeValue>[] | undefined;

@@ -142,6 +142,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     QUEUE_URL: emulators.queueUrl,
     DLQ_URL: emulators.dlqUrl,
     LEDGER_TABLE: emulators.tableName,
+    PACING_TABLE: emulators.pacingTableName,
     FINANCE_API_KEY_SECRET: 'FINANCE_API_KEY',
     AFFILIATE_BASE_URL: platformUrl,
     AFFILIATE_TOKEN_SECRET: 'AFFILIATE_TOKEN',

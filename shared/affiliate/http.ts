@@ -8,7 +8,7 @@ import {
   TransientError,
 } from '../errors.ts';
 import { firstIssue } from '../validation.ts';
-import { RateLimiter } from './rate-limiter.ts';
+import { type FleetPaces, RateLimiter } from './rate-limiter.ts';
 import { type RetryAttempt, sleep as realSleep, type Sleep, withRetry } from './retry.ts';
 
 /**
@@ -51,6 +51,8 @@ export interface HttpClientOptions {
    * with `ratePerSecond` as its ceiling (see `RateLimiter.observe`). Absent: `ratePerSecond` fixed.
    */
   readonly initialRatePerSecond?: number;
+  /** With adaptive pacing: where the fleet's instances compare paces to share each route equally. */
+  readonly fleet?: FleetPaces;
   /** A limiter shared by every client of the same credentials (the platform counts per token). */
   readonly rateLimiter?: RateLimiter;
   /** Per request, including reading the answer. @default 5000 */
@@ -196,6 +198,7 @@ export class PlatformHttp<R extends string> {
             ? undefined
             : {
                 initialRatePerSecond: positive(client, 'initialRatePerSecond', options.initialRatePerSecond),
+                fleet: options.fleet,
               },
         now: this.now,
         sleep: this.sleep,

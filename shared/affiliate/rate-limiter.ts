@@ -14,7 +14,21 @@ export interface RateLimiterOptions {
    * Adaptive pacing: the rate starts here and follows the platform's rate-limit headers (`observe`)
    * within `ratePerSecond`, which then is a ceiling, not the operating point. Absent: a fixed rate.
    */
-  readonly adaptive?: { readonly initialRatePerSecond: number };
+  readonly adaptive?: {
+    readonly initialRatePerSecond: number;
+    /** Where the busy instances of a fleet compare their paces, to share the route equally. */
+    readonly fleet?: FleetPaces;
+  };
+}
+
+/**
+ * A record, outside the request path, where each busy instance of a fleet puts its pace per key
+ * and reads the others' (`DynamoPacingBoard`). The platform's headers give the route's total, not
+ * how many share it; this gives the fleet's mean, which an equal split needs.
+ */
+export interface FleetPaces {
+  /** Records `pace` (requests per window) as this instance's on `key`; resolves the paces of the instances recorded recently, its own included. */
+  share(key: string, pace: number): Promise<readonly number[]>;
 }
 
 /** The platform's view of a route's window, read from an answer (`x-…-ratelimit-route-second-*`). */
@@ -70,6 +84,14 @@ interface KeyState {
   /** When the next request may be admitted: adaptive pacing spaces them evenly over the window. */
   nextAdmit: number;
   inFlight: number;
+  /** The key, to share its pace under. */
+  readonly key: string;
+  /** The busy fleet's mean pace on this key (requests per window) when last read, and when. */
+  fleetMean: number | undefined;
+  fleetReadAt: number;
+  /** A share with the fleet is under way / began at. */
+  sharing: boolean;
+  sharedAt: number;
   /** Completion times of requests within the last window, oldest first. */
   finished: number[];
   /** Nothing is admitted before this time (the platform answered 429 with a retry-after). */
@@ -98,6 +120,7 @@ export class RateLimiter {
   private readonly keys = new Map<string, KeyState>();
   private readonly initialAllowance: number;
   private readonly adaptive: boolean;
+  private readonly fleet: FleetPaces | undefined;
 
   constructor(options: RateLimiterOptions = {}) {
     const rate = options.ratePerSecond ?? 100;
@@ -108,6 +131,7 @@ export class RateLimiter {
     this.now = options.now ?? Date.now;
     this.sleep = options.sleep ?? realSleep;
     this.adaptive = options.adaptive !== undefined && this.limit !== Number.POSITIVE_INFINITY;
+    this.fleet = this.adaptive ? options.adaptive?.fleet : undefined;
     const initial = options.adaptive?.initialRatePerSecond ?? rate;
     if (!(initial > 0))
       throw new RangeError(`initialRatePerSecond must be a positive number, got ${initial}`);
@@ -137,7 +161,7 @@ export class RateLimiter {
    * Once per window (an epoch):
    * - the route's rate R is compared with the target, the server's limit less a margin (HEADROOM,
    *   3%, widened by 2 points each window that ran full: an answer saw nothing left or was a 429,
-   *   which many instances see alike; narrowed by half a point per clean window), so the margin
+   *   which many instances see alike; narrowed by a point per clean window), so the margin
    *   follows the jitter of the timers and the network instead of being sized for the worst; and
    *   the allowance moves by GAIN × (target − R) × this instance's share of R (its sends in the
    *   epoch over R), so N instances together close GAIN of the gap per window without
@@ -154,6 +178,12 @@ export class RateLimiter {
    *   siblings are speeding up too) and at most 3× its pace per epoch. A fleet cold-started at its
    *   static share reaches the route within the first window instead of after two, and an
    *   instance whose siblings ran dry takes over their budget within a window.
+   * - with a fleet record (`adaptive.fleet`, the stack's pacing table), each busy instance puts its
+   *   pace there once or twice a window and moves half way to the busy fleet's mean per window on
+   *   top of its share of the gap: zero-sum, so the total stays where the gap puts it while the
+   *   split evens out. Without it the split the instances' start order made stays (proportional
+   *   steps keep ratios, as AIMD's multiplicative decrease alone would), and the instances run dry
+   *   one after another at the end of a backlog.
    * - a 429 cuts the allowance by DECREASE_ON_429 at once, once per epoch, with no growth in that
    *   epoch (`holdUntil` keeps the retry-after).
    * R, the target and the share are per the platform's window, whose length the `-reset` header
@@ -294,11 +324,13 @@ export class RateLimiter {
     const measured = limit !== undefined && state.epochSpanMs >= minSpan && state.epochRise > 0;
     const route = measured ? (state.epochRise * server) / state.epochSpanMs : undefined;
     // The margin follows the jitter: a window that ran full (an answer saw nothing left, or a 429)
-    // widens it at once; clean windows narrow it slowly back to HEADROOM.
+    // widens it at once; clean windows narrow it back to HEADROOM at half that pace (a quarter held
+    // a fleet at 90–92/s for 4–5 s after its ramp ran a window full; the whole step kept an
+    // instance whose siblings ran dry from growing early, its windows running full more often).
     const headroom =
       least === 0
         ? Math.min(MAX_HEADROOM, state.headroom + HEADROOM_STEP)
-        : Math.max(HEADROOM, state.headroom - HEADROOM_STEP / 4);
+        : Math.max(HEADROOM, state.headroom - HEADROOM_STEP / 2);
     const target = (limit ?? this.limit) * (1 - headroom);
     // Under the target even if the count missed a couple of requests (short spans are coarse).
     const high =
@@ -317,6 +349,11 @@ export class RateLimiter {
       const share = Math.min(1, own / Math.max(route, 1));
       let step = ((ramp ? 1 : GAIN) * gap * share * this.windowMs) / server;
       if (ramp) step = Math.min(step, state.allowance * (RAMP_GROWTH - 1));
+      // Toward the busy fleet's mean pace: zero-sum across the fleet, so the total stays where the
+      // gap puts it while the split evens out (proportional steps alone keep whatever split the
+      // start order made, and the instances then run dry one after another).
+      if (state.epochWaited && state.fleetMean !== undefined && now - state.fleetReadAt < FLEET_FRESH_MS)
+        step += FAIRNESS * (state.fleetMean - state.allowance) * Math.min(1, elapsed / this.windowMs);
       if (gap < 0 || state.epochWaited)
         state.allowance = Math.min(this.limit, Math.max(1, state.allowance + step));
     } else if (least !== undefined && limit !== undefined && least < Math.ceil(limit * EDGE)) {
@@ -324,6 +361,7 @@ export class RateLimiter {
     } else if (state.epochWaited) {
       state.allowance = Math.min(this.limit, state.allowance + 1);
     }
+    if (state.epochWaited) this.shareWithFleet(state, now);
     state.epochStart = now;
     state.epochLeast = undefined;
     state.epochOwn = 0;
@@ -332,6 +370,27 @@ export class RateLimiter {
     state.epochCut = false;
     state.epochRise = 0;
     state.epochSpanMs = 0;
+  }
+
+  // Puts this instance's pace in the fleet's record and keeps the busy fleet's mean, at most twice a
+  // window and one at a time; a failed share only leaves the split as it is (the record is advice).
+  private shareWithFleet(state: KeyState, now: number): void {
+    const fleet = this.fleet;
+    if (!fleet || state.sharing || now - state.sharedAt < this.windowMs / 2) return;
+    state.sharing = true;
+    state.sharedAt = now;
+    fleet
+      .share(state.key, state.allowance)
+      .then((paces) => {
+        state.fleetMean = paces.length >= 2 ? paces.reduce((a, b) => a + b, 0) / paces.length : undefined;
+        state.fleetReadAt = this.now();
+      })
+      .catch(() => {
+        state.fleetMean = undefined;
+      })
+      .finally(() => {
+        state.sharing = false;
+      });
   }
 
   // Sleeps `ms`, waking early when a request completes (it may have freed a slot while every slot
@@ -372,6 +431,11 @@ export class RateLimiter {
         lastSample: undefined,
         nextAdmit: Number.NEGATIVE_INFINITY,
         inFlight: 0,
+        key,
+        fleetMean: undefined,
+        fleetReadAt: 0,
+        sharing: false,
+        sharedAt: Number.NEGATIVE_INFINITY,
         finished: [],
         heldUntil: 0,
         queue: Promise.resolve(),
@@ -417,6 +481,10 @@ const RAMP_BELOW = 0.8;
 /** A ramp stops short of the target: it measures a route its siblings are still speeding up. */
 const RAMP_AIM = 0.95;
 const RAMP_GROWTH = 3;
+/** Share of the distance to the busy fleet's mean pace an instance moves per window. */
+const FAIRNESS = 0.5;
+/** A fleet mean older than this is not used (the instances it averaged may have gone idle). */
+const FLEET_FRESH_MS = 2000;
 /** Sends an epoch's paired answers must span to measure the route's rate (else `remaining` is used). */
 const MIN_MEASURED_SHARE = 0.25;
 /** Without a measured rate: an answer that saw less than this share of the route left is at its edge. */

@@ -326,6 +326,7 @@ async function multiDrain(options: {
       QUEUE_URL: stack.emulators.queueUrl,
       DLQ_URL: stack.emulators.dlqUrl,
       LEDGER_TABLE: stack.emulators.tableName,
+      ...(pacing === 'adaptive' ? { PACING_TABLE: stack.emulators.pacingTableName } : {}),
       AFFILIATE_BASE_URL: stack.platformUrl,
       AFFILIATE_TOKEN_SECRET: 'AFFILIATE_TOKEN',
       AFFILIATE_TOKEN: sandbox.token,

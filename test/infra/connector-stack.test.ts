@@ -154,6 +154,7 @@ describe('ConnectorStack (example config)', () => {
           'AFFILIATE_RATE_PER_SECOND',
           'AFFILIATE_INITIAL_RATE_PER_SECOND',
           'LEGACY_BASE_URL',
+          'PACING_TABLE',
         ].sort(),
       );
       expect(environmentOf(s, 'worker')).toMatchObject({
@@ -312,12 +313,13 @@ describe('ConnectorStack (example config)', () => {
       expect(JSON.stringify(statements)).not.toContain('webhooks/');
     });
 
-    it('worker: ledger get/put/scan (no UpdateItem, which no code path uses), DLQ send, main queue consume, the token secret', () => {
+    it('worker: ledger get/put/scan (no UpdateItem on the ledger), UpdateItem on the pacing table only, DLQ send, main queue consume, the token secret', () => {
       const statements = statementsOf(s, 'worker');
       expect(actionsOf(statements)).toEqual([
         'dynamodb:GetItem',
         'dynamodb:PutItem',
         'dynamodb:Scan',
+        'dynamodb:UpdateItem',
         'logs:CreateLogStream',
         'logs:PutLogEvents',
         'secretsmanager:GetSecretValue',
@@ -334,6 +336,14 @@ describe('ConnectorStack (example config)', () => {
           Resource: { 'Fn::GetAtt': [s.id(s.stack.pipeline.deadLetterQueue), 'Arn'] },
         }),
       );
+      const updates = statements.filter((st) => actionsOf([st]).includes('dynamodb:UpdateItem'));
+      expect(updates).toEqual([
+        expect.objectContaining({
+          Action: 'dynamodb:UpdateItem',
+          Resource: { 'Fn::GetAtt': [s.id(s.stack.pacing), 'Arn'] },
+        }),
+      ]);
+      expect(environmentOf(s, 'worker')['PACING_TABLE']).toEqual({ Ref: s.id(s.stack.pacing) });
       const consume = statements.find((st) => actionsOf([st]).includes('sqs:ChangeMessageVisibility'));
       expect(consume?.Resource).toEqual({ 'Fn::GetAtt': [s.id(s.stack.pipeline.queue), 'Arn'] });
       expect(JSON.stringify(statements)).toContain(':secret:connector/affiliate-token-??????');

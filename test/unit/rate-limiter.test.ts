@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type RateDecision, RateLimiter as ServerRateLimiter } from '../../sandbox/rate-limit.ts';
-import { RateLimiter } from '../../shared/affiliate/rate-limiter.ts';
+import { type FleetPaces, RateLimiter } from '../../shared/affiliate/rate-limiter.ts';
 import { TransientError } from '../../shared/errors.ts';
 import { FakeClock } from '../support/clock.ts';
 
@@ -206,8 +206,13 @@ async function drainThroughServer(options: {
   staticPerSecond?: number;
   /** Each instance's own backlog (the messages its pollers hold) instead of one shared backlog. */
   backlogs?: readonly number[];
+  /** When each instance starts (ms), as containers that scale up one after another. */
+  startsMs?: readonly number[];
+  /** The instances compare paces in one shared record (`FleetPaces`), as through the pacing table. */
+  fleet?: boolean;
 }): Promise<{ perSecond: number; share429: number; peakPerWindow: number; done: number[][] }> {
   const { instances, requests, concurrency = 10, foreignPerSecond = 0, staticPerSecond, backlogs } = options;
+  const board = new Map<string, { pace: number; at: number }>();
   const clock = new FakeClock();
   const server = new ServerWindows();
   const limit = 100;
@@ -217,12 +222,25 @@ async function drainThroughServer(options: {
   let refused = 0;
   let last = 0;
   const latency = (n: number) => 50 + ((n * 37) % 100);
+  // The pacing table in memory: an answer a few milliseconds later, entries older than 2 s ignored.
+  const fleetOf = (instance: number): FleetPaces => ({
+    share: async (key, pace) => {
+      await clock.sleep(5);
+      board.set(`${key}#${instance}`, { pace, at: clock.now() });
+      return [...board.entries()]
+        .filter(([name, entry]) => name.startsWith(`${key}#`) && clock.now() - entry.at <= 2000)
+        .map(([, entry]) => entry.pace);
+    },
+  });
   const limiters = Array.from(
     { length: instances },
-    () =>
+    (_, i) =>
       new RateLimiter({
         ratePerSecond: staticPerSecond ?? limit,
-        adaptive: staticPerSecond === undefined ? { initialRatePerSecond: 10 } : undefined,
+        adaptive:
+          staticPerSecond === undefined
+            ? { initialRatePerSecond: 10, ...(options.fleet ? { fleet: fleetOf(i) } : {}) }
+            : undefined,
         now: clock.now,
         sleep: clock.sleep,
       }),
@@ -238,6 +256,7 @@ async function drainThroughServer(options: {
     return next++;
   };
   const caller = async (limiter: RateLimiter, i: number): Promise<void> => {
+    await clock.sleep(options.startsMs?.[i] ?? 0);
     for (let n = take(i); n !== undefined; n = take(i)) {
       for (;;) {
         const permit = await limiter.acquire('add');
@@ -455,5 +474,22 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
     const freed = Math.max(...others.map((d) => d.at(-1) ?? 0));
     const next = busy.filter((t) => t > freed && t <= freed + 1000).length;
     expect(next).toBeGreaterThanOrEqual(55);
+  });
+  it('evens out the split of instances that started one after another when they compare paces', async () => {
+    // Act: five instances starting 0.4 s apart on one backlog, with and without the shared record
+    const run = (fleet: boolean) =>
+      drainThroughServer({ instances: 5, requests: 3000, startsMs: [0, 400, 800, 1200, 1600], fleet });
+    const [alone, shared] = [await run(false), await run(true)];
+
+    // Assess: each instance's answers from the 8th to the 14th second. Alone, the first starter
+    // takes most of the route and keeps it (proportional steps keep a split): 6.6 times the
+    // slowest's; with the record 1.08, and the drain 95.1/s against 93.8.
+    const uneven = (r: Awaited<ReturnType<typeof run>>) => {
+      const counts = r.done.map((d) => d.filter((t) => t >= 8000 && t < 14_000).length);
+      return Math.max(...counts) / Math.max(1, Math.min(...counts));
+    };
+    expect(uneven(shared)).toBeLessThan(1.5);
+    expect(shared.share429).toBeLessThanOrEqual(0.01);
+    expect(shared.perSecond).toBeGreaterThanOrEqual(alone.perSecond - 1);
   });
 });
