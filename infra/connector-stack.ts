@@ -175,11 +175,15 @@ export class ConnectorStack extends Stack {
     });
     const { queue, deadLetterQueue } = this.pipeline;
 
-    this.ledger = new dynamodb.Table(this, 'Ledger', {
+    // Both tables: items keyed by `pk`, on demand, encrypted, with point-in-time recovery.
+    const keyedByPk = {
       partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
       billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       encryption: dynamodb.TableEncryption.AWS_MANAGED,
+    };
+    this.ledger = new dynamodb.Table(this, 'Ledger', {
+      ...keyedByPk,
       deletionProtection: config.ledgerDeletionProtection,
       // The ledger is what makes delivery exactly-once: losing it with the stack would resend orders.
       removalPolicy: RemovalPolicy.RETAIN,
@@ -196,13 +200,7 @@ export class ConnectorStack extends Stack {
     // Where the busy worker instances compare their paces to share each platform route equally
     // (DynamoPacingBoard): one small item per route, rewritten once or twice a second per busy
     // instance while a backlog drains. Advice only, rebuilt by the next drain: nothing to keep.
-    this.pacing = new dynamodb.Table(this, 'Pacing', {
-      partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
-      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
-      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-      encryption: dynamodb.TableEncryption.AWS_MANAGED,
-      removalPolicy: RemovalPolicy.DESTROY,
-    });
+    this.pacing = new dynamodb.Table(this, 'Pacing', { ...keyedByPk, removalPolicy: RemovalPolicy.DESTROY });
 
     const common: Record<string, string> = {
       POWERTOOLS_SERVICE_NAME: config.powertools.serviceName,
