@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { emptyDir, localStackForCli, runCli } from '../support/cli.ts';
+import { sandboxConversions } from '../support/sandbox.ts';
 
 /**
  * `connector backfill` against the local stack: orders placed in the sandbox's shop fakes while no
@@ -16,8 +17,7 @@ const shops = () => {
   if (!sandbox) throw new Error('the local stack runs the sandbox in process');
   return sandbox.shops.control;
 };
-const conversionsOf = (externalId: string) =>
-  (local.stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === externalId);
+const conversionsOf = (externalId: string) => sandboxConversions(local.stack, externalId);
 const allConversions = () =>
   (local.stack.sandbox?.control.conversions() ?? []).map((c) => ({
     externalId: c.externalId,

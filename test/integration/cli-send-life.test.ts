@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalStack } from '../../infra/local/stack.ts';
 import { emptyDir, localStackForCli, localStateDir, spawnCli } from '../support/cli.ts';
+import { sandboxConversions } from '../support/sandbox.ts';
 
 /**
  * The whole life of a conversion from the built-in samples, with `connector` as its own process:
@@ -18,8 +19,7 @@ async function connector(...argv: string[]) {
   await local.stack.waitForIdle();
   return result;
 }
-const conversionOf = (externalId: string) =>
-  (local.stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === externalId);
+const conversionOf = (externalId: string) => sandboxConversions(local.stack, externalId);
 
 describe('connector send walks the life of one order', () => {
   it.each([

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ledgerKey } from '../../shared/ledger.ts';
 import { emptyDir, localStackForCli, runCli, spawnCli } from '../support/cli.ts';
+import { sandboxConversions } from '../support/sandbox.ts';
 
 const CLICK = '0123456789abcdef01234567';
 const IP = '203.0.113.7';
@@ -11,8 +12,7 @@ const SAMPLE_CSV = join(import.meta.dirname, '..', 'fixtures', 'refunds.sample.c
 const local = localStackForCli();
 
 const cli = (...argv: string[]) => runCli(argv, { cwd: local.dir });
-const conversionsOf = (externalId: string) =>
-  (local.stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === externalId);
+const conversionsOf = (externalId: string) => sandboxConversions(local.stack, externalId);
 const program = () => [...local.stack.sources.values()][0]?.program ?? '';
 
 async function placeOrder(platform: string, orderId: string): Promise<void> {

@@ -1,6 +1,7 @@
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
+import { sandboxConversions } from '../support/sandbox.ts';
 import { genericWebhook, post, sampleFixture, shopifyWebhook, stripeWebhook } from '../support/webhooks.ts';
 
 const CLICK = 'a1b2c3d4e5f60718293a4b5c';
@@ -64,7 +65,7 @@ describe('POST /webhooks/{source}: a body signed for one topic, sent under anoth
     expect(mismatch).toMatchObject({ status: 400, json: { error: 'bad_request', field: 'cancelled_at' } });
     expect(afterOrder).toBe(1);
     expect(afterMismatch).toBe(1);
-    const conversions = (stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === '880001');
+    const conversions = sandboxConversions(stack, '880001');
     expect(conversions).toHaveLength(1);
     expect(conversions[0]?.status).not.toBe('refused');
     expect((await stack.ledger.get(`${stack.sources.get('shopify')?.program}#880001`))?.state).toBe('added');

@@ -17,6 +17,7 @@ import { toRecord } from '../../infra/local/sqs-record.ts';
 import type { LocalStack } from '../../infra/local/stack.ts';
 import type { StoredConversion } from '../../sandbox/types.ts';
 import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
+import { onlyConversion } from '../support/sandbox.ts';
 import { sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
 
 /**
@@ -319,9 +320,7 @@ async function deliverBatch(
 }
 
 function conversionOf(externalId: string): StoredConversion {
-  const found = (stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === externalId);
-  expect(found).toHaveLength(1);
-  return found[0] as StoredConversion;
+  return onlyConversion(stack, externalId);
 }
 
 function linesOf(phases: readonly Phase[]): string[] {

@@ -3,6 +3,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { MAX_BODY_BYTES } from '../../shared/http/answers.ts';
+import { sandboxConversions } from '../support/sandbox.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 let stack: LocalStack;
@@ -108,9 +109,7 @@ describe('any valid Unicode goes through the queue', () => {
     await stack.waitForIdle();
 
     expect([placed.status, refunded.status]).toEqual([202, 202]);
-    const conversions = (stack.sandbox?.control.conversions() ?? []).filter(
-      (c) => c.externalId === 'edge-emoji',
-    );
+    const conversions = sandboxConversions(stack, 'edge-emoji');
     expect(conversions).toMatchObject([{ voucher: 'GIFT🎁', amount: 3_990 }]);
   });
 });

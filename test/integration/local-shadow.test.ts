@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
+import { sandboxConversions } from '../support/sandbox.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 /**
@@ -49,9 +50,7 @@ describe('the local stack with shadow sources', () => {
       state: 'shadowed',
       currentAmount: 4_990,
     });
-    const added = (stack.sandbox?.control.conversions() ?? []).filter(
-      (c) => c.externalId === 'shadow-local-1',
-    );
+    const added = sandboxConversions(stack, 'shadow-local-1');
     expect(added).toEqual([]);
   });
 

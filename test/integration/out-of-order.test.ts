@@ -5,6 +5,7 @@ import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { PermanentError } from '../../shared/errors.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
 import { messageGroupId } from '../../shared/queueing.ts';
+import { sandboxConversions } from '../support/sandbox.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 const CLICK = 'a1b2c3d4e5f60718293a4b5c';
@@ -38,8 +39,7 @@ afterAll(async () => {
 
 const secret = () => stack.secrets['GENERIC_WEBHOOK_SECRET'] ?? '';
 const program = () => stack.sources.get('generic')?.program ?? '';
-const conversionsOf = (externalId: string) =>
-  (stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === externalId);
+const conversionsOf = (externalId: string) => sandboxConversions(stack, externalId);
 
 async function send(body: Record<string, unknown>): Promise<void> {
   const answer = await post(

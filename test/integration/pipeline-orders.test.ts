@@ -3,6 +3,7 @@ import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import type { OrderRecord } from '../../shared/ledger.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
 import type { Ledger } from '../../shared/ports.ts';
+import { sandboxConversions } from '../support/sandbox.ts';
 import {
   genericWebhook,
   post,
@@ -65,8 +66,7 @@ beforeEach(() => {
 });
 
 const webhookUrl = (source: string) => `${stack.url}/webhooks/${source}`;
-const conversions = (externalId: string) =>
-  (stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === externalId);
+const conversions = (externalId: string) => sandboxConversions(stack, externalId);
 
 describe('orders become exactly one conversion', () => {
   it('maps the signed Shopify sample with a click id to one tracking conversion', async () => {
@@ -290,7 +290,7 @@ describe('an add the platform is still recording when the client gives up', () =
     await new Promise((resolve) => setTimeout(resolve, 2_000));
 
     // Assess
-    const found = (slow.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === '7001');
+    const found = sandboxConversions(slow, '7001');
     expect(found).toHaveLength(1);
     const record = await slow.ledger.get(ledgerKey(found[0]?.program ?? '', '7001'));
     expect(record).toMatchObject({ state: 'added', conversionId: found[0]?.id });

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
+import { onlyConversion } from '../support/sandbox.ts';
 import { peekQueue } from '../support/sqs-records.ts';
 import { genericWebhook, post, sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
 
@@ -18,11 +19,7 @@ afterAll(async () => {
 });
 
 const secret = (name: string) => stack.secrets[name] ?? '';
-const conversion = (externalId: string) => {
-  const found = (stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === externalId);
-  expect(found).toHaveLength(1);
-  return found[0]!;
-};
+const conversion = (externalId: string) => onlyConversion(stack, externalId);
 
 /** Places a 587.00 USD order (the Shopify sample with a click id) under a fresh id. */
 async function placeOrder(id: string): Promise<void> {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { parseJsonBody } from '../../shared/json.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
+import { onlyConversion } from '../support/sandbox.ts';
 import { post, sampleFixture, shopifyWebhook, wooWebhook } from '../support/webhooks.ts';
 
 /**
@@ -23,11 +24,7 @@ afterAll(async () => {
 });
 
 const secret = (name: string) => stack.secrets[name] ?? '';
-const conversion = (externalId: string) => {
-  const found = (stack.sandbox?.control.conversions() ?? []).filter((c) => c.externalId === externalId);
-  expect(found).toHaveLength(1);
-  return found[0]!;
-};
+const conversion = (externalId: string) => onlyConversion(stack, externalId);
 const ledgerRecord = async (externalId: string) =>
   stack.ledger.get(ledgerKey(conversion(externalId).program, externalId));
 
