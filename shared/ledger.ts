@@ -161,6 +161,12 @@ export function storableRecord(record: OrderRecord): OrderRecord {
   return compact;
 }
 
+/** Ends the add lease: no worker holds the record any more. */
+export function clearLease(record: OrderRecord): void {
+  record.leaseOwner = undefined;
+  record.leaseUntil = undefined;
+}
+
 export function ledgerKey(program: string, externalId: string): string {
   return `${program}#${externalId}`;
 }

@@ -75,6 +75,9 @@ export interface Outcome {
 }
 
 /** The refund a cancellation counts as: an id no shop or finance refund can carry. */
+/** The outcome's detail when a settling write finds another worker took the lease over. */
+export const LEASE_LOST = 'lease taken over by another worker';
+
 export const CANCELLATION_REFUND_ID = connectorRefundId('cancellation');
 
 /** A new ledger record of `source`'s order `externalId`, created now, with no refunds yet. */

@@ -2,12 +2,13 @@ import { acceptDueAt } from '../accept/due.ts';
 import type { SourceConfig } from '../config/sources.ts';
 import type { OrderPlaced } from '../domain/events.ts';
 import { isConnectorError, PermanentError, TransientError } from '../errors.ts';
-import { countedRefunds, ledgerKey, type OrderRecord } from '../ledger.ts';
+import { clearLease, countedRefunds, ledgerKey, type OrderRecord } from '../ledger.ts';
 import type { CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
 import { decideAttribution, toApiDate } from './attribution.ts';
 import {
   CANCELLATION_REFUND_ID,
   DEFAULT_VERIFY_MS,
+  LEASE_LOST,
   newRecord,
   type Outcome,
   settleMsFor,
@@ -244,8 +245,7 @@ function neverAdded(record: OrderRecord, why: string, at: string): void {
   record.state = 'skipped';
   record.skipReason = why;
   record.currentAmount = 0;
-  record.leaseOwner = undefined;
-  record.leaseUntil = undefined;
+  clearLease(record);
   settleHeldRefunds(record, 'applied', why, at);
 }
 
@@ -389,13 +389,12 @@ async function settleAdded(
 ): Promise<Outcome> {
   record.state = 'added';
   record.conversionId = conversionId;
-  record.leaseOwner = undefined;
-  record.leaseUntil = undefined;
+  clearLease(record);
   record.lastError = undefined;
   record.unclearAddAt = undefined;
   if (!(await deps.ledger.update(record))) {
     // Our lease expired and another worker took over; it reconciles through Conversion info.
-    return { result: 'duplicate', detail: 'lease taken over by another worker', conversionId };
+    return { result: 'duplicate', detail: LEASE_LOST, conversionId };
   }
   return { result, conversionId, amount: record.currentAmount };
 }

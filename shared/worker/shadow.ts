@@ -1,8 +1,15 @@
 import type { SourceConfig } from '../config/sources.ts';
 import type { OrderRefunded } from '../domain/events.ts';
 import { PermanentError, TransientError } from '../errors.ts';
-import { countedRefunds, ledgerKey, type OrderRecord, recordRefund, refundOf } from '../ledger.ts';
-import { newRecord, type Outcome, type WorkerDeps } from './flow.ts';
+import {
+  clearLease,
+  countedRefunds,
+  ledgerKey,
+  type OrderRecord,
+  recordRefund,
+  refundOf,
+} from '../ledger.ts';
+import { LEASE_LOST, newRecord, type Outcome, type WorkerDeps } from './flow.ts';
 import { heldEntry, netRefund, refundEntry, refundsBefore } from './refund-net.ts';
 
 /**
@@ -14,13 +21,12 @@ import { heldEntry, netRefund, refundEntry, refundsBefore } from './refund-net.t
 export async function recordShadowed(deps: WorkerDeps, record: OrderRecord): Promise<Outcome> {
   record.state = 'shadowed';
   record.shadow = true;
-  record.leaseOwner = undefined;
-  record.leaseUntil = undefined;
+  clearLease(record);
   record.lastError = undefined;
   // Refunds that came first stay pending: the add a live source makes later subtracts them.
   record.awaitingSince = undefined;
   if (!(await deps.ledger.update(record))) {
-    return { result: 'duplicate', detail: 'lease taken over by another worker' };
+    return { result: 'duplicate', detail: LEASE_LOST };
   }
   return {
     result: 'shadowed',
