@@ -100,6 +100,8 @@ interface KeyState {
   /** The busy fleet's mean pace on this key (requests per window) when last read, and when. */
   fleetMean: number | undefined;
   fleetReadAt: number;
+  /** The route's rate the last epoch measured, per this limiter's window (undefined: none yet). */
+  lastRoute: number | undefined;
   /** A share with the fleet is under way / began at. */
   sharing: boolean;
   sharedAt: number;
@@ -193,8 +195,9 @@ export class RateLimiter {
    * - a slow start, as TCP's but driven by the measured gap rather than by doubling blindly: an
    *   epoch closes early (a quarter window on, once its pairs span a fifth of one) while R is
    *   surely under 90% of the target, counting a couple of requests more than it saw since short
-   *   spans are coarse; under 80% it ramps, with a gain of 1 aimed at 95% of the target (its
-   *   siblings are speeding up too) and at most 3× its pace per epoch. A fleet cold-started at its
+   *   spans are coarse; under 80% (with a fleet record, below: whenever it closes early) it ramps,
+   *   with a gain of 1 aimed at 95% of the target (its siblings are speeding up too) and at most 3×
+   *   its pace per epoch. A fleet cold-started at its
    *   static share reaches the route within the first window instead of after two, and an
    *   instance whose siblings ran dry takes over their budget within a window.
    * - with a fleet record (`adaptive.fleet`, the stack's pacing table), each busy instance puts its
@@ -372,7 +375,7 @@ export class RateLimiter {
     // Under the target even if the count missed a couple of requests (short spans are coarse).
     const high =
       route === undefined ? undefined : ((state.epochRise + COUNT_SLACK) * server) / state.epochSpanMs;
-    const ramp = high !== undefined && high < target * RAMP_BELOW;
+    const ramp = high !== undefined && high < target * (this.fleet ? EARLY_BELOW : RAMP_BELOW);
     // Before a whole window only to grow, while the route surely runs under its target.
     if (early && (high === undefined || high >= target * EARLY_BELOW || state.epochCut || least === 0))
       return;
@@ -380,6 +383,7 @@ export class RateLimiter {
     if (state.epochCut) {
       // Already cut by a 429 in this epoch.
     } else if (route !== undefined) {
+      state.lastRoute = (route * this.windowMs) / server;
       // Its sends in the epoch are at its current pace; its answers lag by a round trip.
       const own = (Math.max(state.epochSent, state.epochOwn) * server) / elapsed;
       const gap = (ramp ? target * RAMP_AIM : target) - route;
@@ -406,8 +410,10 @@ export class RateLimiter {
 
   // Puts this instance's pace in the fleet's record and keeps the busy fleet's mean, at most twice a
   // window and one at a time; a failed share only leaves the split as it is (the record is advice).
-  // Paces recorded over the limit (an instance arrived at its start pace beside one that had
-  // claimed the free route) are trimmed at once by the instances above the fair share.
+  // Paces recorded over the limit while the route runs full (an instance arrived at its start pace
+  // beside one that had claimed the free route) are trimmed at once by the instances above the fair
+  // share; not while it runs under its target (at the end of a backlog the entries of instances
+  // that ran dry stay in the record for two seconds).
   private shareWithFleet(state: KeyState, now: number): void {
     const fleet = this.fleet;
     if (!fleet || state.sharing || now - state.sharedAt < this.windowMs / 2) return;
@@ -420,7 +426,8 @@ export class RateLimiter {
         state.fleetMean = paces.length >= 2 ? sum / paces.length : undefined;
         state.fleetReadAt = this.now();
         const target = this.limit * (1 - HEADROOM);
-        if (paces.length >= 2 && sum > this.limit && state.allowance > target / paces.length)
+        const full = state.lastRoute === undefined || state.lastRoute >= target;
+        if (full && paces.length >= 2 && sum > this.limit && state.allowance > target / paces.length)
           state.allowance = Math.max(target / paces.length, state.allowance - (sum - target));
       })
       .catch(() => {
@@ -541,6 +548,7 @@ export class RateLimiter {
         key,
         fleetMean: undefined,
         fleetReadAt: 0,
+        lastRoute: undefined,
         sharing: false,
         sharedAt: Number.NEGATIVE_INFINITY,
         finished: [],
@@ -582,7 +590,12 @@ const COUNT_SLACK = 2;
 const EARLY_BELOW = 0.9;
 /**
  * …and ramps (gain 1, aiming at RAMP_AIM of the target, at most RAMP_GROWTH times its pace per
- * epoch) under this share: a fleet starting, or siblings whose backlog ran out.
+ * epoch) under this share: a fleet starting, or siblings whose backlog ran out. With a fleet record
+ * an instance claims its start there, so the ramp only takes over what siblings left, and it ramps
+ * whenever an epoch closes early: the end of a backlog, where the instances run dry one after
+ * another, drains faster (5 instances on the bench: 95.3–96.3 adds/s in four runs, 94.5 and 95.5 in
+ * two at 80%). Without a record the ramp also starts the fleet, where the higher threshold made a
+ * pair overshoot on its first measurements (94.4/s on the simulation against 95.1).
  */
 const RAMP_BELOW = 0.8;
 /** A ramp stops short of the target: it measures a route its siblings are still speeding up. */

@@ -550,6 +550,50 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
     expect(withFleet.allowance('add')).toBe(10);
   });
 
+  it('trims a pace recorded over the limit while the route runs full, not when it runs under', async () => {
+    // Prepare: two instances at 30/s whose record shows four busy instances at 30 (120 in all); one
+    // measures the route full (98/s), the other at 60/s (the end of a backlog: the entries of
+    // instances that ran dry stay in the record for two seconds)
+    const clock = new FakeClock();
+    const make = () =>
+      new RateLimiter({
+        adaptive: {
+          initialRatePerSecond: 30,
+          fleet: { share: async () => [30, 30, 30, 30], claim: async () => undefined },
+        },
+        now: clock.now,
+        sleep: clock.sleep,
+      });
+    const [full, under] = [make(), make()];
+    const burst = (limiter: RateLimiter) =>
+      Promise.all([0, 1, 2].map(async () => (await limiter.acquire('add')).release()));
+    await clock.run(Promise.all([burst(full), burst(under)]));
+    for (const [limiter, perSecond] of [
+      [full, 98],
+      [under, 60],
+    ] as const) {
+      for (let i = 0; i < 10; i++) {
+        const consumed = Math.round((perSecond / 10) * (i + 1));
+        limiter.observe('add', {
+          limit: 100,
+          remaining: 100 - consumed,
+          rateLimited: false,
+          sentAt: 100 + i * 90,
+        });
+      }
+    }
+
+    // Act: a window on, both close their epoch and share with the record
+    clock.time = 1100;
+    await clock.run(Promise.all([burst(full), burst(under)]));
+    await clock.run(clock.sleep(10));
+
+    // Assess: the one on a full route gives up the excess down to the fair share (97 ÷ 4); the
+    // other keeps its pace and grows into the route its siblings left
+    expect(full.allowance('add')).toBeLessThanOrEqual(25);
+    expect(under.allowance('add')).toBeGreaterThanOrEqual(30);
+  });
+
   it('claims only on a route where callers wait: a trickle of requests keeps the start pace', async () => {
     // Prepare
     const clock = new FakeClock();
