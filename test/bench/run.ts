@@ -64,10 +64,13 @@ interface MultiDrainResult {
   readonly addsBySecond: number[];
   readonly steadyAddsPerSecond: number;
   /**
-   * The tail: per instance, its adds and how long before the drain's last add it made its own
-   * last one (an instance paced below its siblings still holds messages when they run dry).
+   * The start and the tail: per instance, its adds, how long after the drain's first add it made its
+   * own first one (the processes boot one after another on the shared cores), and how long before
+   * the drain's last add it made its own last one (an instance paced below its siblings still holds
+   * messages when they run dry).
    */
   readonly instanceAdds: number[];
+  readonly instanceStartS: number[];
   readonly instanceDoneBeforeEndS: number[];
   readonly cpuInstances: number;
   readonly cpuParent: number;
@@ -387,6 +390,7 @@ async function multiDrain(options: {
       routes: routeProfiles(reports),
       addsBySecond,
       instanceAdds: reports.map((r) => r.adds.length),
+      instanceStartS: reports.map((r) => ((r.adds[0] ?? 0) - (adds[0] ?? 0)) / 1000),
       instanceDoneBeforeEndS: reports.map((r) => ((adds.at(-1) ?? 0) - (r.adds.at(-1) ?? 0)) / 1000),
       steadyAddsPerSecond: steady.length > 0 ? steady.reduce((a, b) => a + b, 0) / steady.length : 0,
       cpuInstances: reports.reduce((n, r) => n + r.cpuMs, 0) / coreSeconds,
@@ -526,11 +530,11 @@ function markdown(
           `- ${m.pacing}, ${m.instances} instances${m.foreignPerSecond > 0 ? `, foreign ${m.foreignPerSecond}/s` : ''}: ${m.addsBySecond.join(' ')}`,
       ),
       '',
-      "The tail: each instance's adds, and how many seconds before the drain's last add it made its own last one:",
+      "The start and the tail: each instance's adds, how many seconds after the drain's first add it made its first one, and how many before the drain's last add it made its last one:",
       '',
       ...multi.map(
         (m) =>
-          `- ${m.pacing}, ${m.instances} instances${m.foreignPerSecond > 0 ? `, foreign ${m.foreignPerSecond}/s` : ''}: ${m.instanceAdds.map((n, i) => `${n} (${(m.instanceDoneBeforeEndS[i] ?? 0).toFixed(1)} s)`).join(', ')}`,
+          `- ${m.pacing}, ${m.instances} instances${m.foreignPerSecond > 0 ? `, foreign ${m.foreignPerSecond}/s` : ''}: ${instanceLine(m)}`,
       ),
       '',
     );
@@ -625,7 +629,8 @@ async function main(): Promise<void> {
           orders: int('multi-orders'),
           pollers: int('multi-pollers'),
         });
-        const { routes, addsBySecond, instanceAdds, instanceDoneBeforeEndS, ...summary } = result;
+        const { routes, addsBySecond, instanceAdds, instanceStartS, instanceDoneBeforeEndS, ...summary } =
+          result;
         console.table([summary]);
         console.log(
           `  per route (wait / round trip ms): ${Object.entries(routes)
@@ -634,7 +639,7 @@ async function main(): Promise<void> {
             )
             .join(
               ', ',
-            )}\n  adds by second: ${addsBySecond.join(' ')}\n  per instance, adds (s before the end): ${instanceAdds.map((n, i) => `${n} (${(instanceDoneBeforeEndS[i] ?? 0).toFixed(1)})`).join(', ')}`,
+            )}\n  adds by second: ${addsBySecond.join(' ')}\n  per instance, adds (first add s after the drain's first, last add s before its end): ${instanceLine(result)}`,
         );
         multi.push(result);
       }
@@ -670,3 +675,15 @@ async function main(): Promise<void> {
 }
 
 await main();
+
+/** Each instance's adds, when it made its first (after the drain's first) and its last (before the end). */
+function instanceLine(
+  m: Pick<MultiDrainResult, 'instanceAdds' | 'instanceStartS' | 'instanceDoneBeforeEndS'>,
+): string {
+  return m.instanceAdds
+    .map(
+      (n, i) =>
+        `${n} (+${(m.instanceStartS[i] ?? 0).toFixed(1)} s, −${(m.instanceDoneBeforeEndS[i] ?? 0).toFixed(1)} s)`,
+    )
+    .join(', ');
+}

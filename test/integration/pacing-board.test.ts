@@ -55,4 +55,46 @@ describe('DynamoPacingBoard on dynalite (the pacing table)', () => {
     // Assess: pk and the instance left
     expect(Object.keys(item.Item ?? {})).toHaveLength(2);
   });
+
+  it('lets a starting instance claim what the busy others leave', async () => {
+    // Prepare: two instances busy on the route
+    const board = () => new DynamoPacingBoard({ client: emulators.dynamo, table: emulators.pacingTableName });
+    const [a, b, starting] = [board(), board(), board()];
+    await a.share('claim-one', 50);
+    await b.share('claim-one', 20);
+    let seen: readonly number[] = [];
+
+    // Act
+    const claimed = await starting.claim('claim-one', 8, (others) => {
+      seen = others;
+      return 92 - others.reduce((x, y) => x + y, 0);
+    });
+
+    // Assess: it saw the others, not itself, and its claim is what they see next
+    expect([...seen].sort((x, y) => x - y)).toEqual([20, 50]);
+    expect(claimed).toBe(22);
+    expect([...(await a.share('claim-one', 50))].sort((x, y) => x - y)).toEqual([20, 22, 50]);
+  });
+
+  it('never gives the free budget to two of ten instances starting at the same moment', async () => {
+    // Prepare: ten instances at their start pace of 8
+    const board = () => new DynamoPacingBoard({ client: emulators.dynamo, table: emulators.pacingTableName });
+    const fleet = Array.from({ length: 10 }, board);
+
+    // Act: all claim at once what the others leave of 92
+    const claims = await Promise.all(
+      fleet.map((instance) =>
+        instance.claim('claim-ten', 8, (others) => Math.max(1, 92 - others.reduce((x, y) => x + y, 0))),
+      ),
+    );
+    const paces = await fleet[0]?.share('claim-ten', claims[0] ?? 8);
+
+    // Assess: the recorded paces add up to the 92 (each at least 1), however the claims interleaved:
+    // without the condition on the write, several read the others at their start pace and take
+    // most of the route each
+    const total = (paces ?? []).reduce((x, y) => x + y, 0);
+    expect(paces).toHaveLength(10);
+    expect(total).toBeLessThanOrEqual(92 + 10);
+    expect(total).toBeGreaterThanOrEqual(92);
+  });
 });

@@ -213,6 +213,7 @@ async function drainThroughServer(options: {
 }): Promise<{ perSecond: number; share429: number; peakPerWindow: number; done: number[][] }> {
   const { instances, requests, concurrency = 10, foreignPerSecond = 0, staticPerSecond, backlogs } = options;
   const board = new Map<string, { pace: number; at: number }>();
+  const claims = new Map<string, number>();
   const clock = new FakeClock();
   const server = new ServerWindows();
   const limit = 100;
@@ -222,14 +223,37 @@ async function drainThroughServer(options: {
   let refused = 0;
   let last = 0;
   const latency = (n: number) => 50 + ((n * 37) % 100);
-  // The pacing table in memory: an answer a few milliseconds later, entries older than 2 s ignored.
+  // The pacing table in memory, as DynamoPacingBoard uses it: an answer a few milliseconds later,
+  // entries older than 2 s ignored; a claim counts an arrival, reads, and writes only if nobody
+  // arrived or claimed meanwhile (the table's conditional write).
+  const fresh = (key: string, except?: string) =>
+    [...board.entries()]
+      .filter(
+        ([name, entry]) => name.startsWith(`${key}#`) && name !== except && clock.now() - entry.at <= 2000,
+      )
+      .map(([, entry]) => entry.pace);
   const fleetOf = (instance: number): FleetPaces => ({
     share: async (key, pace) => {
       await clock.sleep(5);
       board.set(`${key}#${instance}`, { pace, at: clock.now() });
-      return [...board.entries()]
-        .filter(([name, entry]) => name.startsWith(`${key}#`) && clock.now() - entry.at <= 2000)
-        .map(([, entry]) => entry.pace);
+      return fresh(key);
+    },
+    claim: async (key, pace, decide) => {
+      const me = `${key}#${instance}`;
+      for (let attempt = 0; attempt < 10; attempt++) {
+        await clock.sleep(5);
+        const arriving = clock.now() - (board.get(me)?.at ?? Number.NEGATIVE_INFINITY) > 2000;
+        board.set(me, { pace, at: clock.now() });
+        const seen = (claims.get(key) ?? 0) + (arriving ? 1 : 0);
+        claims.set(key, seen);
+        const claimed = decide(fresh(key, me));
+        await clock.sleep(5);
+        if (claims.get(key) !== seen) continue;
+        claims.set(key, seen + 1);
+        board.set(me, { pace: claimed, at: clock.now() });
+        return claimed;
+      }
+      return undefined;
     },
   });
   const limiters = Array.from(
@@ -462,6 +486,145 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
     // window, and only by half the gap)
     const firstSecond = result.done.flat().filter((t) => t < 1000).length;
     expect(firstSecond).toBeGreaterThanOrEqual(50);
+  });
+
+  it('starts a cold fleet that compares paces at the route at once, in equal shares', async () => {
+    // Act: two instances from their cold-start pace (10/s each), with and without the shared record
+    const shared = await drainThroughServer({ instances: 2, requests: 3000, fleet: true });
+    const alone = await drainThroughServer({ instances: 2, requests: 3000 });
+
+    // Assess: answered in the first second 40 + 40 (before: 54 in all, as alone: the ramp needed
+    // answers at the start pace to measure the route), few 429s, and the whole drain as fast (95.0
+    // against 95.1/s here: this simulation has no pipeline, so the start is all it can gain)
+    const firstSecond = shared.done.map((d) => d.filter((t) => t < 1000).length);
+    expect(firstSecond[0] ?? 0).toBeGreaterThanOrEqual(35);
+    expect(firstSecond[1] ?? 0).toBeGreaterThanOrEqual(35);
+    expect((firstSecond[0] ?? 0) + (firstSecond[1] ?? 0)).toBeGreaterThanOrEqual(75);
+    expect(shared.peakPerWindow).toBeLessThanOrEqual(100);
+    expect(shared.share429).toBeLessThanOrEqual(0.01);
+    expect(shared.perSecond).toBeGreaterThanOrEqual(alone.perSecond - 0.5);
+  });
+
+  it('restarts a key back from idle at its start pace and claims, not at the pace it had alone', async () => {
+    // Prepare: an instance drains alone up to the route, then idles 3 s while a sibling takes it
+    const clock = new FakeClock();
+    const claimed: number[][] = [];
+    const fleet: FleetPaces = {
+      share: async () => [],
+      claim: async (_key, _pace, decide) => {
+        const others = [90];
+        claimed.push(others);
+        return decide(others);
+      },
+    };
+    const [withFleet, without] = [fleet, undefined].map(
+      (f) =>
+        new RateLimiter({
+          adaptive: { initialRatePerSecond: 10, ...(f ? { fleet: f } : {}) },
+          now: clock.now,
+          sleep: clock.sleep,
+        }),
+    ) as [RateLimiter, RateLimiter];
+    const burst = (limiter: RateLimiter, n: number) =>
+      Promise.all(Array.from({ length: n }, async () => (await limiter.acquire('add')).release()));
+    for (const limiter of [withFleet, without]) {
+      // Answers over one window that show the route near idle: it ramps
+      for (let i = 0; i < 20; i++)
+        limiter.observe('add', { limit: 100, remaining: 99 - i, rateLimited: false, sentAt: i * 50 });
+      await clock.run(burst(limiter, 3));
+    }
+    clock.time += 1000;
+    await clock.run(burst(withFleet, 3));
+    await clock.run(burst(without, 3));
+    const grown = without.allowance('add');
+    clock.time += 3000;
+
+    // Act: work comes back
+    await clock.run(burst(withFleet, 5));
+
+    // Assess: with the record it came back at no more than its start pace (10) and claimed what the
+    // busy sibling at 90 leaves (7 of the target of 97, at least its start pace); alone it keeps
+    // the pace it had
+    expect(grown).toBeGreaterThanOrEqual(30);
+    expect(claimed.length).toBeGreaterThanOrEqual(1);
+    expect(withFleet.allowance('add')).toBe(10);
+  });
+
+  it('trims a pace recorded over the limit while the route runs full, not when it runs under', async () => {
+    // Prepare: two instances at 30/s whose record shows four busy instances at 30 (120 in all); one
+    // measures the route full (98/s), the other at 60/s (the end of a backlog: the entries of
+    // instances that ran dry stay in the record for two seconds)
+    const clock = new FakeClock();
+    const make = () =>
+      new RateLimiter({
+        adaptive: {
+          initialRatePerSecond: 30,
+          fleet: { share: async () => [30, 30, 30, 30], claim: async () => undefined },
+        },
+        now: clock.now,
+        sleep: clock.sleep,
+      });
+    const [full, under] = [make(), make()];
+    const burst = (limiter: RateLimiter) =>
+      Promise.all([0, 1, 2].map(async () => (await limiter.acquire('add')).release()));
+    await clock.run(Promise.all([burst(full), burst(under)]));
+    for (const [limiter, perSecond] of [
+      [full, 98],
+      [under, 60],
+    ] as const) {
+      for (let i = 0; i < 10; i++) {
+        const consumed = Math.round((perSecond / 10) * (i + 1));
+        limiter.observe('add', {
+          limit: 100,
+          remaining: 100 - consumed,
+          rateLimited: false,
+          sentAt: 100 + i * 90,
+        });
+      }
+    }
+
+    // Act: a window on, both close their epoch and share with the record
+    clock.time = 1100;
+    await clock.run(Promise.all([burst(full), burst(under)]));
+    await clock.run(clock.sleep(10));
+
+    // Assess: the one on a full route gives up the excess down to the fair share (97 ÷ 4); the
+    // other keeps its pace and grows into the route its siblings left
+    expect(full.allowance('add')).toBeLessThanOrEqual(25);
+    expect(under.allowance('add')).toBeGreaterThanOrEqual(30);
+  });
+
+  it('claims only on a route where callers wait: a trickle of requests keeps the start pace', async () => {
+    // Prepare
+    const clock = new FakeClock();
+    let claims = 0;
+    const limiter = new RateLimiter({
+      adaptive: {
+        initialRatePerSecond: 10,
+        fleet: {
+          share: async () => [],
+          claim: async (_key, _pace, decide) => {
+            claims += 1;
+            return decide([]);
+          },
+        },
+      },
+      now: clock.now,
+      sleep: clock.sleep,
+    });
+
+    // Act: one request every 200 ms (under the start pace), then three at once
+    for (let i = 0; i < 5; i++) {
+      (await limiter.acquire('refuse')).release();
+      clock.time += 200;
+    }
+    const trickle = claims;
+    await clock.run(Promise.all([0, 1, 2].map(async () => (await limiter.acquire('refuse')).release())));
+
+    // Assess: no claim for the trickle; the burst waited, claimed and took the idle route's target
+    expect(trickle).toBe(0);
+    expect(claims).toBe(1);
+    expect(limiter.allowance('refuse')).toBe(97);
   });
 
   it('hands the budget of siblings whose backlog ran out to the one still busy within a window', async () => {
