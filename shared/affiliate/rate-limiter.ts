@@ -142,6 +142,8 @@ export class RateLimiter {
   private readonly initialAllowance: number;
   private readonly adaptive: boolean;
   private readonly fleet: FleetPaces | undefined;
+  /** Requests per window a fleet aims at on a key: the limit less HEADROOM (claims and trims). */
+  private readonly fleetTarget: number;
 
   constructor(options: RateLimiterOptions = {}) {
     const rate = options.ratePerSecond ?? 100;
@@ -153,6 +155,7 @@ export class RateLimiter {
     this.sleep = options.sleep ?? realSleep;
     this.adaptive = options.adaptive !== undefined && this.limit !== Number.POSITIVE_INFINITY;
     this.fleet = this.adaptive ? options.adaptive?.fleet : undefined;
+    this.fleetTarget = this.limit * (1 - HEADROOM);
     const initial = options.adaptive?.initialRatePerSecond ?? rate;
     if (!(initial > 0))
       throw new RangeError(`initialRatePerSecond must be a positive number, got ${initial}`);
@@ -197,9 +200,9 @@ export class RateLimiter {
    *   surely under 90% of the target, counting a couple of requests more than it saw since short
    *   spans are coarse; under 80% (with a fleet record, below: whenever it closes early) it ramps,
    *   with a gain of 1 aimed at 95% of the target (its siblings are speeding up too) and at most 3×
-   *   its pace per epoch. A fleet cold-started at its
-   *   static share reaches the route within the first window instead of after two, and an
-   *   instance whose siblings ran dry takes over their budget within a window.
+   *   its pace per epoch. A fleet cold-started at its static share reaches the route within the
+   *   first window instead of after two, and an instance whose siblings ran dry takes over their
+   *   budget within a window.
    * - with a fleet record (`adaptive.fleet`, the stack's pacing table), each busy instance puts its
    *   pace there once or twice a window and moves half way to the busy fleet's mean per window on
    *   top of its share of the gap: zero-sum, so the total stays where the gap puts it while the
@@ -212,8 +215,8 @@ export class RateLimiter {
    *   that start together take turns), and claims again every RECLAIM_MS for a window, so a pair
    *   that started together splits the route within a few tenths of a second. The ramp from
    *   measurement needed answers at the start pace first (a pair answered 54 requests in its first
-   *   second instead of about 80). Paces recorded over the limit are trimmed by the instances above
-   *   the fair share at their next share.
+   *   second instead of about 80). Paces recorded over the limit while the route runs full are
+   *   trimmed by the instances above the fair share at their next share.
    * - a 429 cuts the allowance by DECREASE_ON_429 at once, once per epoch, with no growth in that
    *   epoch (`holdUntil` keeps the retry-after).
    * R, the target and the share are per the platform's window, whose length the `-reset` header
@@ -425,7 +428,7 @@ export class RateLimiter {
         const sum = paces.reduce((a, b) => a + b, 0);
         state.fleetMean = paces.length >= 2 ? sum / paces.length : undefined;
         state.fleetReadAt = this.now();
-        const target = this.limit * (1 - HEADROOM);
+        const target = this.fleetTarget;
         const full = state.lastRoute === undefined || state.lastRoute >= target;
         if (full && paces.length >= 2 && sum > this.limit && state.allowance > target / paces.length)
           state.allowance = Math.max(target / paces.length, state.allowance - (sum - target));
@@ -463,7 +466,7 @@ export class RateLimiter {
   private claimFromFleet(state: KeyState, now: number): void {
     const fleet = this.fleet;
     if (!fleet) return;
-    const target = this.limit * (1 - HEADROOM);
+    const target = this.fleetTarget;
     const floor = Math.min(state.allowance, this.initialAllowance);
     let decidedAt = now;
     let mean: number | undefined;
@@ -472,9 +475,12 @@ export class RateLimiter {
     fleet
       .claim(state.key, state.allowance, (others) => {
         decidedAt = this.now();
-        const free = target - others.reduce((a, b) => a + b, 0);
-        const pace = Math.min(this.limit, Math.max(floor, Math.min(free, target / (others.length + 1))));
-        mean = others.length > 0 ? others.reduce((a, b) => a + b, pace) / (others.length + 1) : undefined;
+        const used = others.reduce((a, b) => a + b, 0);
+        const pace = Math.min(
+          this.limit,
+          Math.max(floor, Math.min(target - used, target / (others.length + 1))),
+        );
+        mean = others.length > 0 ? (used + pace) / (others.length + 1) : undefined;
         return pace;
       })
       .then((claimed) => {
