@@ -21,6 +21,8 @@ export interface InstanceConfig {
   /** The worker's settings as the stack gives them (QUEUE_URL, AFFILIATE_RATE_PER_SECOND, …) and its secrets. */
   readonly env: Env;
   readonly pollers: number;
+  /** Boot, say `ready`, and start polling only on `go` (a warm container), instead of at once. */
+  readonly startOnGo?: boolean;
 }
 
 /** Where one route's calls spent their time in this instance. */
@@ -84,9 +86,10 @@ async function main(): Promise<void> {
     makeWorkerHandler(deps),
     config.pollers,
   );
-  pollers.start();
+  if (!config.startOnGo) pollers.start();
   process.send?.({ type: 'ready' });
   process.on('message', (message: { type?: string }) => {
+    if (message.type === 'go') pollers.start();
     if (message.type !== 'stop') return;
     void pollers.stop().then(() => {
       const cpu = process.cpuUsage();

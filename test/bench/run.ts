@@ -38,6 +38,8 @@ interface DrainResult {
 }
 
 interface MultiDrainResult {
+  /** The processes booted before any polled (`--warm`), not one after another as the drain ran. */
+  readonly warm: boolean;
   readonly pacing: 'static' | 'adaptive';
   readonly instances: number;
   /** Requests per second a foreign client of the same token takes on conversions.add. */
@@ -296,7 +298,8 @@ function routeProfiles(reports: readonly InstanceReport[]): MultiDrainResult['ro
  * The deployed drain: `instances` worker processes that share nothing but the queue, the ledger
  * and the platform token, as Lambda containers. `static`: each at 80% of the limit ÷ instances
  * (the stack before adaptive pacing). `adaptive`: each from 80% ÷ `maxConcurrency` up to the
- * limit, paced by the platform's headers.
+ * limit, paced by the platform's headers. `warm`: every process boots before any polls (containers
+ * already warm when the backlog arrives), so no process's boot takes the shared cores from the drain.
  */
 async function multiDrain(options: {
   pacing: 'static' | 'adaptive';
@@ -305,8 +308,9 @@ async function multiDrain(options: {
   orders: number;
   pollers: number;
   foreignPerSecond: number;
+  warm: boolean;
 }): Promise<MultiDrainResult> {
-  const { pacing, instances, orders, pollers, foreignPerSecond } = options;
+  const { pacing, instances, orders, pollers, foreignPerSecond, warm } = options;
   const stack = await startLocalStack({
     port: 0,
     sandbox: { port: 0, faults: PLATFORM_FAULTS },
@@ -351,6 +355,7 @@ async function multiDrain(options: {
       queueName: stack.emulators.queueName,
       env,
       pollers,
+      startOnGo: warm,
     };
     const started = Date.now();
     const parentCpu = process.cpuUsage();
@@ -363,6 +368,7 @@ async function multiDrain(options: {
       children.push(child);
     }
     await Promise.all(children.map((c) => ask(c, 'ready')));
+    if (warm) for (const child of children) child.send({ type: 'go' });
     await stack.waitForIdle(15 * 60_000);
     const drainSeconds = (Date.now() - started) / 1000;
     const parent = process.cpuUsage(parentCpu);
@@ -378,6 +384,7 @@ async function multiDrain(options: {
     const addsBySecond = perSecond(adds);
     const steady = addsBySecond.slice(3, -1);
     return {
+      warm,
       pacing,
       instances,
       foreignPerSecond,
@@ -512,7 +519,7 @@ function markdown(
   }
   if (multi.length > 0) {
     lines.push(
-      `## Multi-instance drain (separate worker processes, sandbox ${LIMIT_PER_SECOND} req/s per route, latency 50–150 ms)`,
+      `## Multi-instance drain (separate worker processes${multi.some((m) => m.warm) ? ', booted before the drain (--warm)' : ''}, sandbox ${LIMIT_PER_SECOND} req/s per route, latency 50–150 ms)`,
       '',
       'Where the time goes: per route, the mean wait the client-side limiter imposed on an attempt and the mean platform round trip (ms); steady = adds/s over the full seconds after the first three and before the last; CPU of the worker processes and of the parent (sandbox, fauxqs, dynalite) as a share of all cores over the drain.',
       '',
@@ -582,6 +589,7 @@ async function main(): Promise<void> {
     .option('--instances <list>', 'worker processes of the multi-instance drain', '1,2,5,10')
     .option('--multi-orders <n>', 'orders per multi-instance drain (plus refunds for a tenth)', '2000')
     .option('--multi-pollers <n>', 'pollers per worker process', '10')
+    .option('--warm', 'boot every worker process before any polls (warm containers), not one after another')
     .option('--max-concurrency <n>', 'maxConcurrency the adaptive start rate is derived from', '10')
     .option('--foreign <n>', 'req/s a foreign client takes of conversions.add in the extra rows', '30')
     .option('--foreign-instances <n>', 'worker processes in the foreign-consumer rows', '5')
@@ -620,7 +628,7 @@ async function main(): Promise<void> {
     for (const run of runs) {
       for (const pacing of pacings) {
         console.log(
-          `multi-instance drain: ${run.instances} instances, ${pacing}${run.foreignPerSecond > 0 ? `, foreign ${run.foreignPerSecond}/s` : ''}…`,
+          `multi-instance drain: ${run.instances} instances, ${pacing}${run.foreignPerSecond > 0 ? `, foreign ${run.foreignPerSecond}/s` : ''}${o['warm'] ? ', warm' : ''}…`,
         );
         const result = await multiDrain({
           pacing,
@@ -628,6 +636,7 @@ async function main(): Promise<void> {
           maxConcurrency: int('max-concurrency'),
           orders: int('multi-orders'),
           pollers: int('multi-pollers'),
+          warm: o['warm'] === true,
         });
         const { routes, addsBySecond, instanceAdds, instanceStartS, instanceDoneBeforeEndS, ...summary } =
           result;
