@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { DeleteMessageBatchCommand, type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { buildAcceptDeps } from '../../functions/accept.ts';
 import { buildRefundsDeps, makeHandler as makeRefundsHandler } from '../../functions/refunds.ts';
@@ -23,8 +22,8 @@ import type { Ledger } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
+import { Pollers } from './pollers.ts';
 import { recoverAfterCrash } from './recover.ts';
-import { toRecord } from './sqs-record.ts';
 
 /**
  * Time to receive a whole request; past it Node answers 408 and closes. API Gateway's own limit is
@@ -391,79 +390,6 @@ function toApiGatewayEvent(
     body: body.toString('base64'),
     isBase64Encoded: true,
   };
-}
-
-type Worker = ReturnType<typeof makeWorkerHandler>;
-
-/** Drives the worker like Lambda's SQS event source mapping does. */
-export class Pollers {
-  readonly #emulators: Pick<Emulators, 'sqs' | 'queueUrl' | 'queueName'>;
-  readonly #worker: Worker;
-  readonly #count: number;
-  #running = false;
-  #loops: Promise<void>[] = [];
-
-  constructor(emulators: Pick<Emulators, 'sqs' | 'queueUrl' | 'queueName'>, worker: Worker, count: number) {
-    this.#emulators = emulators;
-    this.#worker = worker;
-    this.#count = count;
-  }
-
-  start(): void {
-    if (this.#running) return;
-    this.#running = true;
-    this.#loops = Array.from({ length: this.#count }, () => this.#loop());
-  }
-
-  async stop(): Promise<void> {
-    this.#running = false;
-    await Promise.all(this.#loops);
-    this.#loops = [];
-  }
-
-  async #loop(): Promise<void> {
-    const { sqs, queueUrl } = this.#emulators;
-    while (this.#running) {
-      let messages: Message[] = [];
-      try {
-        const out = await sqs.send(
-          new ReceiveMessageCommand({
-            QueueUrl: queueUrl,
-            MaxNumberOfMessages: 10,
-            WaitTimeSeconds: 1,
-            MessageSystemAttributeNames: ['All'],
-            MessageAttributeNames: ['All'],
-          }),
-        );
-        messages = out.Messages ?? [];
-      } catch {
-        if (!this.#running) return;
-        await new Promise((r) => setTimeout(r, 200));
-        continue;
-      }
-      if (messages.length === 0) continue;
-      const records = messages.map((m) => toRecord(m, this.#emulators.queueName));
-      let failed: Set<string>;
-      try {
-        const response = await this.#worker({ Records: records }, { getRemainingTimeInMillis: () => 30_000 });
-        failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
-      } catch {
-        // A crashed invocation: Lambda leaves the whole batch to the visibility timeout.
-        continue;
-      }
-      const done = messages.filter((m) => m.MessageId && !failed.has(m.MessageId));
-      if (done.length > 0) {
-        await sqs
-          .send(
-            new DeleteMessageBatchCommand({
-              QueueUrl: queueUrl,
-              Entries: done.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle ?? '' })),
-            }),
-          )
-          .catch(() => undefined);
-      }
-    }
-  }
 }
 
 async function waitForIdle(emulators: Emulators, timeoutMs: number): Promise<void> {

@@ -523,7 +523,9 @@ export class RateLimiter {
       await Promise.race([this.sleep(ms, stop.signal), state.completed.promise]);
     } finally {
       signal?.removeEventListener('abort', onAbort);
-      stop.abort();
+      // Clears the timer when a completion woke the caller first. With a reason of its own: a bare
+      // abort() builds a DOMException each time (2% of a busy worker's CPU in the bench's profile).
+      stop.abort(PAUSE_OVER);
     }
     signal?.throwIfAborted();
   }
@@ -618,6 +620,9 @@ const MIN_MEASURED_SHARE = 0.25;
 /** Without a measured rate: an answer that saw less than this share of the route left is at its edge. */
 const EDGE = 0.1;
 const DECREASE_AT_EDGE = 0.9;
+
+/** The reason `pause` aborts its own timer with (nobody reads it: the sleep's rejection is raced away). */
+const PAUSE_OVER = 'pause over';
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;

@@ -1,7 +1,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { buildWorkerDeps, makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
-import { Pollers } from '../../infra/local/stack.ts';
+import { Pollers } from '../../infra/local/pollers.ts';
 import { LOCAL_AWS } from '../../local/defaults.ts';
 import type { Env } from '../../shared/config/env.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';

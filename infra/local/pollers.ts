@@ -1,0 +1,92 @@
+import {
+  DeleteMessageBatchCommand,
+  type Message,
+  ReceiveMessageCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
+import type { makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
+import { toRecord } from './sqs-record.ts';
+
+/** Where the pollers receive: the queue and the client to reach it. */
+export interface PolledQueue {
+  readonly sqs: SQSClient;
+  readonly queueUrl: string;
+  readonly queueName: string;
+}
+
+type Worker = ReturnType<typeof makeWorkerHandler>;
+
+/**
+ * Drives the worker like Lambda's SQS event source mapping does. Kept apart from the local stack so
+ * a program that only polls (the bench's worker instances, bundled like the worker function) loads
+ * the pollers and the worker, not the emulators, the sandbox and the other functions.
+ */
+export class Pollers {
+  readonly #emulators: PolledQueue;
+  readonly #worker: Worker;
+  readonly #count: number;
+  #running = false;
+  #loops: Promise<void>[] = [];
+
+  constructor(emulators: PolledQueue, worker: Worker, count: number) {
+    this.#emulators = emulators;
+    this.#worker = worker;
+    this.#count = count;
+  }
+
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#loops = Array.from({ length: this.#count }, () => this.#loop());
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false;
+    await Promise.all(this.#loops);
+    this.#loops = [];
+  }
+
+  async #loop(): Promise<void> {
+    const { sqs, queueUrl } = this.#emulators;
+    while (this.#running) {
+      let messages: Message[] = [];
+      try {
+        const out = await sqs.send(
+          new ReceiveMessageCommand({
+            QueueUrl: queueUrl,
+            MaxNumberOfMessages: 10,
+            WaitTimeSeconds: 1,
+            MessageSystemAttributeNames: ['All'],
+            MessageAttributeNames: ['All'],
+          }),
+        );
+        messages = out.Messages ?? [];
+      } catch {
+        if (!this.#running) return;
+        await new Promise((r) => setTimeout(r, 200));
+        continue;
+      }
+      if (messages.length === 0) continue;
+      const records = messages.map((m) => toRecord(m, this.#emulators.queueName));
+      let failed: Set<string>;
+      try {
+        const response = await this.#worker({ Records: records }, { getRemainingTimeInMillis: () => 30_000 });
+        failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
+      } catch {
+        // A crashed invocation: Lambda leaves the whole batch to the visibility timeout.
+        continue;
+      }
+      const done = messages.filter((m) => m.MessageId && !failed.has(m.MessageId));
+      if (done.length > 0) {
+        await sqs
+          .send(
+            new DeleteMessageBatchCommand({
+              QueueUrl: queueUrl,
+              Entries: done.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle ?? '' })),
+            }),
+          )
+          .catch(() => undefined);
+      }
+    }
+  }
+}
