@@ -47,20 +47,10 @@ export class Pollers {
   }
 
   async #loop(): Promise<void> {
-    const { sqs, queueUrl } = this.#emulators;
     while (this.#running) {
       let messages: Message[] = [];
       try {
-        const out = await sqs.send(
-          new ReceiveMessageCommand({
-            QueueUrl: queueUrl,
-            MaxNumberOfMessages: 10,
-            WaitTimeSeconds: 1,
-            MessageSystemAttributeNames: ['All'],
-            MessageAttributeNames: ['All'],
-          }),
-        );
-        messages = out.Messages ?? [];
+        messages = await receiveBatch(this.#emulators);
       } catch {
         if (!this.#running) return;
         await new Promise((r) => setTimeout(r, 200));
@@ -76,17 +66,37 @@ export class Pollers {
         // A crashed invocation: Lambda leaves the whole batch to the visibility timeout.
         continue;
       }
-      const done = messages.filter((m) => m.MessageId && !failed.has(m.MessageId));
-      if (done.length > 0) {
-        await sqs
-          .send(
-            new DeleteMessageBatchCommand({
-              QueueUrl: queueUrl,
-              Entries: done.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle ?? '' })),
-            }),
-          )
-          .catch(() => undefined);
-      }
+      await deleteDone(this.#emulators, messages, failed).catch(() => undefined);
     }
   }
+}
+
+/** One receive as the event source mapping makes it: up to 10 messages, every attribute. */
+export async function receiveBatch(queue: Pick<PolledQueue, 'sqs' | 'queueUrl'>): Promise<Message[]> {
+  const out = await queue.sqs.send(
+    new ReceiveMessageCommand({
+      QueueUrl: queue.queueUrl,
+      MaxNumberOfMessages: 10,
+      WaitTimeSeconds: 1,
+      MessageSystemAttributeNames: ['All'],
+      MessageAttributeNames: ['All'],
+    }),
+  );
+  return out.Messages ?? [];
+}
+
+/** Deletes the messages of a batch the worker's partial batch response did not report as failed. */
+export async function deleteDone(
+  queue: Pick<PolledQueue, 'sqs' | 'queueUrl'>,
+  messages: readonly Message[],
+  failed: ReadonlySet<string>,
+): Promise<void> {
+  const done = messages.filter((m) => m.MessageId && !failed.has(m.MessageId));
+  if (done.length === 0) return;
+  await queue.sqs.send(
+    new DeleteMessageBatchCommand({
+      QueueUrl: queue.queueUrl,
+      Entries: done.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle ?? '' })),
+    }),
+  );
 }

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { format } from 'node:util';
-import { DeleteMessageBatchCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type {
   APIGatewayProxyEventV2,
   APIGatewayProxyStructuredResultV2,
@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { RefundsHandler } from '../../functions/refunds.ts';
 import type { WebhookHandler } from '../../functions/webhook.ts';
 import type { WorkerHandler } from '../../functions/worker.ts';
+import { deleteDone, receiveBatch } from '../../infra/local/pollers.ts';
 import { toRecord } from '../../infra/local/sqs-record.ts';
 import type { LocalStack } from '../../infra/local/stack.ts';
 import type { StoredConversion } from '../../sandbox/types.ts';
@@ -291,31 +292,16 @@ async function postRefund(body: Record<string, unknown>, key = financeKey) {
 async function deliverBatch(
   expected?: number,
 ): Promise<{ records: SQSRecord[]; response: SQSBatchResponse }> {
-  const { sqs, queueUrl } = stack.emulators;
-  const out = await sqs.send(
-    new ReceiveMessageCommand({
-      QueueUrl: queueUrl,
-      MaxNumberOfMessages: 10,
-      WaitTimeSeconds: 1,
-      MessageSystemAttributeNames: ['All'],
-      MessageAttributeNames: ['All'],
-    }),
-  );
-  const messages = out.Messages ?? [];
+  const messages = await receiveBatch(stack.emulators);
   if (expected === undefined) expect(messages.length).toBeGreaterThan(0);
   else expect(messages).toHaveLength(expected);
   const event: SQSEvent = { Records: messages.map((m) => toRecord(m, stack.emulators.queueName)) };
   const response = await invoke('worker', (context) => handlers.worker(event, context));
-  const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
-  const done = messages.filter((m) => !failed.has(m.MessageId ?? ''));
-  if (done.length > 0) {
-    await sqs.send(
-      new DeleteMessageBatchCommand({
-        QueueUrl: queueUrl,
-        Entries: done.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle ?? '' })),
-      }),
-    );
-  }
+  await deleteDone(
+    stack.emulators,
+    messages,
+    new Set(response.batchItemFailures.map((f) => f.itemIdentifier)),
+  );
   return { records: event.Records, response };
 }
 
