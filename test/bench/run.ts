@@ -328,6 +328,8 @@ async function multiDrain(options: {
   pollers: number;
   foreignPerSecond: number;
   warm: boolean;
+  /** The program each instance runs: the bundle of instance.ts (`bundleInstance`). */
+  instanceModule: string;
 }): Promise<MultiDrainResult> {
   const { pacing, instances, orders, pollers, foreignPerSecond, warm } = options;
   const stack = await startLocalStack({
@@ -338,9 +340,7 @@ async function multiDrain(options: {
     emulators: { visibilityTimeoutSeconds: 120 },
   });
   const children: ChildProcess[] = [];
-  const bundleDir = mkdtempSync(join(tmpdir(), 'bench-instance-'));
   try {
-    const instanceModule = await bundleInstance(bundleDir);
     const prefix = `${pacing}-${instances}-${Date.now()}`;
     await postBurst(stack, orders, prefix);
     const sandbox = stack.sandbox;
@@ -383,7 +383,7 @@ async function multiDrain(options: {
     if (foreignPerSecond > 0)
       sandbox.control.setForeignLoad({ route: '/advertiser/conversions.add', perSecond: foreignPerSecond });
     for (let i = 0; i < instances; i++) {
-      const child = fork(instanceModule, [JSON.stringify(config)], {
+      const child = fork(options.instanceModule, [JSON.stringify(config)], {
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       });
       children.push(child);
@@ -427,7 +427,6 @@ async function multiDrain(options: {
   } finally {
     for (const child of children) if (child.exitCode === null) child.kill();
     await stack.close();
-    rmSync(bundleDir, { recursive: true, force: true });
   }
 }
 
@@ -641,6 +640,9 @@ async function main(): Promise<void> {
   }
   const multi: MultiDrainResult[] = [];
   if (only.has('multi')) {
+    const bundleDir = mkdtempSync(join(tmpdir(), 'bench-instance-'));
+    process.once('exit', () => rmSync(bundleDir, { recursive: true, force: true }));
+    const instanceModule = await bundleInstance(bundleDir);
     const pacings = String(o['pacing']).split(',') as ('static' | 'adaptive')[];
     const runs = String(o['instances'])
       .split(',')
@@ -659,6 +661,7 @@ async function main(): Promise<void> {
           orders: int('multi-orders'),
           pollers: int('multi-pollers'),
           warm: o['warm'] === true,
+          instanceModule,
         });
         const { routes, addsBySecond, instanceAdds, instanceStartS, instanceDoneBeforeEndS, ...summary } =
           result;
