@@ -274,8 +274,9 @@ export class ConnectorStack extends Stack {
       this.#grantSecret(worker, config.legacy.credentialsSecret);
     // Receive, delete and ChangeMessageVisibility on the main queue come with the event source.
     // The platform allows 100 requests/s per route and token, and nearly every message ends in the
-    // same route (conversions.add). One worker instance handles one batch at a time, in order, so
-    // maxConcurrency instances offer about maxConcurrency round trips at once. Instances share
+    // same route (conversions.add). One worker instance handles one batch at a time (its orders side
+    // by side, each order's events in order), so maxConcurrency instances hold up to 10 ×
+    // maxConcurrency messages (infra/deploy-config.ts says why 20). Instances share
     // nothing: each starts at AFFILIATE_INITIAL_RATE_PER_SECOND (its share of 80% of the limit) and
     // adapts from the platform's rate-limit headers, which every client of the token sees alike, up
     // to AFFILIATE_RATE_PER_SECOND; together they settle just under the limit, and under what a
