@@ -22,14 +22,14 @@ type Worker = ReturnType<typeof makeWorkerHandler>;
  * the pollers and the worker, not the emulators, the sandbox and the other functions.
  */
 export class Pollers {
-  readonly #emulators: PolledQueue;
+  readonly #queue: PolledQueue;
   readonly #worker: Worker;
   readonly #count: number;
   #running = false;
   #loops: Promise<void>[] = [];
 
-  constructor(emulators: PolledQueue, worker: Worker, count: number) {
-    this.#emulators = emulators;
+  constructor(queue: PolledQueue, worker: Worker, count: number) {
+    this.#queue = queue;
     this.#worker = worker;
     this.#count = count;
   }
@@ -50,14 +50,14 @@ export class Pollers {
     while (this.#running) {
       let messages: Message[] = [];
       try {
-        messages = await receiveBatch(this.#emulators);
+        messages = await receiveBatch(this.#queue);
       } catch {
         if (!this.#running) return;
         await new Promise((r) => setTimeout(r, 200));
         continue;
       }
       if (messages.length === 0) continue;
-      const records = messages.map((m) => toRecord(m, this.#emulators.queueName));
+      const records = messages.map((m) => toRecord(m, this.#queue.queueName));
       let failed: Set<string>;
       try {
         const response = await this.#worker({ Records: records }, { getRemainingTimeInMillis: () => 30_000 });
@@ -66,7 +66,7 @@ export class Pollers {
         // A crashed invocation: Lambda leaves the whole batch to the visibility timeout.
         continue;
       }
-      await deleteDone(this.#emulators, messages, failed).catch(() => undefined);
+      await deleteDone(this.#queue, messages, failed).catch(() => undefined);
     }
   }
 }
