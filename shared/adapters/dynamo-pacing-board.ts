@@ -13,17 +13,18 @@ const SHARE_TIMEOUT_MS = 1000;
 /** Stale entries removed per share, to keep one update small. */
 const MAX_REMOVED = 20;
 /**
- * Reads a claim may make while others claim at the same time (each round lets one through, so
- * ten starting together all get theirs); then the caller keeps its own pace.
+ * Reads a claim may make while instances keep arriving (a read is stale only if one arrived since,
+ * so instances starting together need about two); then the caller keeps its own pace.
  */
 const CLAIM_ATTEMPTS = 10;
 /** A claim that lost the race waits up to this long, at random, before it reads again. */
 const CLAIM_JITTER_MS = 20;
 /**
- * The item's count of arrivals and claims: a claim writes only if no instance arrived or claimed
- * since it read the paces.
+ * The item's count of arrivals: a claim writes only if no instance arrived since it read the
+ * paces. Instances already on the record claim alongside one another: each is marked as claiming
+ * while it decides, and the deciding splits what the settled others leave among the claimers.
  */
-const CLAIMS = 'claims';
+const ARRIVALS = 'arrivals';
 
 /**
  * The fleet's pacing record in DynamoDB (the stack's pacing table, `PACING_TABLE`): one item per
@@ -31,9 +32,12 @@ const CLAIMS = 'claims';
  * UpdateItem that sets this instance's attribute, removes entries it saw go stale last time, and
  * returns the item: outside the request path, once or twice a second per busy instance and route.
  * An instance that goes idle stops writing and drops out after `freshMs`. A claim (an instance
- * starting) reads the paces and writes its own only if the item's count of claims did not move
- * meanwhile (a condition on the same UpdateItem), so instances starting together take the route's
- * free budget one after another, never all of it each.
+ * starting) marks its entry as claiming, reads the others' paces and how many others are claiming,
+ * and writes the pace it decides only if no instance arrived meanwhile (a condition on the item's
+ * count of arrivals, in the same UpdateItem). So the instances starting together all decide on the
+ * same fleet, and split what the settled ones leave free among them, in about two reads each: a
+ * condition on every claim instead let one claimer through per read, and of forty instances starting
+ * at once about half ran out of reads (test/integration/pacing-board.test.ts).
  */
 export class DynamoPacingBoard implements FleetPaces {
   private readonly client: DynamoDBClient;
@@ -54,23 +58,23 @@ export class DynamoPacingBoard implements FleetPaces {
   }
 
   async share(key: string, pace: number): Promise<readonly number[]> {
-    const { paces } = await this.write(key, pace);
+    const { paces } = await this.write(key, pace, { claiming: false });
     return paces;
   }
 
   async claim(
     key: string,
     pace: number,
-    decide: (others: readonly number[]) => number,
+    decide: (others: readonly number[], claiming: number) => number,
   ): Promise<number | undefined> {
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       // Arriving (not on the record as fresh) counts, so claims decided without it are retried;
-      // an instance already on it only reads, so claims that retry do not keep each other out.
+      // an instance already on it only marks itself as claiming, which keeps nobody out.
       const fresh = this.now() - (this.wrote.get(key) ?? Number.NEGATIVE_INFINITY) <= this.freshMs;
-      const { claims, others } = await this.write(key, pace, fresh ? undefined : 'arrive');
-      const claimed = decide(others);
+      const { arrivals, others, claiming } = await this.write(key, pace, { claiming: true, arrive: !fresh });
+      const claimed = decide(others, claiming);
       try {
-        await this.write(key, claimed, claims);
+        await this.write(key, claimed, { claiming: false, unless: arrivals });
         return claimed;
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
@@ -80,36 +84,35 @@ export class DynamoPacingBoard implements FleetPaces {
     return undefined;
   }
 
-  // Sets this instance's pace (removing entries seen stale last time) and reads the item back: the
-  // fresh paces, its own included and apart, and the count of claims. `arrive` counts the write as
-  // an arrival; a count makes it a claim, written only if the item's count is still that.
+  // Sets this instance's pace (removing entries seen stale last time), marked as claiming or not,
+  // and reads the item back: the fresh paces (its own included), the others' apart (the settled
+  // ones' paces and how many are claiming), and the count of arrivals. `arrive` counts the write as
+  // an arrival; `unless` writes only if the count of arrivals is still that.
   private async write(
     key: string,
     pace: number,
-    claims?: number | 'arrive',
-  ): Promise<{ paces: number[]; others: number[]; claims: number }> {
+    how: { claiming: boolean; arrive?: boolean; unless?: number },
+  ): Promise<{ paces: number[]; others: number[]; claiming: number; arrivals: number }> {
     const at = this.now();
     const gone = (this.stale.get(key) ?? []).slice(0, MAX_REMOVED);
     const names: Record<string, string> = { '#me': this.id };
     for (const [i, name] of gone.entries()) names[`#gone${i}`] = name;
-    const values: Record<string, AttributeValue> = {
-      ':pace': { M: { pace: { N: String(pace) }, at: { N: String(at) } } },
-    };
+    const entry: Record<string, AttributeValue> = { pace: { N: String(pace) }, at: { N: String(at) } };
+    if (how.claiming) entry['claiming'] = { BOOL: true };
+    const values: Record<string, AttributeValue> = { ':pace': { M: entry } };
     let set = 'SET #me = :pace';
     let condition: string | undefined;
-    if (claims === 'arrive') {
-      names['#claims'] = CLAIMS;
+    if (how.arrive) {
+      names['#arrivals'] = ARRIVALS;
       values[':zero'] = { N: '0' };
       values[':one'] = { N: '1' };
-      set += ', #claims = if_not_exists(#claims, :zero) + :one';
-    } else if (claims !== undefined) {
-      names['#claims'] = CLAIMS;
-      values[':next'] = { N: String(claims + 1) };
-      set += ', #claims = :next';
-      if (claims > 0) {
-        values[':seen'] = { N: String(claims) };
-        condition = '#claims = :seen';
-      } else condition = 'attribute_not_exists(#claims)';
+      set += ', #arrivals = if_not_exists(#arrivals, :zero) + :one';
+    } else if (how.unless !== undefined) {
+      names['#arrivals'] = ARRIVALS;
+      if (how.unless > 0) {
+        values[':seen'] = { N: String(how.unless) };
+        condition = '#arrivals = :seen';
+      } else condition = 'attribute_not_exists(#arrivals)';
     }
     const remove = gone.length > 0 ? ` REMOVE ${gone.map((_, i) => `#gone${i}`).join(', ')}` : '';
     const answer = await this.client.send(
@@ -127,9 +130,10 @@ export class DynamoPacingBoard implements FleetPaces {
     const paces: number[] = [];
     const others: number[] = [];
     const stale: string[] = [];
-    let seen = 0;
+    let claiming = 0;
+    let arrivals = 0;
     for (const [name, value] of Object.entries(answer.Attributes ?? {})) {
-      if (name === CLAIMS) seen = Number(value.N ?? 0) || 0;
+      if (name === ARRIVALS) arrivals = Number(value.N ?? 0) || 0;
       if (name === 'pk' || value.M === undefined) continue;
       const written = Number(value.M['at']?.N);
       const other = Number(value.M['pace']?.N);
@@ -137,11 +141,13 @@ export class DynamoPacingBoard implements FleetPaces {
         if (name !== this.id) stale.push(name);
       } else {
         paces.push(other);
-        if (name !== this.id) others.push(other);
+        if (name === this.id) continue;
+        if (value.M['claiming']?.BOOL === true) claiming += 1;
+        else others.push(other);
       }
     }
     this.stale.set(key, stale);
     this.wrote.set(key, at);
-    return { paces, others, claims: seen };
+    return { paces, others, claiming, arrivals };
   }
 }

@@ -30,15 +30,16 @@ export interface FleetPaces {
   /** Records `pace` (requests per window) as this instance's on `key`; resolves the paces of the instances recorded recently, its own included. */
   share(key: string, pace: number): Promise<readonly number[]>;
   /**
-   * Takes a pace on `key` from what the others use: records `pace` as this instance's, reads the
-   * paces the other instances recorded recently and records `decide(others)` instead, unless
-   * another claim came in between (then it reads again). Resolves the pace recorded, or undefined
+   * Takes a pace on `key` from what the others use: records `pace` as this instance's, marked as
+   * claiming, reads what the other instances recorded recently (the paces of those settled, and
+   * how many others are claiming) and records `decide(others, claiming)` instead, unless another
+   * instance arrived in between (then it reads again). Resolves the pace recorded, or undefined
    * when none could be (the caller keeps its own).
    */
   claim(
     key: string,
     pace: number,
-    decide: (others: readonly number[]) => number,
+    decide: (others: readonly number[], claiming: number) => number,
   ): Promise<number | undefined>;
 }
 
@@ -211,8 +212,9 @@ export class RateLimiter {
    *   one after another at the end of a backlog.
    * - with a fleet record, an instance that starts (or comes back from idle) does not ramp from
    *   its start pace: once callers wait, it claims an equal share of the target among the busy
-   *   instances, no more than they leave free (`claimFromFleet`; conditional writes make instances
-   *   that start together take turns), and claims again every RECLAIM_MS for a window, so a pair
+   *   instances, no more than they leave free (`claimFromFleet`; instances that claim together
+   *   split the free part, and a conditional write retries a claim that did not count an instance
+   *   arrived since), and claims again every RECLAIM_MS for a window, so a pair
    *   that started together splits the route within a few tenths of a second. The ramp from
    *   measurement needed answers at the start pace first (a pair answered 54 requests in its first
    *   second instead of about 80). Paces recorded over the limit while the route runs full are
@@ -458,11 +460,12 @@ export class RateLimiter {
   }
 
   // Takes the pace the fleet's record leaves: an equal share of the target among the busy
-  // instances, no more than what the others leave free, no less than the start pace (which
-  // maxConcurrency instances may all run at). The record's conditional write makes instances that
-  // claim together take turns, so they never each take the free route (test/integration/
-  // pacing-board.test.ts). A claim that comes back after a 429, or decided on a read that has aged
-  // by then, is dropped: the measured pacing does the work.
+  // instances (settled and claiming), no more than its part of what the settled ones leave free
+  // (split among the instances claiming with it, so claimers never each take the free route), no
+  // less than the start pace (which maxConcurrency instances may all run at). The record writes a
+  // claim only if no instance arrived since its read, so every claimer counted every other
+  // (test/integration/pacing-board.test.ts). A claim that comes back after a 429, or decided on a
+  // read that has aged by then, is dropped: the measured pacing does the work.
   private claimFromFleet(state: KeyState, now: number): void {
     const fleet = this.fleet;
     if (!fleet) return;
@@ -473,14 +476,15 @@ export class RateLimiter {
     state.sharing = true;
     state.sharedAt = now;
     fleet
-      .claim(state.key, state.allowance, (others) => {
+      .claim(state.key, state.allowance, (others, claiming) => {
         decidedAt = this.now();
         const used = others.reduce((a, b) => a + b, 0);
+        const busy = others.length + claiming + 1;
         const pace = Math.min(
           this.limit,
-          Math.max(floor, Math.min(target - used, target / (others.length + 1))),
+          Math.max(floor, Math.min((target - used) / (claiming + 1), target / busy)),
         );
-        mean = others.length > 0 ? (used + pace) / (others.length + 1) : undefined;
+        mean = busy > 1 ? (used + pace * (claiming + 1)) / busy : undefined;
         return pace;
       })
       .then((claimed) => {

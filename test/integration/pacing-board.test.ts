@@ -1,6 +1,7 @@
-import { GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Emulators, startEmulators } from '../../infra/local/emulators.ts';
+import { LOCAL_AWS } from '../../local/defaults.ts';
 import { DynamoPacingBoard } from '../../shared/adapters/dynamo-pacing-board.ts';
 
 let emulators: Emulators;
@@ -76,25 +77,73 @@ describe('DynamoPacingBoard on dynalite (the pacing table)', () => {
     expect([...(await a.share('claim-one', 50))].sort((x, y) => x - y)).toEqual([20, 22, 50]);
   });
 
-  it('never gives the free budget to two of ten instances starting at the same moment', async () => {
-    // Prepare: ten instances at their start pace of 8
-    const board = () => new DynamoPacingBoard({ client: emulators.dynamo, table: emulators.pacingTableName });
-    const fleet = Array.from({ length: 10 }, board);
+  it('gives each of forty instances starting at the same moment its claim, the route split among them', async () => {
+    // Prepare: twice the stack's default maxConcurrency of instances at their start pace of 2,
+    // every one deciding as the limiter does: an equal share of 97, no more than the settled
+    // others leave free, split among the instances still claiming; their writes counted
+    const client = new DynamoDBClient({ ...LOCAL_AWS, endpoint: emulators.dynamoEndpoint });
+    let writes = 0;
+    client.middlewareStack.add(
+      (next) => (args) => {
+        writes += 1;
+        return next(args);
+      },
+      { step: 'initialize' },
+    );
+    const board = () => new DynamoPacingBoard({ client, table: emulators.pacingTableName });
+    const fleet = Array.from({ length: 40 }, board);
+    const decide = (others: readonly number[], claiming: number) => {
+      const used = others.reduce((x, y) => x + y, 0);
+      const n = others.length + claiming + 1;
+      return Math.max(2, Math.min((97 - used) / (claiming + 1), 97 / n));
+    };
 
-    // Act: all claim at once what the others leave of 92
+    // Act
+    const claims = await Promise.all(fleet.map((instance) => instance.claim('claim-forty', 2, decide)));
+    const claimWrites = writes;
+    const paces = await fleet[0]?.share('claim-forty', claims[0] ?? 2);
+    client.destroy();
+
+    // Assess: none gave up, in about two reads each (a read and a write per turn: a claim that let
+    // one instance through per read made about sixteen writes each, and about half ran out of their
+    // ten), and the route is split, not taken twice
+    expect(claims.filter((c) => c === undefined)).toHaveLength(0);
+    expect(claimWrites / fleet.length).toBeLessThanOrEqual(6);
+    const total = (paces ?? []).reduce((x, y) => x + y, 0);
+    expect(paces).toHaveLength(40);
+    expect(total).toBeLessThanOrEqual(97 + 1);
+    expect(total).toBeGreaterThanOrEqual(97 * 0.9);
+  });
+
+  it('splits what the busy instances leave free among ten instances claiming at the same moment', async () => {
+    // Prepare: two instances busy at 50 and 20 of 92; ten starting at their start pace of 1, each
+    // deciding its part of what the busy ones leave (no equal share of the route to cap it)
+    const board = () => new DynamoPacingBoard({ client: emulators.dynamo, table: emulators.pacingTableName });
+    const [a, b] = [board(), board()];
+    await a?.share('claim-ten', 50);
+    await b?.share('claim-ten', 20);
+    const fleet = Array.from({ length: 10 }, board);
+    const seen: number[] = [];
+
+    // Act
     const claims = await Promise.all(
       fleet.map((instance) =>
-        instance.claim('claim-ten', 8, (others) => Math.max(1, 92 - others.reduce((x, y) => x + y, 0))),
+        instance.claim('claim-ten', 1, (others, claiming) => {
+          seen.push(others.length + claiming);
+          return Math.max(1, (92 - others.reduce((x, y) => x + y, 0)) / (claiming + 1));
+        }),
       ),
     );
-    const paces = await fleet[0]?.share('claim-ten', claims[0] ?? 8);
+    const paces = await a?.share('claim-ten', 50);
 
-    // Assess: the recorded paces add up to the 92 (each at least 1), however the claims interleaved:
-    // without the condition on the write, several read the others at their start pace and take
-    // most of the route each
+    // Assess: every claim counted the eleven others, and the recorded paces add up to the 92 (each
+    // claim at least 1), however the claims interleaved: had a claimer not seen the others
+    // claiming, it would have taken the whole 22 left
+    expect(claims.filter((c) => c === undefined)).toHaveLength(0);
+    expect(seen.at(-1)).toBe(11);
     const total = (paces ?? []).reduce((x, y) => x + y, 0);
-    expect(paces).toHaveLength(10);
+    expect(paces).toHaveLength(12);
     expect(total).toBeLessThanOrEqual(92 + 10);
-    expect(total).toBeGreaterThanOrEqual(92);
+    expect(total).toBeGreaterThanOrEqual(92 - 1);
   });
 });

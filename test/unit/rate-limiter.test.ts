@@ -212,8 +212,8 @@ async function drainThroughServer(options: {
   fleet?: boolean;
 }): Promise<{ perSecond: number; share429: number; peakPerWindow: number; done: number[][] }> {
   const { instances, requests, concurrency = 10, foreignPerSecond = 0, staticPerSecond, backlogs } = options;
-  const board = new Map<string, { pace: number; at: number }>();
-  const claims = new Map<string, number>();
+  const board = new Map<string, { pace: number; at: number; claiming?: boolean }>();
+  const arrivals = new Map<string, number>();
   const clock = new FakeClock();
   const server = new ServerWindows();
   const limit = 100;
@@ -224,14 +224,16 @@ async function drainThroughServer(options: {
   let last = 0;
   const latency = (n: number) => 50 + ((n * 37) % 100);
   // The pacing table in memory, as DynamoPacingBoard uses it: an answer a few milliseconds later,
-  // entries older than 2 s ignored; a claim counts an arrival, reads, and writes only if nobody
-  // arrived or claimed meanwhile (the table's conditional write).
-  const fresh = (key: string, except?: string) =>
+  // entries older than 2 s ignored; a claim marks its entry as claiming (counting an arrival if it
+  // was not on the table), reads the settled others' paces and how many others claim, and writes
+  // only if nobody arrived meanwhile (the table's conditional write).
+  const entries = (key: string, except?: string) =>
     [...board.entries()]
       .filter(
         ([name, entry]) => name.startsWith(`${key}#`) && name !== except && clock.now() - entry.at <= 2000,
       )
-      .map(([, entry]) => entry.pace);
+      .map(([, entry]) => entry);
+  const fresh = (key: string, except?: string) => entries(key, except).map((entry) => entry.pace);
   const fleetOf = (instance: number): FleetPaces => ({
     share: async (key, pace) => {
       await clock.sleep(5);
@@ -243,13 +245,16 @@ async function drainThroughServer(options: {
       for (let attempt = 0; attempt < 10; attempt++) {
         await clock.sleep(5);
         const arriving = clock.now() - (board.get(me)?.at ?? Number.NEGATIVE_INFINITY) > 2000;
-        board.set(me, { pace, at: clock.now() });
-        const seen = (claims.get(key) ?? 0) + (arriving ? 1 : 0);
-        claims.set(key, seen);
-        const claimed = decide(fresh(key, me));
+        board.set(me, { pace, at: clock.now(), claiming: true });
+        const seen = (arrivals.get(key) ?? 0) + (arriving ? 1 : 0);
+        arrivals.set(key, seen);
+        const others = entries(key, me);
+        const claimed = decide(
+          others.filter((e) => !e.claiming).map((e) => e.pace),
+          others.filter((e) => e.claiming).length,
+        );
         await clock.sleep(5);
-        if (claims.get(key) !== seen) continue;
-        claims.set(key, seen + 1);
+        if (arrivals.get(key) !== seen) continue;
         board.set(me, { pace: claimed, at: clock.now() });
         return claimed;
       }
@@ -514,7 +519,7 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
       claim: async (_key, _pace, decide) => {
         const others = [90];
         claimed.push(others);
-        return decide(others);
+        return decide(others, 0);
       },
     };
     const [withFleet, without] = [fleet, undefined].map(
@@ -605,7 +610,7 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
           share: async () => [],
           claim: async (_key, _pace, decide) => {
             claims += 1;
-            return decide([]);
+            return decide([], 0);
           },
         },
       },
