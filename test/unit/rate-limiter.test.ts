@@ -632,6 +632,34 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
     expect(limiter.allowance('refuse')).toBe(97);
   });
 
+  it.each([
+    // two settled at 50 and 20 of the 97 the fleet aims at: a third of the 27 left free (all of it
+    // would put the route over its target once the other two claimers took theirs)
+    { settled: [50, 20], claiming: 2, pace: 9 },
+    // two settled at 10: an equal fifth of the 97, not a third (the claimers count among the busy)
+    { settled: [10, 10], claiming: 2, pace: 19 },
+  ])(
+    'claims its part of what $settled leave, with $claiming others claiming at once',
+    async ({ settled, claiming, pace }) => {
+      // Prepare
+      const clock = new FakeClock();
+      const limiter = new RateLimiter({
+        adaptive: {
+          initialRatePerSecond: 2,
+          fleet: { share: async () => [], claim: async (_key, _pace, decide) => decide(settled, claiming) },
+        },
+        now: clock.now,
+        sleep: clock.sleep,
+      });
+
+      // Act: a burst, so callers wait and the key claims
+      await clock.run(Promise.all([0, 1, 2].map(async () => (await limiter.acquire('add')).release())));
+
+      // Assess
+      expect(limiter.allowance('add')).toBe(pace);
+    },
+  );
+
   it('hands the budget of siblings whose backlog ran out to the one still busy within a window', async () => {
     // Act: three instances share the route; two hold 300 requests each, the third 1,500
     const result = await drainThroughServer({ instances: 3, requests: 0, backlogs: [1500, 300, 300] });
