@@ -213,8 +213,8 @@ export class RateLimiter {
    * - with a fleet record, an instance that starts (or comes back from idle) does not ramp from
    *   its start pace: once callers wait, it claims an equal share of the target among the busy
    *   instances, no more than they leave free (`claimFromFleet`; instances that claim together
-   *   split the free part, and a conditional write retries a claim that did not count an instance
-   *   arrived since), and claims again every RECLAIM_MS for a window, so a pair
+   *   split the free part, and a conditional write retries a claim that missed an instance
+   *   that arrived since), and claims again every RECLAIM_MS for a window, so a pair
    *   that started together splits the route within a few tenths of a second. The ramp from
    *   measurement needed answers at the start pace first (a pair answered 54 requests in its first
    *   second instead of about 80). Paces recorded over the limit while the route runs full are

@@ -120,8 +120,8 @@ describe('DynamoPacingBoard on dynalite (the pacing table)', () => {
     // deciding its part of what the busy ones leave (no equal share of the route to cap it)
     const board = () => new DynamoPacingBoard({ client: emulators.dynamo, table: emulators.pacingTableName });
     const [a, b] = [board(), board()];
-    await a?.share('claim-ten', 50);
-    await b?.share('claim-ten', 20);
+    await a.share('claim-ten', 50);
+    await b.share('claim-ten', 20);
     const fleet = Array.from({ length: 10 }, board);
     const seen: number[] = [];
 
@@ -134,7 +134,7 @@ describe('DynamoPacingBoard on dynalite (the pacing table)', () => {
         }),
       ),
     );
-    const paces = await a?.share('claim-ten', 50);
+    const paces = await a.share('claim-ten', 50);
 
     // Assess: every claim counted the eleven others, and the recorded paces add up to the 92 (each
     // claim at least 1), however the claims interleaved: had a claimer not seen the others
