@@ -480,10 +480,7 @@ export class RateLimiter {
         decidedAt = this.now();
         const used = others.reduce((a, b) => a + b, 0);
         const busy = others.length + claiming + 1;
-        const pace = Math.min(
-          this.limit,
-          Math.max(floor, Math.min((target - used) / (claiming + 1), target / busy)),
-        );
+        const pace = Math.min(this.limit, Math.max(floor, claimShare(target, others, claiming)));
         mean = busy > 1 ? (used + pace * (claiming + 1)) / busy : undefined;
         return pace;
       })
@@ -572,6 +569,17 @@ export class RateLimiter {
     }
     return state;
   }
+}
+
+/**
+ * The pace a claim takes of `target`: an equal share among the busy instances (the settled
+ * `others`, the `claiming` others and the claimer), no more than the claimer's part of what the
+ * settled ones leave free, split with the others claiming. Instances that claim on the same view
+ * of the fleet together take no more than `target`.
+ */
+export function claimShare(target: number, others: readonly number[], claiming: number): number {
+  const used = others.reduce((a, b) => a + b, 0);
+  return Math.min((target - used) / (claiming + 1), target / (others.length + claiming + 1));
 }
 
 /**

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Emulators, startEmulators } from '../../infra/local/emulators.ts';
 import { LOCAL_AWS } from '../../local/defaults.ts';
 import { DynamoPacingBoard } from '../../shared/adapters/dynamo-pacing-board.ts';
+import { claimShare } from '../../shared/affiliate/rate-limiter.ts';
 
 let emulators: Emulators;
 beforeAll(async () => {
@@ -78,9 +79,9 @@ describe('DynamoPacingBoard on dynalite (the pacing table)', () => {
   });
 
   it('gives each of forty instances starting at the same moment its claim, the route split among them', async () => {
-    // Prepare: twice the stack's default maxConcurrency of instances at their start pace of 2,
-    // every one deciding as the limiter does: an equal share of 97, no more than the settled
-    // others leave free, split among the instances still claiming; their writes counted
+    // Prepare: twice the stack's default maxConcurrency of instances at their start pace of 2, every
+    // one deciding as the limiter does (`claimShare`: an equal share of 97, no more than the settled
+    // others leave free, split among the instances still claiming); their writes counted
     const client = new DynamoDBClient({ ...LOCAL_AWS, endpoint: emulators.dynamoEndpoint });
     let writes = 0;
     client.middlewareStack.add(
@@ -92,11 +93,8 @@ describe('DynamoPacingBoard on dynalite (the pacing table)', () => {
     );
     const board = () => new DynamoPacingBoard({ client, table: emulators.pacingTableName });
     const fleet = Array.from({ length: 40 }, board);
-    const decide = (others: readonly number[], claiming: number) => {
-      const used = others.reduce((x, y) => x + y, 0);
-      const n = others.length + claiming + 1;
-      return Math.max(2, Math.min((97 - used) / (claiming + 1), 97 / n));
-    };
+    const decide = (others: readonly number[], claiming: number) =>
+      Math.max(2, claimShare(97, others, claiming));
 
     // Act
     const claims = await Promise.all(fleet.map((instance) => instance.claim('claim-forty', 2, decide)));
