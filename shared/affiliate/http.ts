@@ -309,8 +309,16 @@ export class PlatformHttp<R extends string> {
     try {
       answer = await this.send(request, timeoutMs, signal);
     } catch (error) {
+      permit.release();
       this.emit({ type: 'request', route, path, attempt, durationMs: this.now() - started });
       throw error;
+    }
+    // Read before the permit goes back: the limiter counts the request as in flight until then.
+    try {
+      if (this.profile.windowHeaderSuffix !== undefined) {
+        const window = windowState(answer.headers, this.profile.windowHeaderSuffix);
+        this.limiter.observe(path, { ...window, rateLimited: answer.status === 429, sentAt: started });
+      }
     } finally {
       permit.release();
     }
@@ -322,10 +330,6 @@ export class PlatformHttp<R extends string> {
       status: answer.status,
       durationMs: this.now() - started,
     });
-    if (this.profile.windowHeaderSuffix !== undefined) {
-      const window = windowState(answer.headers, this.profile.windowHeaderSuffix);
-      this.limiter.observe(path, { ...window, rateLimited: answer.status === 429, sentAt: started });
-    }
 
     if (answer.status >= 200 && answer.status < 300) return request.read(answer);
     if (answer.status === 404 && request.notFound && !isUnknownRoute(answer)) return request.notFound();

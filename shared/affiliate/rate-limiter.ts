@@ -73,6 +73,16 @@ export interface Permit {
   release(): void;
 }
 
+/** An answer that gave the server's count of its window. */
+export interface CountedAnswer {
+  /** When its request was sent, and when the answer was read (`observe`, before its release). */
+  readonly sentAt: number;
+  readonly at: number;
+  /** Requests the server had counted in its window when this one arrived, this one included. */
+  readonly consumed: number;
+  readonly limit: number;
+}
+
 interface KeyState {
   /** Requests admitted per window now: the ceiling for a fixed rate, moved by `observe` when adaptive. */
   allowance: number;
@@ -116,6 +126,8 @@ interface KeyState {
   claimVoid: boolean;
   /** Completion times of requests within the last window, oldest first. */
   finished: number[];
+  /** Answers read within the last window that gave the server's count, oldest first. */
+  counted: CountedAnswer[];
   /** Nothing is admitted before this time (the platform answered 429 with a retry-after). */
   heldUntil: number;
   /** FIFO: each caller waits for the one before it to be admitted. */
@@ -132,7 +144,11 @@ interface KeyState {
  * what keeps a burst under a server that counts arrivals in fixed windows of its own: the server saw
  * each request between its send and its answer, so any server window holds at most `limit` of
  * them whatever the network latency or the server's window alignment. A plain token bucket lets up
- * to twice the rate through across a window boundary and gets 429s on every burst.
+ * to twice the rate through across a window boundary and gets 429s on every burst. The price is a
+ * slot held from a request's send until a window after its answer: about 90/s at 100 ms round
+ * trips. With adaptive pacing the server's own count (each answer's `consumed`) also admits a
+ * request where it shows room in the window it can land in (`windowBound`), with the same
+ * guarantee, so one instance alone runs at its pace instead.
  */
 export class RateLimiter {
   readonly limit: number;
@@ -229,7 +245,11 @@ export class RateLimiter {
    * instances landing in one server window are what drew 429s), from each one's due time, so a
    * timer that fires late (a busy event loop) does not lose the time it was late. The
    * send-to-answer window count stays at the ceiling (`ratePerSecond`), so one instance alone still
-   * cannot draw a 429 on a burst.
+   * cannot draw a 429 on a burst; where the server's count of its window shows room
+   * (`windowBound`), a request is admitted past it with the same guarantee.
+   *
+   * Call it before releasing the request's permit: the bound counts the request as in flight
+   * until then.
    */
   observe(key: string, window: RouteWindowState): void {
     if (!this.adaptive) return;
@@ -254,6 +274,7 @@ export class RateLimiter {
     const limit = window.limit ?? state.epochServerLimit;
     if (window.sentAt === undefined || window.remaining === undefined || limit === undefined) return;
     const sample = { sentAt: window.sentAt, consumed: limit - window.remaining };
+    state.counted.push({ ...sample, at: this.now(), limit });
     const last = state.lastSample;
     if (last !== undefined && sample.sentAt <= last.sentAt) return; // answered out of order
     state.lastSample = sample;
@@ -315,13 +336,18 @@ export class RateLimiter {
       const now = this.now();
       while (state.finished.length > 0 && (state.finished[0] ?? 0) <= now - this.windowMs)
         state.finished.shift();
+      while (state.counted.length > 0 && (state.counted[0]?.at ?? 0) <= now - this.windowMs)
+        state.counted.shift();
       this.roll(state, now);
       let waitMs: number;
       if (state.heldUntil > now) waitMs = state.heldUntil - now;
       else if (this.adaptive && state.nextAdmit > now) {
         waitMs = Math.max(1, Math.ceil(state.nextAdmit - now));
         paced = true;
-      } else if (state.inFlight + state.finished.length < (this.adaptive ? this.limit : state.allowance)) {
+      } else if (
+        state.inFlight + state.finished.length < (this.adaptive ? this.limit : state.allowance) ||
+        this.countAllows(state, now)
+      ) {
         const spacing = this.windowMs / state.allowance;
         // A caller that waited for its turn counts from the due time, not from now: a timer that
         // fired late (a busy event loop) costs no rate. At most one spacing is made up (two
@@ -352,6 +378,21 @@ export class RateLimiter {
         await this.pause(state, waitMs, signal);
       }
     }
+  }
+
+  // The send-to-answer count holds a slot for a window after each answer: about 90/s at 100 ms
+  // round trips, one instance alone. The server's own count of its window (`windowBound`) frees
+  // the rest with the same guarantee; the latest few answers are tried, since one read from the
+  // window before can be the last sent while an earlier one already counts in the new window.
+  private countAllows(state: KeyState, now: number): boolean {
+    if (!this.adaptive) return false;
+    const { counted } = state;
+    for (let k = counted.length - 1; k >= 0 && k >= counted.length - COUNT_REFERENCES; k--) {
+      const answer = counted[k];
+      if (answer === undefined || answer.sentAt <= now - this.windowMs) continue;
+      if (windowBound(answer, state.inFlight, state.finished, counted) <= answer.limit) return true;
+    }
+    return false;
   }
 
   // Closes the pacing epoch once a window has passed (sooner, to grow, while the route surely runs
@@ -561,6 +602,7 @@ export class RateLimiter {
         sharing: false,
         sharedAt: Number.NEGATIVE_INFINITY,
         finished: [],
+        counted: [],
         heldUntil: 0,
         queue: Promise.resolve(),
         completed: deferred(),
@@ -569,6 +611,35 @@ export class RateLimiter {
     }
     return state;
   }
+}
+
+/**
+ * The most requests of this client the server window of a request sent now can hold, that request
+ * included, by what `answer` said: the server had counted `consumed` in its window when `answer`
+ * arrived. A request sent now lands in that window or a later one, and a request that can land
+ * there after `answer` is one still in flight or answered since `answer` was sent (one answered
+ * before it was sent arrived before it), less those whose own count was lower than `answer`'s (of
+ * its window: arrived before it; of a later window: at most `consumed` − 1 of them share one, so
+ * `consumed` covers them). `answer` is among those counted, which makes room for the new request.
+ * `finished` holds the answer times of the requests no longer in flight, `counted` the answers
+ * that gave a count, each read before its request left the flight (`at` <= its time in `finished`).
+ * Other clients' requests that arrive after `answer` are not in it, as they are not in the
+ * send-to-answer count either: across instances the pacing keeps the route under its limit.
+ */
+export function windowBound(
+  answer: CountedAnswer,
+  inFlight: number,
+  finished: readonly number[],
+  counted: readonly CountedAnswer[],
+): number {
+  let since = inFlight;
+  for (let i = finished.length - 1; i >= 0 && (finished[i] ?? 0) >= answer.sentAt; i--) since += 1;
+  for (let i = counted.length - 1; i >= 0; i--) {
+    const other = counted[i];
+    if (other === undefined || other.at < answer.sentAt) break;
+    if (other.consumed < answer.consumed) since -= 1;
+  }
+  return answer.consumed + since;
 }
 
 /**
@@ -589,6 +660,8 @@ export function claimShare(target: number, others: readonly number[], claiming: 
  * client): less headroom or more gain traded a few adds per second for several times the 429s.
  */
 const HEADROOM = 0.03;
+/** The latest answers `countAllows` tries as its reference (one of the old window can lag one of the new). */
+const COUNT_REFERENCES = 8;
 /** A window seen full widens the margin by this share of the limit, up to MAX_HEADROOM. */
 const HEADROOM_STEP = 0.02;
 const MAX_HEADROOM = 0.15;

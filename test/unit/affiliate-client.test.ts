@@ -5,7 +5,7 @@ import {
   type AffiliateClientOptions,
   searchParamsOf,
 } from '../../shared/affiliate/client.ts';
-import { RateLimiter } from '../../shared/affiliate/rate-limiter.ts';
+import { type Permit, RateLimiter, type RouteWindowState } from '../../shared/affiliate/rate-limiter.ts';
 import { backoffDelay, withRetry } from '../../shared/affiliate/retry.ts';
 import { DEFAULT_ROUTES, parseRouteOverrides, resolveRoutes } from '../../shared/affiliate/routes.ts';
 import type { ConversionAddBody } from '../../shared/affiliate/schemas.ts';
@@ -502,6 +502,43 @@ describe('AffiliateClient pacing', () => {
 
     // Assess: cut by a tenth at the edge, then no growth while nothing waited for the limiter
     expect(limiter.allowance(path)).toBe(45);
+  });
+
+  it("feeds an answer's window count to the limiter before the request leaves its flight", async () => {
+    // Prepare: the limiter's bound counts a request as in flight until its permit goes back, so the
+    // count its answer gave must be read by then
+    const clock = new FakeClock(CLOCK);
+    const calls: string[] = [];
+    class Recording extends RateLimiter {
+      override async acquire(key: string): Promise<Permit> {
+        const permit = await super.acquire(key);
+        const release = (): void => {
+          calls.push('release');
+          permit.release();
+        };
+        return { waitedMs: permit.waitedMs, release };
+      }
+      override observe(key: string, window: RouteWindowState): void {
+        calls.push('observe');
+        super.observe(key, window);
+      }
+    }
+    const limiter = new Recording({
+      adaptive: { initialRatePerSecond: 50 },
+      now: clock.now,
+      sleep: clock.sleep,
+    });
+    const { client } = setup([json(200, {}, window(2))], {
+      rateLimiter: limiter,
+      now: clock.now,
+      sleep: clock.sleep,
+    });
+
+    // Act
+    await clock.run(client.addConversion(trackingAdd));
+
+    // Assess
+    expect(calls).toEqual(['observe', 'release']);
   });
 });
 

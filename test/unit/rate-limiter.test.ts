@@ -1,6 +1,12 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type RateDecision, RateLimiter as ServerRateLimiter } from '../../sandbox/rate-limit.ts';
-import { type FleetPaces, RateLimiter } from '../../shared/affiliate/rate-limiter.ts';
+import {
+  type CountedAnswer,
+  type FleetPaces,
+  RateLimiter,
+  windowBound,
+} from '../../shared/affiliate/rate-limiter.ts';
 import { TransientError } from '../../shared/errors.ts';
 import { FakeClock } from '../support/clock.ts';
 
@@ -191,6 +197,32 @@ describe('RateLimiter', () => {
   });
 });
 
+describe('windowBound', () => {
+  // The reference answer: sent at 1000, read at 1100, the 90th request of its server window.
+  const answer: CountedAnswer = { sentAt: 1000, at: 1100, consumed: 90, limit: 100 };
+  const read = (consumed: number): CountedAnswer => ({ sentAt: 950, at: 1050, consumed, limit: 100 });
+
+  it.each([
+    ['the answer alone: the 90 it saw and the request sent now', 0, [1100], [], 91],
+    ['answered before the answer was sent: arrived before it', 0, [900, 999, 1100], [], 91],
+    ['answered the moment it was sent: may have arrived after it', 0, [1000, 1100], [], 92],
+    ['each request in flight may land after it', 9, [1100], [], 100],
+    ['answered since, with no count (a timeout): may have landed after it', 0, [1050, 1100], [], 92],
+    ['answered since with a lower count: arrived before it', 9, [1050, 1100], [read(85)], 100],
+    ['answered since with a higher count: arrived after it', 9, [1050, 1100], [read(95)], 101],
+    ['answered since with the same count: of another window', 9, [1050, 1100], [read(90)], 101],
+  ] as const)(
+    'bounds the next window by what an answer counted: %s',
+    (_, inFlight, finished, others, bound) => {
+      // Act: the answers read in order, the reference last
+      const result = windowBound(answer, inFlight, finished, [...others, answer]);
+
+      // Assess
+      expect(result).toBe(bound);
+    },
+  );
+});
+
 /**
  * `instances` independent limiters (as separate Lambda containers: no shared memory) draining one
  * backlog of `requests` through the sandbox's own fixed-window counter at 100/s per route, each
@@ -210,6 +242,11 @@ async function drainThroughServer(options: {
   startsMs?: readonly number[];
   /** The instances compare paces in one shared record (`FleetPaces`), as through the pacing table. */
   fleet?: boolean;
+  /** Each instance's start pace per second (default 10). */
+  initialPerSecond?: number;
+  /** Request `n`'s round trip (ms) and the share of it before the server counts it. */
+  latency?: (n: number) => number;
+  arrival?: (n: number) => number;
 }): Promise<{ perSecond: number; share429: number; peakPerWindow: number; done: number[][] }> {
   const { instances, requests, concurrency = 10, foreignPerSecond = 0, staticPerSecond, backlogs } = options;
   const board = new Map<string, { pace: number; at: number; claiming?: boolean }>();
@@ -222,7 +259,8 @@ async function drainThroughServer(options: {
   let calls = 0;
   let refused = 0;
   let last = 0;
-  const latency = (n: number) => 50 + ((n * 37) % 100);
+  const latency = options.latency ?? ((n: number) => 50 + ((n * 37) % 100));
+  const arrival = options.arrival ?? (() => 0.5);
   // The pacing table in memory, as DynamoPacingBoard uses it: an answer a few milliseconds later,
   // entries older than 2 s ignored; a claim marks its entry as claiming (counting an arrival if it
   // was not on the table), reads the settled others' paces and how many others claim, and writes
@@ -268,7 +306,10 @@ async function drainThroughServer(options: {
         ratePerSecond: staticPerSecond ?? limit,
         adaptive:
           staticPerSecond === undefined
-            ? { initialRatePerSecond: 10, ...(options.fleet ? { fleet: fleetOf(i) } : {}) }
+            ? {
+                initialRatePerSecond: options.initialPerSecond ?? 10,
+                ...(options.fleet ? { fleet: fleetOf(i) } : {}),
+              }
             : undefined,
         now: clock.now,
         sleep: clock.sleep,
@@ -291,10 +332,11 @@ async function drainThroughServer(options: {
         const permit = await limiter.acquire('add');
         const sentAt = clock.now();
         const wait = latency(n + calls);
-        await clock.sleep(wait / 2);
+        const before = wait * arrival(n + calls);
+        await clock.sleep(before);
         calls += 1;
         const decision = server.hit('token:add', clock.now(), limit);
-        await clock.sleep(wait / 2);
+        await clock.sleep(wait - before);
         limiter.observe('add', {
           limit: decision.limit,
           remaining: decision.remaining,
@@ -354,8 +396,10 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
       });
 
       // Assess: near the limit from two instances on (ramp included; one instance alone is held
-      // by its send-to-answer count), well above the static 80% split, and few 429s. Now 88.3 /
-      // 95.1 / 96.5 / 95.6 per second; 87.4 / 94.0 / 94.0 / 95.5 before the early ramp.
+      // by its ten callers' round trips: see the next test with thirty), well above the static 80%
+      // split, and few 429s. Now 89.7 / 95.1 / 96.5 / 95.6 per second (88.3 for one instance
+      // before the server's count freed it past its send-to-answer count); 87.4 / 94.0 / 94.0 /
+      // 95.5 before the early ramp.
       expect(result.share429).toBeLessThanOrEqual(0.01);
       expect(result.perSecond).toBeGreaterThanOrEqual(instances === 1 ? 87 : 94.3);
       expect(result.perSecond).toBeGreaterThan(split.perSecond * 1.1);
@@ -378,6 +422,45 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
 
     // Assess
     expect(result.share429).toBe(0);
+  });
+
+  it("runs one instance alone past its send-to-answer count where the platform's count shows room", async () => {
+    // Act
+    const result = await drainThroughServer({ instances: 1, requests: 3000, concurrency: 30 });
+
+    // Assess: 92.5 per second; the send-to-answer count alone held it at 88.8 (a slot is taken from
+    // a request's send until a window after its answer: about 90/s at these round trips)
+    expect(result.share429).toBe(0);
+    expect(result.perSecond).toBeGreaterThanOrEqual(92);
+  });
+
+  it('never draws a 429 from a single instance bursting at its ceiling, whatever the round trips', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 300 }),
+        fc.integer({ min: 0, max: 400 }),
+        fc.integer({ min: 1, max: 97 }),
+        fc.integer({ min: 0, max: 10 }),
+        fc.integer({ min: 20, max: 80 }),
+        async (base, spread, step, arrivalStep, concurrency) => {
+          // Act: every request at once from the ceiling's pace; round trips of base to base +
+          // spread ms, the server counting each anywhere from its send to its answer
+          const result = await drainThroughServer({
+            instances: 1,
+            requests: 2000,
+            concurrency,
+            initialPerSecond: 100,
+            latency: (n) => base + ((n * step) % (spread + 1)),
+            arrival: (n) => ((n * arrivalStep) % 11) / 10,
+          });
+
+          // Assess
+          expect(result.peakPerWindow).toBeLessThanOrEqual(100);
+          expect(result.share429).toBe(0);
+        },
+      ),
+      { numRuns: 25, seed: 16 },
+    );
   });
 
   it('slows down when the route runs over its target before any 429, even with no caller waiting', async () => {
