@@ -625,6 +625,10 @@ export class RateLimiter {
  * that gave a count, each read before its request left the flight (`at` <= its time in `finished`).
  * Other clients' requests that arrive after `answer` are not in it, as they are not in the
  * send-to-answer count either: across instances the pacing keeps the route under its limit.
+ * It reads `consumed` as the spec gives it ("requests already used in the current duration"): a
+ * fixed window, counted one request after another, as the sandbox does. A platform that counted
+ * otherwise could answer a 429 where this bound saw room; that call waits its retry-after and is
+ * retried like any other.
  */
 export function windowBound(
   answer: CountedAnswer,
