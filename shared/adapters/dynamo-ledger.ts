@@ -23,7 +23,8 @@ export interface DynamoLedgerOptions {
   /**
    * Options for each call (`client.send(command, options)`), asked afresh per call (and per page of a
    * scan): the CLI bounds each call with its own `AbortSignal.timeout`. Default none, the client's
-   * own timeouts only.
+   * own timeouts only, and then calls go out without options, so the client's cached middleware
+   * chain serves them (`awsClientConfig`).
    */
   readonly callOptions?: () => { abortSignal?: AbortSignal };
 }
@@ -36,12 +37,12 @@ export interface DynamoLedgerOptions {
 export class DynamoLedger implements Ledger, AcceptIndex {
   readonly #client: DynamoDBClient;
   readonly #table: string;
-  readonly #callOptions: () => { abortSignal?: AbortSignal };
+  readonly #callOptions: () => { abortSignal?: AbortSignal } | undefined;
 
   constructor(client: DynamoDBClient, tableName: string, options: DynamoLedgerOptions = {}) {
     this.#client = client;
     this.#table = tableName;
-    this.#callOptions = options.callOptions ?? (() => ({}));
+    this.#callOptions = options.callOptions ?? (() => undefined);
   }
 
   async get(key: string): Promise<OrderRecord | undefined> {

@@ -39,9 +39,12 @@ export async function placeOrder(
   const key = ledgerKey(source.program, event.externalId);
   const iso = () => new Date(deps.now()).toISOString();
 
-  // Up to three rounds: a lost race on the conditional write re-reads and decides again.
-  for (let round = 0; round < 3; round++) {
-    const existing = await deps.ledger.get(key);
+  // Most orders are new: the first round writes the record without reading it first, its
+  // condition (no record under this key) standing in for the read; a record already there fails
+  // it, and the next rounds read and decide. Up to three rounds after that: a lost race on the
+  // conditional write re-reads and decides again.
+  for (let round = 0; round < 4; round++) {
+    const existing = round === 0 ? undefined : await deps.ledger.get(key);
     let record: OrderRecord;
 
     if (existing && existing.state !== 'awaiting' && existing.source !== source.id && !existing.imported) {

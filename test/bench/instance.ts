@@ -3,6 +3,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { buildWorkerDeps, makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
 import { Pollers } from '../../infra/local/pollers.ts';
 import { LOCAL_AWS } from '../../local/defaults.ts';
+import { type AwsCallBudget, awsClientConfig } from '../../shared/adapters/aws-clients.ts';
 import type { Env } from '../../shared/config/env.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 
@@ -48,6 +49,20 @@ export interface InstanceReport {
   readonly cpuMs: number;
 }
 
+/**
+ * The functions' client settings (`awsClientConfig`) with a time budget the emulators can meet: at
+ * the start of a ten-instance drain a thousand ledger writes reach dynalite at once, on the 2 cores
+ * the workers share with it, and some take seconds (DynamoDB answers in milliseconds). Under the
+ * functions' 1.5 s budget they time out; a create that timed out but was written leaves the order
+ * leased with no add sent, which the worker treats as an add without a clear answer: the lease's two
+ * minutes, then the verification window (10 minutes) before the order is added.
+ */
+const EMULATOR_BUDGET: AwsCallBudget = {
+  connectionTimeoutMs: 10_000,
+  requestTimeoutMs: 60_000,
+  maxAttempts: 3,
+};
+
 async function main(): Promise<void> {
   const config = JSON.parse(process.argv[2] ?? '{}') as InstanceConfig;
   const adds: number[] = [];
@@ -56,8 +71,16 @@ async function main(): Promise<void> {
     routes[name] ??= { requests: 0, waited: 0, waitMs: 0, requestMs: 0, refused: 0, answers: [] };
     return routes[name];
   };
-  const sqs = new SQSClient({ ...LOCAL_AWS, endpoint: config.sqsEndpoint });
-  const dynamo = new DynamoDBClient({ ...LOCAL_AWS, endpoint: config.dynamoEndpoint });
+  const sqs = new SQSClient({
+    ...awsClientConfig(EMULATOR_BUDGET),
+    ...LOCAL_AWS,
+    endpoint: config.sqsEndpoint,
+  });
+  const dynamo = new DynamoDBClient({
+    ...awsClientConfig(EMULATOR_BUDGET),
+    ...LOCAL_AWS,
+    endpoint: config.dynamoEndpoint,
+  });
   const deps = await buildWorkerDeps({
     sqs,
     dynamo,
