@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { SourceConfig } from '../../shared/config/sources.ts';
-import { ConnectorEvent, type ConnectorEventInput } from '../../shared/domain/events.ts';
 import { isConnectorError } from '../../shared/errors.ts';
 import { ledgerKey, type OrderRecord } from '../../shared/ledger.ts';
 import type { AddConversionInput, ConversionBackend, PlatformConversion } from '../../shared/ports.ts';
 import type { WorkerDeps } from '../../shared/worker/flow.ts';
 import { processEvent } from '../../shared/worker/process-event.ts';
+import { trackedOrder, workerEvent } from '../support/events.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 
 /**
@@ -16,7 +16,6 @@ import { MemoryLedger } from '../support/memory-ledger.ts';
  */
 
 const PROGRAM = '5ad000000000000000000101';
-const CLICK = '0123456789abcdef01234567';
 const source = SourceConfig.parse({
   id: 'shop',
   platform: 'generic',
@@ -72,22 +71,8 @@ function worker(ledger: MemoryLedger, backend: ConversionBackend, workerId = 'w1
   };
 }
 
-const event = (fields: Partial<ConnectorEventInput> & Pick<ConnectorEventInput, 'type'>) =>
-  ConnectorEvent.parse({
-    eventId: `e-${fields.type}`,
-    source: 'shop',
-    platform: 'generic',
-    externalId: '1001',
-    receivedAt: '2026-05-01T10:00:00.000Z',
-    ...fields,
-  });
-const order = event({
-  type: 'OrderPlaced',
-  amount: 5_000,
-  currency: 'EUR',
-  clickIds: [CLICK],
-  buyerIp: '198.51.100.4',
-});
+const event = (fields: Parameters<typeof workerEvent>[1]) => workerEvent('shop', fields);
+const order = trackedOrder('shop');
 
 describe('ledger calls per order', () => {
   it('writes a new order without reading it first: one create, one update, one add', async () => {

@@ -1,16 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { SourceConfig } from '../../shared/config/sources.ts';
-import { ConnectorEvent, type ConnectorEventInput } from '../../shared/domain/events.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
 import type { AddConversionInput, ConversionBackend, PlatformConversion } from '../../shared/ports.ts';
 import type { WorkerDeps } from '../../shared/worker/flow.ts';
 import { processEvent } from '../../shared/worker/process-event.ts';
+import { trackedOrder, workerEvent } from '../support/events.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 
 /** Issue 17, part 1: a shadow source's events never reach the platform, whatever their order. */
 
 const PROGRAM = '5ad000000000000000000101';
-const CLICK = '0123456789abcdef01234567';
 const config = (mode: 'live' | 'shadow') =>
   SourceConfig.parse({
     id: 'pilot',
@@ -54,22 +53,8 @@ function worker(mode: 'live' | 'shadow', ledger: MemoryLedger, backend: Conversi
     leaseMs: 60_000,
   };
 }
-const event = (fields: Partial<ConnectorEventInput> & Pick<ConnectorEventInput, 'type'>) =>
-  ConnectorEvent.parse({
-    eventId: `e-${Math.random()}`,
-    source: 'pilot',
-    platform: 'generic',
-    externalId: '1001',
-    receivedAt: '2026-05-01T10:00:00.000Z',
-    ...fields,
-  });
-const order = event({
-  type: 'OrderPlaced',
-  amount: 5_000,
-  currency: 'EUR',
-  clickIds: [CLICK],
-  buyerIp: '198.51.100.4',
-});
+const event = (fields: Parameters<typeof workerEvent>[1]) => workerEvent('pilot', fields);
+const order = trackedOrder('pilot');
 
 describe('shadow mode', () => {
   it('defaults to live', () => {
