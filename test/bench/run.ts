@@ -1,5 +1,5 @@
 import { type ChildProcess, fork, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -13,6 +13,7 @@ import { genericWebhook } from '../support/webhooks.ts';
 import { runBaseline } from './baseline.ts';
 import type { IngestLoadConfig } from './ingest-load.ts';
 import type { InstanceConfig, InstanceReport } from './instance.ts';
+import { addBusy, busyByOwner, type CpuProfile, moduleStarts, shares } from './profile.ts';
 
 /**
  * `npm run bench`: drain throughput against the sandbox at the platform's real limit (100 requests
@@ -77,6 +78,8 @@ interface MultiDrainResult {
   readonly instanceDoneBeforeEndS: number[];
   readonly cpuInstances: number;
   readonly cpuParent: number;
+  /** With `--profile`: the workers' busy CPU by package or project file, largest first (share 0–1). */
+  readonly cpuByOwner?: [string, number][];
 }
 
 interface IngestResult {
@@ -301,7 +304,7 @@ function routeProfiles(reports: readonly InstanceReport[]): MultiDrainResult['ro
  * sources through Node's type stripping (a second of CPU and more per process, which ten processes
  * booting together took from the drain's first seconds on the shared cores).
  */
-async function bundleInstance(dir: string): Promise<string> {
+async function bundleInstance(dir: string, profile: boolean): Promise<string> {
   const outfile = join(dir, 'instance.mjs');
   await build({
     ...esbuildOptionsFor('worker'),
@@ -309,8 +312,25 @@ async function bundleInstance(dir: string): Promise<string> {
     outfile,
     write: true,
     metafile: false,
+    // A profile names a line of the bundle: unminified, each module keeps the comment naming its path.
+    ...(profile ? { minify: false, sourcemap: false } : {}),
   });
   return outfile;
+}
+
+/** The workers' busy CPU by owner, from the profiles their `--cpu-prof` wrote into `dir`. */
+function profileShares(dir: string, instanceModule: string): [string, number][] {
+  const starts = moduleStarts(readFileSync(instanceModule, 'utf8'));
+  const bundleUrl = pathToFileURL(instanceModule).href;
+  const busy = new Map<string, number>();
+  for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'))) {
+    const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile;
+    addBusy(
+      busy,
+      busyByOwner(profile, (url) => url === bundleUrl || url === instanceModule, starts),
+    );
+  }
+  return shares(busy);
 }
 
 /**
@@ -330,6 +350,8 @@ async function multiDrain(options: {
   warm: boolean;
   /** The program each instance runs: the bundle of instance.ts (`bundleInstance`). */
   instanceModule: string;
+  /** Where each instance writes its V8 CPU profile (`--cpu-prof`); none without `--profile`. */
+  profileDir?: string;
 }): Promise<MultiDrainResult> {
   const { pacing, instances, orders, pollers, foreignPerSecond, warm } = options;
   const stack = await startLocalStack({
@@ -385,6 +407,10 @@ async function multiDrain(options: {
     for (let i = 0; i < instances; i++) {
       const child = fork(options.instanceModule, [JSON.stringify(config)], {
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        execArgv: [
+          ...process.execArgv,
+          ...(options.profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${options.profileDir}`]),
+        ],
       });
       children.push(child);
     }
@@ -425,6 +451,8 @@ async function multiDrain(options: {
       cpuParent: (parent.user + parent.system) / 1000 / coreSeconds,
     };
   } finally {
+    // An instance writes its profile as it exits, after its report: wait for that (a bounded wait).
+    if (options.profileDir !== undefined) await exited(children, 15_000);
     for (const child of children) if (child.exitCode === null) child.kill();
     await stack.close();
   }
@@ -566,6 +594,18 @@ function markdown(
       ),
       '',
     );
+    const profiled = multi.filter((m) => m.cpuByOwner !== undefined);
+    if (profiled.length > 0) {
+      lines.push(
+        "Where the workers' busy CPU went (`--profile`: V8 CPU profiles of every worker process, each sample given to the nearest frame of the bundle, so Node's own code counts for the package that called it):",
+        '',
+        ...profiled.map(
+          (m) =>
+            `- ${m.pacing}, ${m.instances} instances${m.foreignPerSecond > 0 ? `, foreign ${m.foreignPerSecond}/s` : ''}: ${ownersLine(m.cpuByOwner ?? [])}`,
+        ),
+        '',
+      );
+    }
   }
   if (ing) {
     lines.push(
@@ -611,6 +651,10 @@ async function main(): Promise<void> {
     .option('--multi-orders <n>', 'orders per multi-instance drain (plus refunds for a tenth)', '2000')
     .option('--multi-pollers <n>', 'pollers per worker process', '10')
     .option('--warm', 'boot every worker process before any polls (warm containers), not one after another')
+    .option(
+      '--profile',
+      'CPU-profile every worker process of the multi-instance drain and print where their busy time goes, by package (an unminified bundle: compare shares, not adds/s)',
+    )
     .option('--max-concurrency <n>', 'maxConcurrency the adaptive start rate is derived from', '10')
     .option('--foreign <n>', 'req/s a foreign client takes of conversions.add in the extra rows', '30')
     .option('--foreign-instances <n>', 'worker processes in the foreign-consumer rows', '5')
@@ -642,7 +686,8 @@ async function main(): Promise<void> {
   if (only.has('multi')) {
     const bundleDir = mkdtempSync(join(tmpdir(), 'bench-instance-'));
     process.once('exit', () => rmSync(bundleDir, { recursive: true, force: true }));
-    const instanceModule = await bundleInstance(bundleDir);
+    const profiling = o['profile'] === true;
+    const instanceModule = await bundleInstance(bundleDir, profiling);
     const pacings = String(o['pacing']).split(',') as ('static' | 'adaptive')[];
     const runs = String(o['instances'])
       .split(',')
@@ -654,7 +699,8 @@ async function main(): Promise<void> {
         console.log(
           `multi-instance drain: ${run.instances} instances, ${pacing}${run.foreignPerSecond > 0 ? `, foreign ${run.foreignPerSecond}/s` : ''}${o['warm'] ? ', warm' : ''}…`,
         );
-        const result = await multiDrain({
+        const profileDir = profiling ? mkdtempSync(join(bundleDir, 'profile-')) : undefined;
+        const drained = await multiDrain({
           pacing,
           ...run,
           maxConcurrency: int('max-concurrency'),
@@ -662,9 +708,21 @@ async function main(): Promise<void> {
           pollers: int('multi-pollers'),
           warm: o['warm'] === true,
           instanceModule,
+          ...(profileDir === undefined ? {} : { profileDir }),
         });
-        const { routes, addsBySecond, instanceAdds, instanceStartS, instanceDoneBeforeEndS, ...summary } =
-          result;
+        const result: MultiDrainResult =
+          profileDir === undefined
+            ? drained
+            : { ...drained, cpuByOwner: profileShares(profileDir, instanceModule) };
+        const {
+          routes,
+          addsBySecond,
+          instanceAdds,
+          instanceStartS,
+          instanceDoneBeforeEndS,
+          cpuByOwner,
+          ...summary
+        } = result;
         console.table([summary]);
         console.log(
           `  per route (wait / round trip ms): ${Object.entries(routes)
@@ -673,7 +731,7 @@ async function main(): Promise<void> {
             )
             .join(
               ', ',
-            )}\n  adds by second: ${addsBySecond.join(' ')}\n  per instance, adds (first add s after the drain's first, last add s before its end): ${instanceLine(result)}`,
+            )}\n  adds by second: ${addsBySecond.join(' ')}\n  per instance, adds (first add s after the drain's first, last add s before its end): ${instanceLine(result)}${cpuByOwner ? `\n  workers' busy CPU by owner: ${ownersLine(cpuByOwner)}` : ''}`,
         );
         multi.push(result);
       }
@@ -709,6 +767,31 @@ async function main(): Promise<void> {
 }
 
 await main();
+
+/** Resolves once every child has exited, or after `ms`. */
+async function exited(children: readonly ChildProcess[], ms: number): Promise<void> {
+  const each = children.map((c) =>
+    c.exitCode !== null || c.signalCode !== null
+      ? undefined
+      : new Promise<void>((resolve) => c.once('exit', () => resolve())),
+  );
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.all(each),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+  ]);
+  clearTimeout(timer);
+}
+
+/** The owners taking the most of the workers' busy CPU, `name share%`. */
+function ownersLine(cpuByOwner: readonly [string, number][], most = 12): string {
+  return cpuByOwner
+    .slice(0, most)
+    .map(([owner, share]) => `${owner} ${f1(share * 100)}%`)
+    .join(', ');
+}
 
 /** Each instance's adds, when it made its first (after the drain's first) and its last (before the end). */
 function instanceLine(
