@@ -581,17 +581,11 @@ function markdown(
       '',
       'Adds second by second from the first add:',
       '',
-      ...multi.map(
-        (m) =>
-          `- ${m.pacing}, ${m.instances} instances${m.foreignPerSecond > 0 ? `, foreign ${m.foreignPerSecond}/s` : ''}: ${m.addsBySecond.join(' ')}`,
-      ),
+      ...multi.map((m) => `- ${rowLabel(m)}: ${m.addsBySecond.join(' ')}`),
       '',
       "The start and the tail: each instance's adds, how many seconds after the drain's first add it made its first one, and how many before the drain's last add it made its last one:",
       '',
-      ...multi.map(
-        (m) =>
-          `- ${m.pacing}, ${m.instances} instances${m.foreignPerSecond > 0 ? `, foreign ${m.foreignPerSecond}/s` : ''}: ${instanceLine(m)}`,
-      ),
+      ...multi.map((m) => `- ${rowLabel(m)}: ${instanceLine(m)}`),
       '',
     );
     const profiled = multi.filter((m) => m.cpuByOwner !== undefined);
@@ -599,10 +593,7 @@ function markdown(
       lines.push(
         "Where the workers' busy CPU went (`--profile`: V8 CPU profiles of every worker process, each sample given to the nearest frame of the bundle, so Node's own code counts for the package that called it):",
         '',
-        ...profiled.map(
-          (m) =>
-            `- ${m.pacing}, ${m.instances} instances${m.foreignPerSecond > 0 ? `, foreign ${m.foreignPerSecond}/s` : ''}: ${ownersLine(m.cpuByOwner ?? [])}`,
-        ),
+        ...profiled.map((m) => `- ${rowLabel(m)}: ${ownersLine(m.cpuByOwner ?? [])}`),
         '',
       );
     }
@@ -767,6 +758,11 @@ async function main(): Promise<void> {
 }
 
 await main();
+
+/** A multi-instance row as the report names it: `adaptive, 5 instances, foreign 30/s`. */
+function rowLabel(m: Pick<MultiDrainResult, 'pacing' | 'instances' | 'foreignPerSecond'>): string {
+  return `${m.pacing}, ${m.instances} instances${m.foreignPerSecond > 0 ? `, foreign ${m.foreignPerSecond}/s` : ''}`;
+}
 
 /** Resolves once every child has exited, or after `ms`. */
 async function exited(children: readonly ChildProcess[], ms: number): Promise<void> {
