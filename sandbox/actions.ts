@@ -80,9 +80,7 @@ export function addConversion(input: ConversionAddBody, world: SandboxWorld): un
     partnership = owner;
   }
   const { store, settings } = world;
-  const duplicate = store.conversions.some(
-    (c) => c.program === program.id && c.externalId === input.externalId,
-  );
+  const duplicate = store.withExternalId(program.id, input.externalId).length > 0;
   if (duplicate && settings.duplicates === 'reject') {
     throw new HttpError(409, `a conversion with externalId ${input.externalId} already exists`, 'externalId');
   }
@@ -146,13 +144,12 @@ export function seedConversion(input: SeedConversionInput, world: SandboxWorld):
 /** GET /advertiser/conversions.info: the oldest conversion of the program that matches. */
 export function conversionInfo(query: ConversionInfoQuery, world: SandboxWorld): unknown {
   const program = requireProgram(world, query.program);
-  const match = world.store.conversions
-    .filter(
-      (c) =>
-        c.program === program.id &&
-        (query.externalId === undefined || c.externalId === query.externalId) &&
-        (query.customerId === undefined || c.customerId === query.customerId),
-    )
+  const candidates =
+    query.externalId === undefined
+      ? world.store.conversions.filter((c) => c.program === program.id)
+      : world.store.withExternalId(program.id, query.externalId);
+  const match = candidates
+    .filter((c) => query.customerId === undefined || c.customerId === query.customerId)
     .sort((a, b) => a.seq - b.seq)[0];
   if (!match) {
     const by =
@@ -380,7 +377,7 @@ export function storeConversion(world: SandboxWorld, fields: NewConversion): Con
     amountHistory: [],
     ...fields,
   };
-  world.store.conversions.push(record);
+  world.store.addConversion(record);
   world.store.changed();
   return record;
 }

@@ -137,10 +137,7 @@ function add({ params, body }: RouteRequest, world: SandboxWorld): string {
   const amount = minorOf(input.amount, program.currency, 'amount');
   minorOf(input.commission, program.currency, 'commission');
   const { store, settings } = world;
-  if (
-    settings.duplicates === 'reject' &&
-    store.conversions.some((c) => c.program === program.id && c.externalId === input.identifier)
-  ) {
+  if (settings.duplicates === 'reject' && store.withExternalId(program.id, input.identifier).length > 0) {
     throw new ActionRefusal('failed', 409, `a conversion with identifier ${input.identifier} already exists`);
   }
   const createdAt = isoNow(world);

@@ -1111,6 +1111,10 @@ describe('sandbox: control routes', () => {
     });
     const deleted = await api.control('DELETE', path);
     const missing = await api.control('POST', `${path}/accept`);
+    const missingInfo = await api.get('/advertiser/conversions.info', {
+      program: PROGRAM_EUR,
+      externalId: conversion.externalId,
+    });
 
     // Assess
     expect((listed.body['conversions'] as StoredConversion[]).map((c) => c.id)).toEqual([conversion.id]);
@@ -1123,6 +1127,7 @@ describe('sandbox: control routes', () => {
     expect(refuseUnlocked.status).toBe(200);
     expect(deleted.status).toBe(204);
     expect(missing.status).toBe(404);
+    expect(missingInfo.status).toBe(404);
     expect(sandbox.control.conversions()).toEqual([]);
   });
 
@@ -1230,7 +1235,7 @@ describe('sandbox: control routes', () => {
   it('resets conversions, calls, faults and options', async () => {
     // Prepare
     const api = clientOf(sandbox);
-    await addConversion(sandbox);
+    const added = await addConversion(sandbox);
     await api.control('PUT', '/options', { duplicates: 'reject' });
     await api.control('PUT', '/faults', { errorRate: 1 });
 
@@ -1238,6 +1243,10 @@ describe('sandbox: control routes', () => {
     const reset = await api.control('POST', '/reset');
     const calls = await api.control('GET', '/calls');
     const options = await api.control('GET', '/options');
+    const info = await api.get('/advertiser/conversions.info', {
+      program: PROGRAM_EUR,
+      externalId: added.externalId,
+    });
 
     // Assess
     expect(reset.status).toBe(204);
@@ -1245,6 +1254,7 @@ describe('sandbox: control routes', () => {
     expect(options.body['options']).toMatchObject({ duplicates: 'create' });
     expect(sandbox.control.getFaults()).toEqual({});
     expect(sandbox.control.conversions()).toEqual([]);
+    expect(info.status).toBe(404);
   });
 
   it('answers 404 and 405 on control paths, and 400 on a malformed control body', async () => {
