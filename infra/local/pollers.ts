@@ -23,7 +23,7 @@ type Worker = ReturnType<typeof makeWorkerHandler>;
  *
  * Once a receive comes back empty, the pollers take turns to receive (one receive in flight) until
  * one brings messages again. fauxqs answers every waiting long poll when one message becomes
- * available (SQS answers as many as it has messages for), so ten pollers waiting at once made ten
+ * available (SQS keeps the others waiting out their wait), so ten pollers waiting at once made ten
  * calls per message that became available, all but one coming back empty: at the end of a
  * ten-process bench drain, where each refund becomes available when its order is deleted, about
  * 3,300 receives for 2,200 messages, each an SDK call in the worker's process (Lambda makes them
