@@ -1,7 +1,10 @@
+import { fileURLToPath } from 'node:url';
+
 /**
  * Where a worker process's CPU goes, from the V8 CPU profiles its `--cpu-prof` writes
  * (`npm run bench -- --only multi --profile`): the busy time by package or project file of the
- * instance's bundle, so that a missed target comes with its profile, not just its figure.
+ * instance's bundle, so that a missed target comes with its profile, not just its figure. The same
+ * for the bench's own process (the sandbox, fauxqs and dynalite), whose sources are files.
  */
 
 /** The parts of a V8 CPU profile (`.cpuprofile`) read here. */
@@ -56,16 +59,39 @@ function ownerAt(starts: readonly ModuleStart[], line: number): string {
   return found < 0 ? '(bundle prelude)' : (starts[found]?.owner ?? '(bundle prelude)');
 }
 
+type Frame = CpuProfile['nodes'][number]['callFrame'];
+
+/** The owner of a frame of the bundle (`isBundle` of its URL): the module its line falls in. */
+export function bundleOwner(
+  isBundle: (url: string) => boolean,
+  starts: readonly ModuleStart[],
+): (frame: Frame) => string | undefined {
+  return (frame) => (isBundle(frame.url) ? ownerAt(starts, frame.lineNumber) : undefined);
+}
+
 /**
- * Busy microseconds by owner. Each sample goes to the nearest frame of the bundle up its stack, so
- * Node's own code (http, crypto, streams) counts for the package that called it; a sample with no
- * bundle frame counts under its own function (`(garbage collector)`, `(program)`, a timer's
+ * The owner of a frame of a source file: its package under node_modules, else its path under
+ * `root` (the project); none for Node's own code or a file elsewhere.
+ */
+export function fileOwner(root: string): (frame: Frame) => string | undefined {
+  const base = root.endsWith('/') ? root : `${root}/`;
+  return (frame) => {
+    if (!frame.url.startsWith('file:')) return undefined;
+    const path = fileURLToPath(frame.url);
+    if (path.includes('/node_modules/')) return ownerOf(path);
+    return path.startsWith(base) ? path.slice(base.length) : undefined;
+  };
+}
+
+/**
+ * Busy microseconds by owner. Each sample goes to the nearest frame up its stack that `ownerOfFrame`
+ * names, so Node's own code (http, crypto, streams) counts for the package that called it; a sample
+ * with no such frame counts under its own function (`(garbage collector)`, `(program)`, a timer's
  * callback); idle samples are left out.
  */
 export function busyByOwner(
   profile: CpuProfile,
-  isBundle: (url: string) => boolean,
-  starts: readonly ModuleStart[],
+  ownerOfFrame: (frame: Frame) => string | undefined,
 ): Map<string, number> {
   const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
@@ -77,10 +103,8 @@ export function busyByOwner(
     let found: string | undefined;
     for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
       const frame = nodes.get(at)?.callFrame;
-      if (frame !== undefined && isBundle(frame.url)) {
-        found = ownerAt(starts, frame.lineNumber);
-        break;
-      }
+      found = frame === undefined ? undefined : ownerOfFrame(frame);
+      if (found !== undefined) break;
     }
     const own = nodes.get(id)?.callFrame.functionName;
     const result = found ?? `(${(own ?? '').replace(/^\(|\)$/g, '') || 'anonymous'})`;

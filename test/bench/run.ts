@@ -1,5 +1,6 @@
 import { type ChildProcess, fork, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -13,7 +14,15 @@ import { genericWebhook } from '../support/webhooks.ts';
 import { runBaseline } from './baseline.ts';
 import type { IngestLoadConfig } from './ingest-load.ts';
 import type { InstanceConfig, InstanceReport } from './instance.ts';
-import { addBusy, busyByOwner, type CpuProfile, moduleStarts, shares } from './profile.ts';
+import {
+  addBusy,
+  bundleOwner,
+  busyByOwner,
+  type CpuProfile,
+  fileOwner,
+  moduleStarts,
+  shares,
+} from './profile.ts';
 
 /**
  * `npm run bench`: drain throughput against the sandbox at the platform's real limit (100 requests
@@ -80,6 +89,8 @@ interface MultiDrainResult {
   readonly cpuParent: number;
   /** With `--profile`: the workers' busy CPU by package or project file, largest first (share 0–1). */
   readonly cpuByOwner?: [string, number][];
+  /** With `--profile`: the same for this process over the drain (the sandbox, fauxqs, dynalite). */
+  readonly parentCpuByOwner?: [string, number][];
 }
 
 interface IngestResult {
@@ -327,11 +338,38 @@ function profileShares(dir: string, instanceModule: string): [string, number][] 
     const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile;
     addBusy(
       busy,
-      busyByOwner(profile, (url) => url === bundleUrl || url === instanceModule, starts),
+      busyByOwner(
+        profile,
+        bundleOwner((url) => url === bundleUrl || url === instanceModule, starts),
+      ),
     );
   }
   return shares(busy);
 }
+
+/**
+ * V8's CPU profiler on this process, as `--cpu-prof` runs it in the workers: where the sandbox and
+ * the emulators spend the cores the workers share with them.
+ */
+async function startProfiler(): Promise<{ stop(): Promise<CpuProfile> }> {
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  let stopped: Promise<CpuProfile> | undefined;
+  return {
+    stop() {
+      stopped ??= session.post('Profiler.stop').then(({ profile }) => {
+        session.disconnect();
+        return profile as unknown as CpuProfile;
+      });
+      return stopped;
+    },
+  };
+}
+
+/** The project's root, under which a source file's owner is its path. */
+const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 /**
  * The deployed drain: `instances` worker processes that share nothing but the queue, the ledger
@@ -362,6 +400,7 @@ async function multiDrain(options: {
     emulators: { visibilityTimeoutSeconds: 120 },
   });
   const children: ChildProcess[] = [];
+  let parentProfiler: { stop(): Promise<CpuProfile> } | undefined;
   try {
     const prefix = `${pacing}-${instances}-${Date.now()}`;
     await postBurst(stack, orders, prefix);
@@ -400,6 +439,7 @@ async function multiDrain(options: {
       pollers,
       startOnGo: warm,
     };
+    parentProfiler = options.profileDir === undefined ? undefined : await startProfiler();
     const started = Date.now();
     const parentCpu = process.cpuUsage();
     if (foreignPerSecond > 0)
@@ -419,6 +459,7 @@ async function multiDrain(options: {
     await stack.waitForIdle(15 * 60_000);
     const drainSeconds = (Date.now() - started) / 1000;
     const parent = process.cpuUsage(parentCpu);
+    const parentProfile = await parentProfiler?.stop();
     const reports = await Promise.all(
       children.map((c) => ask<InstanceReport>(c, 'report', { type: 'stop' })),
     );
@@ -449,8 +490,12 @@ async function multiDrain(options: {
       steadyAddsPerSecond: steady.length > 0 ? steady.reduce((a, b) => a + b, 0) / steady.length : 0,
       cpuInstances: reports.reduce((n, r) => n + r.cpuMs, 0) / coreSeconds,
       cpuParent: (parent.user + parent.system) / 1000 / coreSeconds,
+      ...(parentProfile === undefined
+        ? {}
+        : { parentCpuByOwner: shares(busyByOwner(parentProfile, fileOwner(PROJECT_ROOT))) }),
     };
   } finally {
+    await parentProfiler?.stop().catch(() => undefined);
     // An instance writes its profile as it exits, after its report: wait for that (a bounded wait).
     if (options.profileDir !== undefined) await exited(children, 15_000);
     for (const child of children) if (child.exitCode === null) child.kill();
@@ -595,6 +640,10 @@ function markdown(
         '',
         ...profiled.map((m) => `- ${rowLabel(m)}: ${ownersLine(m.cpuByOwner ?? [])}`),
         '',
+        "And the bench process's over the drain (the sandbox, fauxqs and dynalite, which share the cores with the workers; V8's profiler in the process, each sample given to the nearest frame of a package or project file):",
+        '',
+        ...profiled.map((m) => `- ${rowLabel(m)}: ${ownersLine(m.parentCpuByOwner ?? [])}`),
+        '',
       );
     }
   }
@@ -644,7 +693,7 @@ async function main(): Promise<void> {
     .option('--warm', 'boot every worker process before any polls (warm containers), not one after another')
     .option(
       '--profile',
-      'CPU-profile every worker process of the multi-instance drain and print where their busy time goes, by package (an unminified bundle: compare shares, not adds/s)',
+      'CPU-profile every worker process of the multi-instance drain, and the bench process over it (sandbox, fauxqs, dynalite), and print where their busy time goes, by package (an unminified bundle: compare shares, not adds/s)',
     )
     .option('--max-concurrency <n>', 'maxConcurrency the adaptive start rate is derived from', '10')
     .option('--foreign <n>', 'req/s a foreign client takes of conversions.add in the extra rows', '30')
@@ -712,6 +761,7 @@ async function main(): Promise<void> {
           instanceStartS,
           instanceDoneBeforeEndS,
           cpuByOwner,
+          parentCpuByOwner,
           ...summary
         } = result;
         console.table([summary]);
@@ -722,7 +772,7 @@ async function main(): Promise<void> {
             )
             .join(
               ', ',
-            )}\n  adds by second: ${addsBySecond.join(' ')}\n  per instance, adds (first add s after the drain's first, last add s before its end): ${instanceLine(result)}${cpuByOwner ? `\n  workers' busy CPU by owner: ${ownersLine(cpuByOwner)}` : ''}`,
+            )}\n  adds by second: ${addsBySecond.join(' ')}\n  per instance, adds (first add s after the drain's first, last add s before its end): ${instanceLine(result)}${cpuByOwner ? `\n  workers' busy CPU by owner: ${ownersLine(cpuByOwner)}` : ''}${parentCpuByOwner ? `\n  the bench process's busy CPU by owner (sandbox, fauxqs, dynalite): ${ownersLine(parentCpuByOwner)}` : ''}`,
         );
         multi.push(result);
       }

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { busyByOwner, type CpuProfile, moduleStarts, ownerOf, shares } from '../bench/profile.ts';
+import {
+  bundleOwner,
+  busyByOwner,
+  type CpuProfile,
+  fileOwner,
+  moduleStarts,
+  ownerOf,
+  shares,
+} from '../bench/profile.ts';
 
 /** The bench's `--profile`: a worker's busy time by package, from its V8 CPU profile and bundle. */
 
@@ -37,7 +45,10 @@ describe('bench profile', () => {
   });
 
   it("gives each busy sample to the nearest bundle frame up its stack, Node's own code to its caller", () => {
-    const busy = busyByOwner(profile, (url) => url === URL, moduleStarts(BUNDLE));
+    const busy = busyByOwner(
+      profile,
+      bundleOwner((url) => url === URL, moduleStarts(BUNDLE)),
+    );
     expect(Object.fromEntries(busy)).toEqual({
       '@smithy/core': 20,
       zod: 20,
@@ -48,5 +59,35 @@ describe('bench profile', () => {
     const top = shares(busy);
     expect(top[0]?.[1]).toBeCloseTo(20 / 50);
     expect(top.reduce((a, [, s]) => a + s, 0)).toBeCloseTo(1);
+  });
+
+  it("gives the parent's samples to the package or project file of their source (the sandbox and the emulators)", () => {
+    const root = '/work/repo';
+    const parent: CpuProfile = {
+      nodes: [
+        { id: 1, callFrame: frame('(root)', ''), children: [2, 3, 6, 7] },
+        { id: 2, callFrame: frame('handle', 'file:///work/repo/sandbox/http.ts'), children: [4] },
+        {
+          id: 3,
+          callFrame: frame('put', 'file:///work/repo/node_modules/dynalite/db/index.js'),
+          children: [5],
+        },
+        { id: 4, callFrame: frame('writev', 'node:internal/stream_base_commons') },
+        {
+          id: 5,
+          callFrame: frame('encode', 'file:///work/repo/node_modules/@smithy/core/dist-cjs/index.js'),
+        },
+        { id: 6, callFrame: frame('elsewhere', 'file:///tmp/other/thing.js') },
+        { id: 7, callFrame: frame('(idle)', '') },
+      ],
+      samples: [2, 4, 3, 5, 6, 7],
+      timeDeltas: [3, 4, 5, 6, 7, 100],
+    };
+    expect(Object.fromEntries(busyByOwner(parent, fileOwner(root)))).toEqual({
+      'sandbox/http.ts': 7,
+      dynalite: 5,
+      '@smithy/core': 6,
+      '(elsewhere)': 7,
+    });
   });
 });
