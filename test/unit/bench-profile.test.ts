@@ -62,20 +62,20 @@ describe('bench profile', () => {
   });
 
   it("gives the parent's samples to the package or project file of their source (the sandbox and the emulators)", () => {
-    const root = '/work/repo';
+    const root = '/srv/connector';
     const parent: CpuProfile = {
       nodes: [
         { id: 1, callFrame: frame('(root)', ''), children: [2, 3, 6, 7] },
-        { id: 2, callFrame: frame('handle', 'file:///work/repo/sandbox/http.ts'), children: [4] },
+        { id: 2, callFrame: frame('handle', 'file:///srv/connector/sandbox/http.ts'), children: [4] },
         {
           id: 3,
-          callFrame: frame('put', 'file:///work/repo/node_modules/dynalite/db/index.js'),
+          callFrame: frame('put', 'file:///srv/connector/node_modules/dynalite/db/index.js'),
           children: [5],
         },
         { id: 4, callFrame: frame('writev', 'node:internal/stream_base_commons') },
         {
           id: 5,
-          callFrame: frame('encode', 'file:///work/repo/node_modules/@smithy/core/dist-cjs/index.js'),
+          callFrame: frame('encode', 'file:///srv/connector/node_modules/@smithy/core/dist-cjs/index.js'),
         },
         { id: 6, callFrame: frame('elsewhere', 'file:///tmp/other/thing.js') },
         { id: 7, callFrame: frame('(idle)', '') },
