@@ -1,9 +1,7 @@
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SQSClient } from '@aws-sdk/client-sqs';
 import { buildWorkerDeps, makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
 import { Pollers } from '../../infra/local/pollers.ts';
 import { LOCAL_AWS } from '../../local/defaults.ts';
-import { type AwsCallBudget, awsClientConfig } from '../../shared/adapters/aws-clients.ts';
+import { type AwsCallBudget, dynamoClient, sqsClient } from '../../shared/adapters/aws-clients.ts';
 import type { Env } from '../../shared/config/env.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 
@@ -50,7 +48,7 @@ export interface InstanceReport {
 }
 
 /**
- * The functions' client settings (`awsClientConfig`) with a time budget the emulators can meet: at
+ * The functions' clients (`sqsClient`, `dynamoClient`) with a time budget the emulators can meet: at
  * the start of a ten-instance drain a thousand ledger writes reach dynalite at once, on the 2 cores
  * the workers share with it, and some take seconds (DynamoDB answers in milliseconds). Under the
  * functions' 1.5 s budget they time out; a create that timed out but was written leaves the order
@@ -71,16 +69,8 @@ async function main(): Promise<void> {
     routes[name] ??= { requests: 0, waited: 0, waitMs: 0, requestMs: 0, refused: 0, answers: [] };
     return routes[name];
   };
-  const sqs = new SQSClient({
-    ...awsClientConfig(EMULATOR_BUDGET),
-    ...LOCAL_AWS,
-    endpoint: config.sqsEndpoint,
-  });
-  const dynamo = new DynamoDBClient({
-    ...awsClientConfig(EMULATOR_BUDGET),
-    ...LOCAL_AWS,
-    endpoint: config.dynamoEndpoint,
-  });
+  const sqs = sqsClient(EMULATOR_BUDGET, { ...LOCAL_AWS, endpoint: config.sqsEndpoint });
+  const dynamo = dynamoClient(EMULATOR_BUDGET, { ...LOCAL_AWS, endpoint: config.dynamoEndpoint });
   const deps = await buildWorkerDeps({
     sqs,
     dynamo,

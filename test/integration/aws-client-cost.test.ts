@@ -2,7 +2,12 @@ import { DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type Emulators, startEmulators } from '../../infra/local/emulators.ts';
 import { LOCAL_AWS } from '../../local/defaults.ts';
-import { awsClientConfig } from '../../shared/adapters/aws-clients.ts';
+import {
+  awsClientConfig,
+  dynamoClient,
+  secretsManagerClient,
+  sqsClient,
+} from '../../shared/adapters/aws-clients.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import type { OrderRecord } from '../../shared/ledger.ts';
 
@@ -10,7 +15,9 @@ import type { OrderRecord } from '../../shared/ledger.ts';
  * Issue 16 (where the worker's time goes): the AWS SDK's share of a worker's CPU is the largest, and
  * part of it was rebuilding each command's middleware chain on every call. The clients the functions
  * build cache it per command type (`cacheMiddleware`), and the ledger sends without per-call options
- * when it has none to give (options on a call turn the cache off for that call).
+ * when it has none to give (options on a call turn the cache off for that call). They also leave out
+ * the SDK's logger middleware, which on every call filtered the input and the output for sensitive
+ * fields to hand them to a logger that discards them (no function gives its clients a logger).
  */
 
 let emulators: Emulators;
@@ -73,6 +80,27 @@ describe('the functions’ AWS clients', () => {
       callOptions: () => ({ abortSignal: AbortSignal.abort() }),
     });
     await expect(ledger.get('p#cost-0')).rejects.toThrow(/abort/i);
+    client.destroy();
+  });
+
+  it('leave out the SDK’s logger middleware, and still answer', async () => {
+    const local = { ...LOCAL_AWS, endpoint: emulators.dynamoEndpoint };
+    for (const client of [
+      sqsClient(),
+      dynamoClient(),
+      secretsManagerClient(),
+      dynamoClient(undefined, local),
+    ]) {
+      const steps = client.middlewareStack.identify();
+      expect(steps.some((step) => step.startsWith('serializerMiddleware'))).toBe(true);
+      expect(steps.filter((step) => step.startsWith('loggerMiddleware'))).toEqual([]);
+      client.destroy();
+    }
+    const client = dynamoClient(undefined, local);
+    const ledger = new DynamoLedger(client, emulators.tableName);
+    const r = record('lean-0');
+    expect(await ledger.create(r)).toBe(true);
+    expect((await ledger.get(r.key))?.externalId).toBe('lean-0');
     client.destroy();
   });
 });
