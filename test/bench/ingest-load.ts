@@ -1,5 +1,6 @@
 import autocannon from 'autocannon';
 import { genericWebhook } from '../support/webhooks.ts';
+import { exitWithParent } from './leftovers.ts';
 
 /**
  * The ingest bench's load generator, in a process of its own (run.ts forks it): autocannon and the
@@ -14,6 +15,7 @@ export interface IngestLoadConfig {
   readonly clickId: string;
 }
 
+exitWithParent();
 const config = JSON.parse(process.argv[2] ?? '{}') as IngestLoadConfig;
 let n = 0;
 const result = await autocannon({

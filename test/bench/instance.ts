@@ -4,6 +4,7 @@ import { LOCAL_AWS } from '../../local/defaults.ts';
 import { type AwsCallBudget, dynamoClient, sqsClient } from '../../shared/adapters/aws-clients.ts';
 import type { Env } from '../../shared/config/env.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
+import { exitWithParent } from './leftovers.ts';
 
 /**
  * One worker instance of the multi-instance drain, in its own process as a Lambda container is:
@@ -62,6 +63,7 @@ const EMULATOR_BUDGET: AwsCallBudget = {
 };
 
 async function main(): Promise<void> {
+  exitWithParent();
   const config = JSON.parse(process.argv[2] ?? '{}') as InstanceConfig;
   const adds: number[] = [];
   const routes: Record<string, RouteProfile> = {};

@@ -1,7 +1,7 @@
 import { type ChildProcess, fork, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type autocannon from 'autocannon';
@@ -14,6 +14,7 @@ import { genericWebhook } from '../support/webhooks.ts';
 import { runBaseline } from './baseline.ts';
 import type { IngestLoadConfig } from './ingest-load.ts';
 import type { InstanceConfig, InstanceReport } from './instance.ts';
+import { scratchDir } from './leftovers.ts';
 import {
   addBusy,
   bundleOwner,
@@ -543,7 +544,7 @@ function median(values: number[]): number {
  * lazily on the first event, so the import is all that runs at init).
  */
 async function coldStart(runs: number): Promise<ColdStartResult[]> {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-bundles-'));
+  const dir = scratchDir('bench-bundles-');
   const results: ColdStartResult[] = [];
   try {
     for (const fn of ['webhook', 'refunds', 'worker'] as const) {
@@ -724,8 +725,7 @@ async function main(): Promise<void> {
   }
   const multi: MultiDrainResult[] = [];
   if (only.has('multi')) {
-    const bundleDir = mkdtempSync(join(tmpdir(), 'bench-instance-'));
-    process.once('exit', () => rmSync(bundleDir, { recursive: true, force: true }));
+    const bundleDir = scratchDir('bench-instance-');
     const profiling = o['profile'] === true;
     const instanceModule = await bundleInstance(bundleDir, profiling);
     const pacings = String(o['pacing']).split(',') as ('static' | 'adaptive')[];
