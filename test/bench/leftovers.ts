@@ -9,14 +9,15 @@ import { join } from 'node:path';
  */
 
 const scratch = new Set<string>();
-let removing = false;
+/** The exit and signal handlers below are in place (once per process). */
+let handlersInstalled = false;
 
 /** A temporary folder, removed when this process exits: normally, or on SIGINT, SIGTERM or SIGHUP. */
 export function scratchDir(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   scratch.add(dir);
-  if (!removing) {
-    removing = true;
+  if (!handlersInstalled) {
+    handlersInstalled = true;
     process.once('exit', () => {
       for (const path of scratch) rmSync(path, { recursive: true, force: true });
     });
