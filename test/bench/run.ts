@@ -15,6 +15,7 @@ import { runBaseline } from './baseline.ts';
 import type { IngestLoadConfig } from './ingest-load.ts';
 import type { InstanceConfig, InstanceReport } from './instance.ts';
 import { scratchDir } from './leftovers.ts';
+import { type DrainPhase, drainPhases, phasesLine } from './phases.ts';
 import {
   addBusy,
   bundleOwner,
@@ -86,6 +87,8 @@ interface MultiDrainResult {
   readonly instanceAdds: number[];
   readonly instanceStartS: number[];
   readonly instanceDoneBeforeEndS: number[];
+  /** The start, the middle and the tail against the route's limit (`test/bench/phases.ts`). */
+  readonly phases: DrainPhase[];
   readonly cpuInstances: number;
   readonly cpuParent: number;
   /** With `--profile`: the workers' busy CPU by package or project file, largest first (share 0–1). */
@@ -488,6 +491,10 @@ async function multiDrain(options: {
       instanceAdds: reports.map((r) => r.adds.length),
       instanceStartS: reports.map((r) => ((r.adds[0] ?? 0) - (adds[0] ?? 0)) / 1000),
       instanceDoneBeforeEndS: reports.map((r) => ((adds.at(-1) ?? 0) - (r.adds.at(-1) ?? 0)) / 1000),
+      phases: drainPhases(
+        reports.map((r) => r.adds),
+        LIMIT_PER_SECOND - foreignPerSecond,
+      ),
       steadyAddsPerSecond: steady.length > 0 ? steady.reduce((a, b) => a + b, 0) / steady.length : 0,
       cpuInstances: reports.reduce((n, r) => n + r.cpuMs, 0) / coreSeconds,
       cpuParent: (parent.user + parent.system) / 1000 / coreSeconds,
@@ -632,6 +639,10 @@ function markdown(
       "The start and the tail: each instance's adds, how many seconds after the drain's first add it made its first one, and how many before the drain's last add it made its last one:",
       '',
       ...multi.map((m) => `- ${rowLabel(m)}: ${instanceLine(m)}`),
+      '',
+      `Where the time goes against the route's budget (its limit, ${LIMIT_PER_SECOND}/s, less what a foreign client takes): the start, until the last instance made its first add; all adding; the tail, from the first instance's last add. A phase loses its length less the time its adds take at the budget (negative: it ran over), and the losses add up to the drain's:`,
+      '',
+      ...multi.map((m) => `- ${rowLabel(m)}: ${phasesLine(m.phases)}`),
       '',
     );
     const profiled = multi.filter((m) => m.cpuByOwner !== undefined);
