@@ -11,7 +11,7 @@ export interface DrainPhase {
   readonly seconds: number;
   /** Adds after the drain's first (its zero) up to the phase's end. */
   readonly adds: number;
-  /** Negative where the phase ran over the limit. */
+  /** Negative where the phase ran over the budget. */
   readonly lostSeconds: number;
 }
 

@@ -87,7 +87,7 @@ interface MultiDrainResult {
   readonly instanceAdds: number[];
   readonly instanceStartS: number[];
   readonly instanceDoneBeforeEndS: number[];
-  /** The start, the middle and the tail against the route's limit (`test/bench/phases.ts`). */
+  /** The start, the middle and the tail against the route's budget, its limit less the foreign client (`test/bench/phases.ts`). */
   readonly phases: DrainPhase[];
   readonly cpuInstances: number;
   readonly cpuParent: number;
