@@ -201,7 +201,7 @@ export class RateLimiter {
    * 10% margin and cut by a tenth whenever it dipped: the sawtooth that held the bench at 77–81/s).
    * Once per window (an epoch):
    * - the route's rate R is compared with the target, the server's limit less a margin (HEADROOM,
-   *   3%, widened by 2 points each window that ran full: an answer saw nothing left or was a 429,
+   *   2%, widened by 2 points each window that ran full: an answer saw nothing left or was a 429,
    *   which many instances see alike; narrowed by a point per clean window), so the margin
    *   follows the jitter of the timers and the network instead of being sized for the worst; and
    *   the allowance moves by GAIN × (target − R) × this instance's share of R (its sends in the
@@ -661,9 +661,13 @@ export function claimShare(target: number, others: readonly number[], claiming: 
  * Share of the route's limit the fleet leaves free: jitter of a few requests per window (instances'
  * timers, the network) must not cross the limit. Tuned with GAIN and DECREASE_ON_429 on the
  * simulation in test/unit/rate-limiter.test.ts (1 to 10 instances, 50–149 ms latency, a foreign
- * client): less headroom or more gain traded a few adds per second for several times the 429s.
+ * client): more gain traded a few adds per second for several times the 429s. 3% until the bench
+ * of 2026-11-26 (docs/benchmarks.md): 2% made ten instances drain at 95.0 adds/s against 94.1 over
+ * 14 interleaved pairs (the middle lost 0.47 s against 0.67), five at 95.8 against 95.5, and 67.6
+ * against 66.6 beside a foreign client, with 429s as rare (0.21% against 0.19% with ten; 0.87% at
+ * most); the windows that run full widen the margin anyway (HEADROOM_STEP).
  */
-const HEADROOM = 0.03;
+const HEADROOM = 0.02;
 /** The latest answers `countAllows` tries as its reference (one of the old window can lag one of the new). */
 const COUNT_REFERENCES = 8;
 /** A window seen full widens the margin by this share of the limit, up to MAX_HEADROOM. */

@@ -397,9 +397,11 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
 
       // Assess: near the limit from two instances on (ramp included; one instance alone is held
       // by its ten callers' round trips: see the next test with thirty), well above the static 80%
-      // split, and few 429s. Now 89.7 / 95.1 / 96.5 / 95.6 per second (88.3 for one instance
-      // before the server's count freed it past its send-to-answer count); 87.4 / 94.0 / 94.0 /
-      // 95.5 before the early ramp.
+      // split, and few 429s. Now 89.8 / 95.2 / 95.1 / 95.7 per second, 0.00–0.60% 429s; with the
+      // 3% margin before 2026-11-26, 89.7 / 95.1 / 96.5 / 95.6 and 0.00–0.43% (this one scenario
+      // of five instances lost 1.4/s at 2%; the bench's five gained 0.3, docs/benchmarks.md); 88.3
+      // for one instance before the server's count freed it past its send-to-answer count; 87.4 /
+      // 94.0 / 94.0 / 95.5 before the early ramp.
       expect(result.share429).toBeLessThanOrEqual(0.01);
       expect(result.perSecond).toBeGreaterThanOrEqual(instances === 1 ? 87 : 94.3);
       expect(result.perSecond).toBeGreaterThan(split.perSecond * 1.1);
@@ -631,7 +633,7 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
     await clock.run(burst(withFleet, 5));
 
     // Assess: with the record it came back at no more than its start pace (10) and claimed what the
-    // busy sibling at 90 leaves (7 of the target of 97, at least its start pace); alone it keeps
+    // busy sibling at 90 leaves (8 of the target of 98, at least its start pace); alone it keeps
     // the pace it had
     expect(grown).toBeGreaterThanOrEqual(30);
     expect(claimed.length).toBeGreaterThanOrEqual(1);
@@ -676,7 +678,7 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
     await clock.run(Promise.all([burst(full), burst(under)]));
     await clock.run(clock.sleep(10));
 
-    // Assess: the one on a full route gives up the excess down to the fair share (97 ÷ 4); the
+    // Assess: the one on a full route gives up the excess down to the fair share (98 ÷ 4); the
     // other keeps its pace and grows into the route its siblings left
     expect(full.allowance('add')).toBeLessThanOrEqual(25);
     expect(under.allowance('add')).toBeGreaterThanOrEqual(30);
@@ -712,14 +714,14 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
     // Assess: no claim for the trickle; the burst waited, claimed and took the idle route's target
     expect(trickle).toBe(0);
     expect(claims).toBe(1);
-    expect(limiter.allowance('refuse')).toBe(97);
+    expect(limiter.allowance('refuse')).toBe(98);
   });
 
   it.each([
-    // two settled at 50 and 20 of the 97 the fleet aims at: a third of the 27 left free (all of it
+    // two settled at 50 and 20 of the 98 the fleet aims at: a third of the 28 left free (all of it
     // would put the route over its target once the other two claimers took theirs)
     { settled: [50, 20], claiming: 2, pace: 9 },
-    // two settled at 10: an equal fifth of the 97, not a third (the claimers count among the busy)
+    // two settled at 10: an equal fifth of the 98, not a third (the claimers count among the busy)
     { settled: [10, 10], claiming: 2, pace: 19 },
   ])(
     'claims its part of what $settled leave, with $claiming others claiming at once',
