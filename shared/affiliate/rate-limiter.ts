@@ -120,7 +120,10 @@ interface KeyState {
   lastAdmit: number;
   /** With a fleet record: the key arrived and claims its pace once a caller waits on it. */
   claimDue: boolean;
-  /** Until then the key claims its pace again every RECLAIM_MS (its first claim; a 429 ends it). */
+  /**
+   * Until then the key claims its pace again every RECLAIM_MS: a window from when its first claim
+   * landed (from when it began, while that claim is under way); a 429 ends it.
+   */
   settleUntil: number;
   /** A 429 came since the key arrived: a claim under way is not applied. */
   claimVoid: boolean;
@@ -364,7 +367,7 @@ export class RateLimiter {
       if (state.claimDue && !state.sharing) {
         state.claimDue = false;
         state.settleUntil = now + this.windowMs;
-        this.claimFromFleet(state, now);
+        this.claimFromFleet(state, now, true);
       }
       if (deadline !== undefined && now + waitMs >= deadline) {
         if (waitMs !== Number.POSITIVE_INFINITY || now >= deadline) {
@@ -496,7 +499,7 @@ export class RateLimiter {
       state.settleUntil = 0;
       state.claimVoid = false;
     } else if (now < state.settleUntil && !state.sharing && now - state.sharedAt >= RECLAIM_MS) {
-      this.claimFromFleet(state, now);
+      this.claimFromFleet(state, now, false);
     }
   }
 
@@ -506,8 +509,11 @@ export class RateLimiter {
   // less than the start pace (which maxConcurrency instances may all run at). The record writes a
   // claim only if no instance arrived since its read, so every claimer counted every other
   // (test/integration/pacing-board.test.ts). A claim that comes back after a 429, or decided on a
-  // read that has aged by then, is dropped: the measured pacing does the work.
-  private claimFromFleet(state: KeyState, now: number): void {
+  // read that has aged by then, is dropped: the measured pacing does the work. The window of
+  // claims again counts from when the first claim lands: a claim slower than a window (the table
+  // busy) would otherwise land with the window over, and keep a share sized for the instances that
+  // were there when it read.
+  private claimFromFleet(state: KeyState, now: number, first: boolean): void {
     const fleet = this.fleet;
     if (!fleet) return;
     const target = this.fleetTarget;
@@ -529,10 +535,15 @@ export class RateLimiter {
         const at = this.now();
         if (claimed === undefined || state.claimVoid || at - decidedAt > this.windowMs * EARLY_EPOCH_SHARE)
           return;
+        const before = state.allowance;
         state.allowance = claimed;
+        if (first) state.settleUntil = at + this.windowMs;
         state.fleetMean = mean;
         state.fleetReadAt = at;
-        this.newEpoch(state, at); // measured afresh at the claimed pace
+        // Measured afresh at a new pace. A claim that leaves the pace as it was keeps the epoch:
+        // restarting it at every claim kept a settling key from measuring the route until a window
+        // after its last claim, two windows in.
+        if (claimed !== before) this.newEpoch(state, at);
       })
       .catch(() => {})
       .finally(() => {
