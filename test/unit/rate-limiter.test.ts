@@ -14,6 +14,15 @@ function limiterWith(clock: FakeClock, ratePerSecond?: number): RateLimiter {
   return new RateLimiter({ ratePerSecond, now: clock.now, sleep: clock.sleep });
 }
 
+/** Adaptive from 10/s, with a fleet record that claims through `claim` and shares nothing. */
+function limiterClaiming(clock: FakeClock, claim: FleetPaces['claim']): RateLimiter {
+  return new RateLimiter({
+    adaptive: { initialRatePerSecond: 10, fleet: { share: async () => [], claim } },
+    now: clock.now,
+    sleep: clock.sleep,
+  });
+}
+
 describe('RateLimiter', () => {
   it('admits up to the limit at once, then waits until the oldest completion is a window old', async () => {
     // Prepare
@@ -689,19 +698,9 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
     // Prepare
     const clock = new FakeClock();
     let claims = 0;
-    const limiter = new RateLimiter({
-      adaptive: {
-        initialRatePerSecond: 10,
-        fleet: {
-          share: async () => [],
-          claim: async (_key, _pace, decide) => {
-            claims += 1;
-            return decide([], 0);
-          },
-        },
-      },
-      now: clock.now,
-      sleep: clock.sleep,
+    const limiter = limiterClaiming(clock, async (_key, _pace, decide) => {
+      claims += 1;
+      return decide([], 0);
     });
 
     // Act: one request every 200 ms (under the start pace), then three at once
@@ -724,21 +723,11 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
     // sibling has arrived at its start pace (8), and the claims after it see that
     const clock = new FakeClock();
     const decided: number[] = [];
-    const limiter = new RateLimiter({
-      adaptive: {
-        initialRatePerSecond: 10,
-        fleet: {
-          share: async () => [],
-          claim: async (_key, _pace, decide) => {
-            const first = decided.length === 0;
-            await clock.sleep(first ? 1100 : 5);
-            decided.push(decide(first ? [] : [8], 0));
-            return decided.at(-1);
-          },
-        },
-      },
-      now: clock.now,
-      sleep: clock.sleep,
+    const limiter = limiterClaiming(clock, async (_key, _pace, decide) => {
+      const first = decided.length === 0;
+      await clock.sleep(first ? 1100 : 5);
+      decided.push(decide(first ? [] : [8], 0));
+      return decided.at(-1);
     });
 
     // Act: callers queue from the start until 1.8 s
@@ -766,20 +755,10 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
     const clock = new FakeClock();
     const server = new ServerRateLimiter();
     let claims = 0;
-    const limiter = new RateLimiter({
-      adaptive: {
-        initialRatePerSecond: 10,
-        fleet: {
-          share: async () => [],
-          claim: async (_key, _pace, decide) => {
-            claims += 1;
-            await clock.sleep(5);
-            return decide([49], 0);
-          },
-        },
-      },
-      now: clock.now,
-      sleep: clock.sleep,
+    const limiter = limiterClaiming(clock, async (_key, _pace, decide) => {
+      claims += 1;
+      await clock.sleep(5);
+      return decide([49], 0);
     });
     const until = 1100;
     const foreign = async () => {
