@@ -22,7 +22,7 @@ export function drainPhases(
   instances: readonly (readonly number[])[],
   budgetPerSecond: number,
 ): DrainPhase[] {
-  const busy = instances.filter((adds) => adds.length > 0).map((adds) => [...adds].sort((a, b) => a - b));
+  const busy = instances.filter((adds) => adds.length > 0);
   const adds = busy.flat().sort((a, b) => a - b);
   const first = adds[0];
   const last = adds.at(-1);
