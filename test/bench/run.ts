@@ -9,9 +9,11 @@ import { Command } from 'commander';
 import { build } from 'esbuild';
 import { bundleFunction, esbuildOptionsFor } from '../../infra/bundle-report.ts';
 import type { ConnectorFunctionName } from '../../infra/connector-stack.ts';
+import { DeployConfig } from '../../infra/deploy-config.ts';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { genericWebhook } from '../support/webhooks.ts';
 import { runBaseline } from './baseline.ts';
+import { fleetShape } from './fleet.ts';
 import type { IngestLoadConfig } from './ingest-load.ts';
 import type { InstanceConfig, InstanceReport } from './instance.ts';
 import { scratchDir } from './leftovers.ts';
@@ -36,6 +38,8 @@ import {
 const CLICK = 'a1b2c3d4e5f60718293a4b5c';
 const PLATFORM_FAULTS = { latencyMs: 50, jitterMs: 100, seed: 1 };
 const LIMIT_PER_SECOND = 100;
+/** The worker's event source maxConcurrency as the stack deploys it by default (infra/deploy-config.ts). */
+const DEPLOYED_MAX_CONCURRENCY = DeployConfig.shape.worker.parse(undefined).maxConcurrency;
 
 interface DrainResult {
   readonly connector: string;
@@ -55,6 +59,8 @@ interface MultiDrainResult {
   readonly warm: boolean;
   readonly pacing: 'static' | 'adaptive';
   readonly instances: number;
+  /** Batches of ten each instance holds at once (`test/bench/fleet.ts`). */
+  readonly pollers: number;
   /** Requests per second a foreign client of the same token takes on conversions.add. */
   readonly foreignPerSecond: number;
   readonly orders: number;
@@ -377,17 +383,17 @@ const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 /**
  * The deployed drain: `instances` worker processes that share nothing but the queue, the ledger
- * and the platform token, as Lambda containers. `static`: each at 80% of the limit ÷ instances
- * (the stack before adaptive pacing). `adaptive`: each from 80% ÷ `maxConcurrency` up to the
- * limit, paced by the platform's headers. `warm`: every process boots before any polls (containers
+ * and the platform token, as Lambda containers, holding `pollers` batches each (`fleetShape`).
+ * `static`: each at 80% of the limit ÷ instances (the stack before adaptive pacing). `adaptive`:
+ * each from `initialRatePerSecond` up to the limit, paced by the platform's headers. `warm`: every process boots before any polls (containers
  * already warm when the backlog arrives), so no process's boot takes the shared cores from the drain.
  */
 async function multiDrain(options: {
   pacing: 'static' | 'adaptive';
   instances: number;
-  maxConcurrency: number;
   orders: number;
   pollers: number;
+  initialRatePerSecond: number;
   foreignPerSecond: number;
   warm: boolean;
   /** The program each instance runs: the bundle of instance.ts (`bundleInstance`). */
@@ -430,9 +436,7 @@ async function multiDrain(options: {
         ? { AFFILIATE_RATE_PER_SECOND: String(share) }
         : {
             AFFILIATE_RATE_PER_SECOND: String(LIMIT_PER_SECOND),
-            AFFILIATE_INITIAL_RATE_PER_SECOND: String(
-              Math.max(1, Math.floor((LIMIT_PER_SECOND * 0.8) / options.maxConcurrency)),
-            ),
+            AFFILIATE_INITIAL_RATE_PER_SECOND: String(options.initialRatePerSecond),
           }),
     };
     const config: InstanceConfig = {
@@ -479,6 +483,7 @@ async function multiDrain(options: {
       warm,
       pacing,
       instances,
+      pollers,
       foreignPerSecond,
       orders,
       drainSeconds,
@@ -625,11 +630,11 @@ function markdown(
       '',
       'Where the time goes: per route, the mean wait the client-side limiter imposed on an attempt and the mean platform round trip (ms); steady = adds/s over the full seconds after the first three and before the last; CPU of the worker processes and of the parent (sandbox, fauxqs, dynalite) as a share of all cores over the drain.',
       '',
-      '| pacing | instances | foreign req/s | orders | drain s | adds/s | steady adds/s | calls | 429s % | lost | duplicated | wrong amount | info wait / trip ms | add wait / trip ms | cpu workers % | cpu parent % |',
-      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      '| pacing | instances | pollers each | foreign req/s | orders | drain s | adds/s | steady adds/s | calls | 429s % | lost | duplicated | wrong amount | info wait / trip ms | add wait / trip ms | cpu workers % | cpu parent % |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
       ...multi.map(
         (m) =>
-          `| ${m.pacing} | ${m.instances} | ${m.foreignPerSecond} | ${m.orders} | ${f1(m.drainSeconds)} | ${f1(m.addsPerSecond)} | ${f1(m.steadyAddsPerSecond)} | ${m.calls} | ${(m.share429 * 100).toFixed(2)} | ${m.lost} | ${m.duplicated} | ${m.wrongAmounts} | ${trip(m, 'conversions.info')} | ${trip(m, 'conversions.add')} | ${f1(m.cpuInstances * 100)} | ${f1(m.cpuParent * 100)} |`,
+          `| ${m.pacing} | ${m.instances} | ${m.pollers} | ${m.foreignPerSecond} | ${m.orders} | ${f1(m.drainSeconds)} | ${f1(m.addsPerSecond)} | ${f1(m.steadyAddsPerSecond)} | ${m.calls} | ${(m.share429 * 100).toFixed(2)} | ${m.lost} | ${m.duplicated} | ${m.wrongAmounts} | ${trip(m, 'conversions.info')} | ${trip(m, 'conversions.add')} | ${f1(m.cpuInstances * 100)} | ${f1(m.cpuParent * 100)} |`,
       ),
       '',
       'Adds second by second from the first add:',
@@ -701,13 +706,20 @@ async function main(): Promise<void> {
     .option('--cold-runs <n>', 'fresh processes per bundle', '10')
     .option('--instances <list>', 'worker processes of the multi-instance drain', '1,2,5,10')
     .option('--multi-orders <n>', 'orders per multi-instance drain (plus refunds for a tenth)', '2000')
-    .option('--multi-pollers <n>', 'pollers per worker process', '10')
+    .option(
+      '--multi-pollers <n>',
+      'pollers (batches of ten held at once) per worker process (default: its part of --max-concurrency, rounded up)',
+    )
     .option('--warm', 'boot every worker process before any polls (warm containers), not one after another')
     .option(
       '--profile',
       'CPU-profile every worker process of the multi-instance drain, and the bench process over it (sandbox, fauxqs, dynalite), and print where their busy time goes, by package (an unminified bundle: compare shares, not adds/s)',
     )
-    .option('--max-concurrency <n>', 'maxConcurrency the adaptive start rate is derived from', '10')
+    .option(
+      '--max-concurrency <n>',
+      "batches the worker fleet holds at once, as the event source maxConcurrency: the instances share them, and each starts at their containers' share of 80% of the limit (the deployed default)",
+      String(DEPLOYED_MAX_CONCURRENCY),
+    )
     .option('--foreign <n>', 'req/s a foreign client takes of conversions.add in the extra rows', '30')
     .option('--foreign-instances <n>', 'worker processes in the foreign-consumer rows', '5')
     .option('--pacing <list>', 'pacings of the multi-instance drain', 'static,adaptive')
@@ -747,16 +759,21 @@ async function main(): Promise<void> {
       runs.push({ instances: int('foreign-instances'), foreignPerSecond: int('foreign') });
     for (const run of runs) {
       for (const pacing of pacings) {
+        const fleet = fleetShape({
+          instances: run.instances,
+          maxConcurrency: int('max-concurrency'),
+          limitPerSecond: LIMIT_PER_SECOND,
+          ...(o['multiPollers'] === undefined ? {} : { pollers: int('multi-pollers') }),
+        });
         console.log(
-          `multi-instance drain: ${run.instances} instances, ${pacing}${run.foreignPerSecond > 0 ? `, foreign ${run.foreignPerSecond}/s` : ''}${o['warm'] ? ', warm' : ''}…`,
+          `multi-instance drain: ${run.instances} instances of ${fleet.pollers} pollers, ${pacing}${run.foreignPerSecond > 0 ? `, foreign ${run.foreignPerSecond}/s` : ''}${o['warm'] ? ', warm' : ''}…`,
         );
         const profileDir = profiling ? mkdtempSync(join(bundleDir, 'profile-')) : undefined;
         const drained = await multiDrain({
           pacing,
           ...run,
-          maxConcurrency: int('max-concurrency'),
+          ...fleet,
           orders: int('multi-orders'),
-          pollers: int('multi-pollers'),
           warm: o['warm'] === true,
           instanceModule,
           ...(profileDir === undefined ? {} : { profileDir }),
