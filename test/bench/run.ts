@@ -385,8 +385,9 @@ const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
  * The deployed drain: `instances` worker processes that share nothing but the queue, the ledger
  * and the platform token, as Lambda containers, holding `pollers` batches each (`fleetShape`).
  * `static`: each at 80% of the limit ÷ instances (the stack before adaptive pacing). `adaptive`:
- * each from `initialRatePerSecond` up to the limit, paced by the platform's headers. `warm`: every process boots before any polls (containers
- * already warm when the backlog arrives), so no process's boot takes the shared cores from the drain.
+ * each from `initialRatePerSecond` up to the limit, paced by the platform's headers. `warm`: every
+ * process boots before any polls (containers already warm when the backlog arrives), so no
+ * process's boot takes the shared cores from the drain.
  */
 async function multiDrain(options: {
   pacing: 'static' | 'adaptive';
