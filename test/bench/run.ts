@@ -759,13 +759,13 @@ async function main(): Promise<void> {
     if (int('foreign') > 0)
       runs.push({ instances: int('foreign-instances'), foreignPerSecond: int('foreign') });
     for (const run of runs) {
+      const fleet = fleetShape({
+        instances: run.instances,
+        maxConcurrency: int('max-concurrency'),
+        limitPerSecond: LIMIT_PER_SECOND,
+        ...(o['multiPollers'] === undefined ? {} : { pollers: int('multi-pollers') }),
+      });
       for (const pacing of pacings) {
-        const fleet = fleetShape({
-          instances: run.instances,
-          maxConcurrency: int('max-concurrency'),
-          limitPerSecond: LIMIT_PER_SECOND,
-          ...(o['multiPollers'] === undefined ? {} : { pollers: int('multi-pollers') }),
-        });
         console.log(
           `multi-instance drain: ${run.instances} instances of ${fleet.pollers} pollers, ${pacing}${run.foreignPerSecond > 0 ? `, foreign ${run.foreignPerSecond}/s` : ''}${o['warm'] ? ', warm' : ''}…`,
         );
