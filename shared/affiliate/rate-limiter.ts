@@ -462,7 +462,9 @@ export class RateLimiter {
   // Paces recorded over the limit while the route runs full (an instance arrived at its start pace
   // beside one that had claimed the free route) are trimmed at once by the instances above the fair
   // share; not while it runs under its target (at the end of a backlog the entries of instances
-  // that ran dry stay in the record for two seconds).
+  // that ran dry stay in the record for two seconds). Each gives up the whole excess, down to the
+  // fair share, not its part of it: the part in proportion to how far each is over, tried on the
+  // bench on 2026-11-26, made no difference there (docs/benchmarks.md).
   private shareWithFleet(state: KeyState, now: number): void {
     const fleet = this.fleet;
     if (!fleet || state.sharing || now - state.sharedAt < this.windowMs / 2) return;
@@ -694,7 +696,8 @@ const GAIN = 0.5;
  * A 429 trims this instance's pace at once (the measured rate then finds the rest of the way). On
  * the bench 0.75 cost a fleet of two 25–40 adds per 429 while it grew back at GAIN, and 0.9 let ten
  * instances, of which only the few that drew the 429s cut, run into full windows again (1.1–1.6%
- * 429s against 0.7–1.0%).
+ * 429s against 0.7–1.0%). 0.85, tried on 2026-11-26, gained on the simulation but not on the bench
+ * (95.35 against 95.30 adds/s over 14 pairs at ten instances, docs/benchmarks.md).
  */
 const DECREASE_ON_429 = 0.8;
 /** An epoch closes early, to ramp, no sooner than this share of a window after it began… */
