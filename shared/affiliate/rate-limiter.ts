@@ -707,7 +707,12 @@ const DECREASE_ON_429 = 0.8;
 const EARLY_EPOCH_SHARE = 0.25;
 /** …and once its paired answers span this share of the platform's window (fewer are too coarse). */
 const EARLY_MIN_SPAN_SHARE = 0.2;
-/** Requests a short span's count may have missed: a route reads low only if it is low with these. */
+/**
+ * Requests a short span's count may have missed: a route reads low only if it is low with these.
+ * Only the decision to close an epoch early uses them: a ramp that also stepped from that upper
+ * estimate (with the pacing record) drained slower on the bench, 94.71 against 95.40 adds/s over 14
+ * pairs at ten instances (docs/benchmarks-history.md), though the simulation gained.
+ */
 const COUNT_SLACK = 2;
 /** An epoch closes early while the route runs (surely) under this share of the target… */
 const EARLY_BELOW = 0.9;
