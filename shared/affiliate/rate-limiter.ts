@@ -509,8 +509,8 @@ export class RateLimiter {
   // (settled and claiming), no more than its part of what the settled ones leave free (split among
   // the instances claiming with it, so claimers never each take the free route), no less than the
   // start pace (which maxConcurrency instances may all run at; taking only the free part, down to
-  // one request per window, drained slower in the bench: docs/benchmarks-history.md). The record writes a
-  // claim only if no instance arrived since its read, so every claimer counted every other
+  // one request per window, drained slower in the bench: docs/benchmarks-history.md). The record
+  // writes a claim only if no instance arrived since its read, so every claimer counted every other
   // (test/integration/pacing-board.test.ts). A claim that comes back after a 429, or decided on a
   // read that has aged by then, is dropped: the measured pacing does the work. The window of claims
   // again counts from when the first claim lands: a claim slower than a window (the table busy)
@@ -677,14 +677,14 @@ export function claimShare(target: number, others: readonly number[], claiming: 
  * simulation in test/unit/rate-limiter.test.ts (1 to 10 instances, 50–149 ms latency, a foreign
  * client): less headroom or more gain traded a few adds per second for several times the 429s
  * there (2% against 3%, five instances: 95.1/s and 0.60% against 96.5/s and 0.17%). 3% until the
- * bench of 2026-11-26 (docs/benchmarks-history.md), where 2% made ten instances drain at 95.0 adds/s
- * against 94.1 over 14 interleaved pairs (the middle lost 0.47 s against 0.67), five at 95.8
+ * bench of 2026-11-26 (docs/benchmarks-history.md), where 2% made ten instances drain at 95.0
+ * adds/s against 94.1 over 14 interleaved pairs (the middle lost 0.47 s against 0.67), five at 95.8
  * against 95.5, and 67.6 against 66.6 beside a foreign client, with 429s as rare (0.21% against
  * 0.19% with ten; 0.87% at most): the bench's separate processes, not the simulation, are what
  * the target is measured on. Windows that run full still widen the margin (HEADROOM_STEP). 1% was
  * tried in the bench later that day and left: 96.0 against 95.6 adds/s with ten instances over
- * twelve interleaved runs, all of it from the first six (docs/benchmarks-history.md). So was 5% while an
- * instance arrives, narrowed back by clean windows: fewer 429s, but 95.1 against 95.5 adds/s.
+ * twelve interleaved runs, all of it from the first six (docs/benchmarks-history.md). So was 5%
+ * while an instance arrives, narrowed back by clean windows: fewer 429s, but 95.1 against 95.5.
  */
 const HEADROOM = 0.02;
 /** The latest answers `countAllows` tries as its reference (one of the old window can lag one of the new). */

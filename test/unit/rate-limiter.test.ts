@@ -408,9 +408,9 @@ describe('RateLimiter with adaptive pacing from the platform headers', () => {
       // by its ten callers' round trips: see the next test with thirty), well above the static 80%
       // split, and few 429s. Now 89.8 / 95.2 / 95.1 / 95.7 per second, 0.00–0.60% 429s; with the
       // 3% margin before 2026-11-26, 89.7 / 95.1 / 96.5 / 95.6 and 0.00–0.43% (this one scenario
-      // of five instances lost 1.4/s at 2%; the bench's five gained 0.3, docs/benchmarks-history.md); 88.3
-      // for one instance before the server's count freed it past its send-to-answer count; 87.4 /
-      // 94.0 / 94.0 / 95.5 before the early ramp.
+      // of five instances lost 1.4/s at 2%; the bench's five gained 0.3,
+      // docs/benchmarks-history.md); 88.3 for one instance before the server's count freed it past
+      // its send-to-answer count; 87.4 / 94.0 / 94.0 / 95.5 before the early ramp.
       expect(result.share429).toBeLessThanOrEqual(0.01);
       expect(result.perSecond).toBeGreaterThanOrEqual(instances === 1 ? 87 : 94.3);
       expect(result.perSecond).toBeGreaterThan(split.perSecond * 1.1);
