@@ -275,15 +275,15 @@ export class ConnectorStack extends Stack {
     // Receive, delete and ChangeMessageVisibility on the main queue come with the event source.
     // The platform allows 100 requests/s per route and token, and nearly every message ends in the
     // same route (conversions.add). One worker instance handles one batch at a time (its orders side
-    // by side, each order's events in order), so maxConcurrency instances hold up to 10 ×
-    // maxConcurrency messages (infra/deploy-config.ts says why 20). Instances share
+    // by side, each order's events in order), so maxConcurrency instances hold up to batchSize ×
+    // maxConcurrency messages (infra/deploy-config.ts says why 5 × 20). Instances share
     // nothing: each starts at AFFILIATE_INITIAL_RATE_PER_SECOND (its share of 80% of the limit) and
     // adapts from the platform's rate-limit headers, which every client of the token sees alike, up
     // to AFFILIATE_RATE_PER_SECOND; together they settle just under the limit, and under what a
     // foreign client on the same token (the CLI, a shop plugin) leaves.
     worker.addEventSource(
       new SqsEventSource(queue, {
-        batchSize: 10,
+        batchSize: config.worker.batchSize,
         reportBatchItemFailures: true,
         maxConcurrency: config.worker.maxConcurrency,
       }),

@@ -152,14 +152,25 @@ export const DeployConfig = z
       .strictObject({
         /**
          * Event source mapping `maxConcurrency` (AWS allows 2 to 1000). One instance applies one
-         * batch of up to 10 messages at a time: its orders side by side at the instance's pace, the
-         * batch ending with its slowest, then a wait for the next batch. An instance sends in spells,
-         * and ten of them drained at 87–89.5 adds/s on the bench (`--multi-pollers 1`), where ten
-         * that each held ten batches reached 91–96; 20 keep twice the batches of ten in flight, so
-         * that the pacing, not the instance count, decides the rate.
+         * batch at a time: its orders side by side at the instance's pace, the batch ending with its
+         * slowest, then a wait for the next batch. An instance sends in spells, and ten of them
+         * drained at 87–89.5 adds/s on the bench (`--multi-pollers 1`), where ten that each held ten
+         * batches reached 91–96; 20 keep twice the batches in flight, so that the pacing, not the
+         * instance count, decides the rate.
          * @default 20
          */
         maxConcurrency: z.number().int().min(2).max(1000).default(20),
+        /**
+         * Event source mapping `batchSize`: messages per batch (a FIFO queue allows 1 to 10). With
+         * `maxConcurrency` it sets the work in flight when a backlog runs out: 5 × 20 is 100
+         * messages, a second of the route at its limit, and the instances run dry within about a
+         * second of one another; batches of 10 held two seconds. On the bench (ten instances, 12
+         * interleaved pairs) the end of the drain lost 0.22 s with 5 against 0.37 with 10, and the
+         * drain ran at 95.8 adds/s against 95.1, every run at or over 95 against 8 of 12
+         * (docs/benchmarks-history.md).
+         * @default 5
+         */
+        batchSize: z.number().int().min(1).max(10).default(5),
         /**
          * Ceiling of ONE worker instance's adaptive pace, per route (AFFILIATE_RATE_PER_SECOND).
          * @default affiliate.rateLimitPerSecond: one instance alone may use the whole route
@@ -285,12 +296,17 @@ export const DeployConfig = z
 export type DeployConfig = z.infer<typeof DeployConfig>;
 export type DeployConfigInput = z.input<typeof DeployConfig>;
 
+/** The settings a worker instance's pace follows from. */
+export type WorkerPaceSettings = Pick<DeployConfig, 'affiliate'> & {
+  readonly worker: Pick<DeployConfig['worker'], 'maxConcurrency' | 'ratePerSecond'>;
+};
+
 /**
  * The ceiling of one worker instance's pace per route. Instances share no memory; each paces itself
  * from the platform's rate-limit headers (RateLimiter.observe), which every client of the token sees
  * alike, so the ceiling is a safety bound (one instance alone never draws a 429), not a share.
  */
-export function workerRatePerSecond(config: Pick<DeployConfig, 'worker' | 'affiliate'>): number {
+export function workerRatePerSecond(config: WorkerPaceSettings): number {
   return config.worker.ratePerSecond ?? config.affiliate.rateLimitPerSecond;
 }
 
@@ -299,7 +315,7 @@ export function workerRatePerSecond(config: Pick<DeployConfig, 'worker' | 'affil
  * instances (the old static split), so a fleet that cold-starts at once stays under the limit before
  * the headers have told it anything; never above the ceiling.
  */
-export function workerInitialRatePerSecond(config: Pick<DeployConfig, 'worker' | 'affiliate'>): number {
+export function workerInitialRatePerSecond(config: WorkerPaceSettings): number {
   const share = Math.max(
     1,
     Math.floor((config.affiliate.rateLimitPerSecond * 0.8) / config.worker.maxConcurrency),

@@ -16,6 +16,14 @@ export interface PolledQueue {
 
 type Worker = ReturnType<typeof makeWorkerHandler>;
 
+/** What the event source mapping is set to: how many batches at once, and their size. */
+export interface PollerSettings {
+  /** Pollers, each holding one batch at a time (the event source's maxConcurrency). */
+  readonly count: number;
+  /** Messages per receive, 1 to 10 (the event source's batchSize; `worker.batchSize` deployed). */
+  readonly batchSize: number;
+}
+
 /**
  * Drives the worker like Lambda's SQS event source mapping does. Kept apart from the local stack so
  * a program that only polls (the bench's worker instances, bundled like the worker function) loads
@@ -33,7 +41,7 @@ type Worker = ReturnType<typeof makeWorkerHandler>;
 export class Pollers {
   readonly #queue: PolledQueue;
   readonly #worker: Worker;
-  readonly #count: number;
+  readonly #settings: PollerSettings;
   #running = false;
   #loops: Promise<void>[] = [];
   /** The last receive came back empty: receive in turns. */
@@ -41,16 +49,18 @@ export class Pollers {
   /** The receive in flight while taking turns (or the last one): the next turn begins when it ends. */
   #turn: Promise<unknown> = Promise.resolve();
 
-  constructor(queue: PolledQueue, worker: Worker, count: number) {
+  constructor(queue: PolledQueue, worker: Worker, settings: PollerSettings) {
+    if (!Number.isInteger(settings.batchSize) || settings.batchSize < 1 || settings.batchSize > 10)
+      throw new RangeError(`batchSize must be a whole number from 1 to 10, got ${settings.batchSize}`);
     this.#queue = queue;
     this.#worker = worker;
-    this.#count = count;
+    this.#settings = settings;
   }
 
   start(): void {
     if (this.#running) return;
     this.#running = true;
-    this.#loops = Array.from({ length: this.#count }, () => this.#loop());
+    this.#loops = Array.from({ length: this.#settings.count }, () => this.#loop());
   }
 
   async stop(): Promise<void> {
@@ -63,7 +73,7 @@ export class Pollers {
   #receive(): Promise<Message[]> {
     const receive = async (): Promise<Message[]> => {
       if (!this.#running) return [];
-      const messages = await receiveBatch(this.#queue);
+      const messages = await receiveBatch(this.#queue, this.#settings.batchSize);
       this.#drained = messages.length === 0;
       return messages;
     };
@@ -98,12 +108,15 @@ export class Pollers {
   }
 }
 
-/** One receive as the event source mapping makes it: up to 10 messages, every attribute. */
-export async function receiveBatch(queue: Pick<PolledQueue, 'sqs' | 'queueUrl'>): Promise<Message[]> {
+/** One receive as the event source mapping makes it: up to `batchSize` messages, every attribute. */
+export async function receiveBatch(
+  queue: Pick<PolledQueue, 'sqs' | 'queueUrl'>,
+  batchSize = 10,
+): Promise<Message[]> {
   const out = await queue.sqs.send(
     new ReceiveMessageCommand({
       QueueUrl: queue.queueUrl,
-      MaxNumberOfMessages: 10,
+      MaxNumberOfMessages: batchSize,
       WaitTimeSeconds: 1,
       MessageSystemAttributeNames: ['All'],
       MessageAttributeNames: ['All'],

@@ -21,6 +21,7 @@ import { subscriptionTopics } from '../../shared/platforms/registry.ts';
 import type { Ledger } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
+import { DeployConfig } from '../deploy-config.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
 import { Pollers } from './pollers.ts';
 import { recoverAfterCrash } from './recover.ts';
@@ -56,6 +57,8 @@ export interface LocalStackOptions extends WorkerTuning {
   readonly emulators?: EmulatorOptions;
   /** Concurrent pollers, like Lambda's concurrent batches. */
   readonly pollers?: number;
+  /** Messages per batch (1 to 10; default: the deployed stack's `worker.batchSize`). */
+  readonly batchSize?: number;
   /** Start the pollers at once (default true). */
   readonly autoPoll?: boolean;
   readonly observe?: (report: RecordReport) => void;
@@ -88,11 +91,14 @@ export interface LocalStack {
   close(): Promise<void>;
 }
 
+/** The worker's event source batch size as the stack deploys it by default (infra/deploy-config.ts). */
+const DEPLOYED_BATCH_SIZE = DeployConfig.shape.worker.parse(undefined).batchSize;
+
 /**
  * The whole connector on this machine: the same handlers as in AWS, wired to fauxqs, dynalite and
  * the sandbox, an HTTP server that turns requests into API Gateway v2 events, and pollers that drive
- * the worker like Lambda's event source mapping (batches of 10, partial batch failures, visibility
- * timeouts, redrive to the DLQ after maxReceiveCount).
+ * the worker like Lambda's event source mapping (batches of the deployed size, partial batch
+ * failures, visibility timeouts, redrive to the DLQ after maxReceiveCount).
  */
 export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
   const env: Record<string, string | undefined> = { ...LOCAL_SECRETS, ...definedOnly(options.env ?? {}) };
@@ -256,7 +262,10 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         `recovered after a crash: ${recovered.messages} messages in flight, ${recovered.leases} add leases`,
       );
   }
-  const pollers = new Pollers(emulators, worker, options.pollers ?? 2);
+  const pollers = new Pollers(emulators, worker, {
+    count: options.pollers ?? 2,
+    batchSize: options.batchSize ?? DEPLOYED_BATCH_SIZE,
+  });
   if (options.autoPoll ?? true) pollers.start();
 
   return {

@@ -21,6 +21,8 @@ export interface InstanceConfig {
   /** The worker's settings as the stack gives them (QUEUE_URL, AFFILIATE_RATE_PER_SECOND, …) and its secrets. */
   readonly env: Env;
   readonly pollers: number;
+  /** Messages per batch, as the event source's batchSize. */
+  readonly batchSize: number;
   /** Boot, say `ready`, and start polling only on `go` (a warm container), instead of at once. */
   readonly startOnGo?: boolean;
 }
@@ -96,11 +98,10 @@ async function main(): Promise<void> {
     },
   });
   const queueUrl = config.env['QUEUE_URL'] ?? '';
-  const pollers = new Pollers(
-    { sqs, queueUrl, queueName: config.queueName },
-    makeWorkerHandler(deps),
-    config.pollers,
-  );
+  const pollers = new Pollers({ sqs, queueUrl, queueName: config.queueName }, makeWorkerHandler(deps), {
+    count: config.pollers,
+    batchSize: config.batchSize,
+  });
   if (!config.startOnGo) pollers.start();
   process.send?.({ type: 'ready' });
   process.on('message', (message: { type?: string }) => {

@@ -39,7 +39,7 @@ const CLICK = 'a1b2c3d4e5f60718293a4b5c';
 const PLATFORM_FAULTS = { latencyMs: 50, jitterMs: 100, seed: 1 };
 const LIMIT_PER_SECOND = 100;
 /** The worker's event source maxConcurrency as the stack deploys it by default (infra/deploy-config.ts). */
-const DEPLOYED_MAX_CONCURRENCY = DeployConfig.shape.worker.parse(undefined).maxConcurrency;
+const DEPLOYED_WORKER = DeployConfig.shape.worker.parse(undefined);
 
 interface DrainResult {
   readonly connector: string;
@@ -59,8 +59,9 @@ interface MultiDrainResult {
   readonly warm: boolean;
   readonly pacing: 'static' | 'adaptive';
   readonly instances: number;
-  /** Batches of ten each instance holds at once (`test/bench/fleet.ts`). */
+  /** Batches each instance holds at once, and their size (`test/bench/fleet.ts`). */
   readonly pollers: number;
+  readonly batchSize: number;
   /** Requests per second a foreign client of the same token takes on conversions.add. */
   readonly foreignPerSecond: number;
   readonly orders: number;
@@ -198,6 +199,8 @@ async function drain(kind: 'connector' | 'baseline', orders: number, pollers: nu
     port: 0,
     sandbox: { port: 0, faults: PLATFORM_FAULTS },
     pollers,
+    // One process's reference row: its pollers take batches of ten, as in every round before.
+    batchSize: 10,
     autoPoll: false,
     client: {
       ratePerSecond: LIMIT_PER_SECOND,
@@ -383,7 +386,8 @@ const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 /**
  * The deployed drain: `instances` worker processes that share nothing but the queue, the ledger
- * and the platform token, as Lambda containers, holding `pollers` batches each (`fleetShape`).
+ * and the platform token, as Lambda containers, holding `pollers` batches of `batchSize` each
+ * (`fleetShape`).
  * `static`: each at 80% of the limit ÷ instances (the stack before adaptive pacing). `adaptive`:
  * each from `initialRatePerSecond` up to the limit, paced by the platform's headers. `warm`: every
  * process boots before any polls (containers already warm when the backlog arrives), so no
@@ -394,6 +398,7 @@ async function multiDrain(options: {
   instances: number;
   orders: number;
   pollers: number;
+  batchSize: number;
   initialRatePerSecond: number;
   foreignPerSecond: number;
   warm: boolean;
@@ -402,7 +407,7 @@ async function multiDrain(options: {
   /** Where each instance writes its V8 CPU profile (`--cpu-prof`); none without `--profile`. */
   profileDir?: string;
 }): Promise<MultiDrainResult> {
-  const { pacing, instances, orders, pollers, foreignPerSecond, warm } = options;
+  const { pacing, instances, orders, pollers, batchSize, foreignPerSecond, warm } = options;
   const stack = await startLocalStack({
     port: 0,
     sandbox: { port: 0, faults: PLATFORM_FAULTS },
@@ -446,6 +451,7 @@ async function multiDrain(options: {
       queueName: stack.emulators.queueName,
       env,
       pollers,
+      batchSize,
       startOnGo: warm,
     };
     parentProfiler = options.profileDir === undefined ? undefined : await startProfiler();
@@ -485,6 +491,7 @@ async function multiDrain(options: {
       pacing,
       instances,
       pollers,
+      batchSize,
       foreignPerSecond,
       orders,
       drainSeconds,
@@ -631,11 +638,11 @@ function markdown(
       '',
       'Where the time goes: per route, the mean wait the client-side limiter imposed on an attempt and the mean platform round trip (ms); steady = adds/s over the full seconds after the first three and before the last; CPU of the worker processes and of the parent (sandbox, fauxqs, dynalite) as a share of all cores over the drain.',
       '',
-      '| pacing | instances | pollers each | foreign req/s | orders | drain s | adds/s | steady adds/s | calls | 429s % | lost | duplicated | wrong amount | info wait / trip ms | add wait / trip ms | cpu workers % | cpu parent % |',
+      '| pacing | instances | batches each | foreign req/s | orders | drain s | adds/s | steady adds/s | calls | 429s % | lost | duplicated | wrong amount | info wait / trip ms | add wait / trip ms | cpu workers % | cpu parent % |',
       '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
       ...multi.map(
         (m) =>
-          `| ${m.pacing} | ${m.instances} | ${m.pollers} | ${m.foreignPerSecond} | ${m.orders} | ${f1(m.drainSeconds)} | ${f1(m.addsPerSecond)} | ${f1(m.steadyAddsPerSecond)} | ${m.calls} | ${(m.share429 * 100).toFixed(2)} | ${m.lost} | ${m.duplicated} | ${m.wrongAmounts} | ${trip(m, 'conversions.info')} | ${trip(m, 'conversions.add')} | ${f1(m.cpuInstances * 100)} | ${f1(m.cpuParent * 100)} |`,
+          `| ${m.pacing} | ${m.instances} | ${m.pollers} × ${m.batchSize} | ${m.foreignPerSecond} | ${m.orders} | ${f1(m.drainSeconds)} | ${f1(m.addsPerSecond)} | ${f1(m.steadyAddsPerSecond)} | ${m.calls} | ${(m.share429 * 100).toFixed(2)} | ${m.lost} | ${m.duplicated} | ${m.wrongAmounts} | ${trip(m, 'conversions.info')} | ${trip(m, 'conversions.add')} | ${f1(m.cpuInstances * 100)} | ${f1(m.cpuParent * 100)} |`,
       ),
       '',
       'Adds second by second from the first add:',
@@ -695,7 +702,7 @@ async function main(): Promise<void> {
   const program = new Command()
     .name('bench')
     .option('--orders <n>', 'orders in the drain (plus refunds for a tenth)', '2000')
-    .option('--pollers <n>', 'concurrent pollers of the worker (10 records each)', '10')
+    .option('--pollers <n>', 'concurrent pollers of the one-process drain (10 records each)', '10')
     .option('--baseline', 'also drain through the simplest connector (test/bench/baseline.ts)')
     .option(
       '--baseline-orders <n>',
@@ -709,7 +716,7 @@ async function main(): Promise<void> {
     .option('--multi-orders <n>', 'orders per multi-instance drain (plus refunds for a tenth)', '2000')
     .option(
       '--multi-pollers <n>',
-      'pollers (batches of ten held at once) per worker process (default: its part of --max-concurrency, rounded up)',
+      'pollers (batches held at once) per worker process (default: its part of --max-concurrency, rounded up)',
     )
     .option('--warm', 'boot every worker process before any polls (warm containers), not one after another')
     .option(
@@ -719,7 +726,12 @@ async function main(): Promise<void> {
     .option(
       '--max-concurrency <n>',
       "batches the worker fleet holds at once, as the event source maxConcurrency: the instances share them, and each starts at their containers' share of 80% of the limit (the deployed default)",
-      String(DEPLOYED_MAX_CONCURRENCY),
+      String(DEPLOYED_WORKER.maxConcurrency),
+    )
+    .option(
+      '--batch-size <n>',
+      'messages per batch of the multi-instance drain, as the event source batchSize (1 to 10; the deployed default)',
+      String(DEPLOYED_WORKER.batchSize),
     )
     .option('--foreign <n>', 'req/s a foreign client takes of conversions.add in the extra rows', '30')
     .option('--foreign-instances <n>', 'worker processes in the foreign-consumer rows', '5')
@@ -731,6 +743,11 @@ async function main(): Promise<void> {
   // Commander stores `--baseline-orders` as `baselineOrders`.
   const int = (name: string) =>
     Number.parseInt(String(o[name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())]), 10);
+  const batchSize = int('batch-size');
+  if (!(batchSize >= 1 && batchSize <= 10))
+    program.error(
+      `--batch-size must be a whole number from 1 to 10 (the event source's range), got ${String(o['batchSize'])}`,
+    );
 
   const date = new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19);
   const cpu = cpus();
@@ -762,12 +779,13 @@ async function main(): Promise<void> {
       const fleet = fleetShape({
         instances: run.instances,
         maxConcurrency: int('max-concurrency'),
+        batchSize,
         limitPerSecond: LIMIT_PER_SECOND,
         ...(o['multiPollers'] === undefined ? {} : { pollers: int('multi-pollers') }),
       });
       for (const pacing of pacings) {
         console.log(
-          `multi-instance drain: ${run.instances} instances of ${fleet.pollers} pollers, ${pacing}${run.foreignPerSecond > 0 ? `, foreign ${run.foreignPerSecond}/s` : ''}${o['warm'] ? ', warm' : ''}…`,
+          `multi-instance drain: ${run.instances} instances of ${fleet.pollers} pollers (batches of ${fleet.batchSize}), ${pacing}${run.foreignPerSecond > 0 ? `, foreign ${run.foreignPerSecond}/s` : ''}${o['warm'] ? ', warm' : ''}…`,
         );
         const profileDir = profiling ? mkdtempSync(join(bundleDir, 'profile-')) : undefined;
         const drained = await multiDrain({

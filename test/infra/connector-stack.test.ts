@@ -175,12 +175,13 @@ describe('ConnectorStack (example config)', () => {
       expect(sources.map((x) => x.platform).sort()).toEqual(['generic', 'shopify', 'stripe', 'woocommerce']);
     });
 
-    it('the worker consumes the main queue in batches of 10 with partial failures and bounded concurrency', () => {
+    it('the worker consumes the main queue in batches of 5 with partial failures and bounded concurrency', () => {
       s.template.resourceCountIs('AWS::Lambda::EventSourceMapping', 1);
       s.template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
         FunctionName: { Ref: s.id(s.stack.functions.worker) },
         EventSourceArn: { 'Fn::GetAtt': [s.id(s.stack.pipeline.queue), 'Arn'] },
-        BatchSize: 10,
+        // 5 × 20: a second of the route's work in flight (infra/deploy-config.ts says why)
+        BatchSize: 5,
         FunctionResponseTypes: ['ReportBatchItemFailures'],
         ScalingConfig: { MaximumConcurrency: 20 },
       });
@@ -483,6 +484,7 @@ describe('ConnectorStack (options)', () => {
       refundsIamAuth: 'true',
       alarmEmail: 'ops@example.com',
       'worker.maxConcurrency': '4',
+      'worker.batchSize': '10',
       'queue.maxReceiveCount': '8',
       'apiThrottle.rateLimit': '40',
       'apiThrottle.sources': '{"woo-eu":{"rateLimit":5,"burstLimit":10}}',
@@ -529,6 +531,7 @@ describe('ConnectorStack (options)', () => {
 
   it('settings from context reach the resources', () => {
     s.template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      BatchSize: 10,
       ScalingConfig: { MaximumConcurrency: 4 },
     });
     s.template.hasResourceProperties('AWS::SQS::Queue', {

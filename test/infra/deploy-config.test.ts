@@ -60,7 +60,7 @@ describe('loadDeployConfig', () => {
       checkFinanceKeyAtDeploy: true,
       ledgerDeletionProtection: true,
       queue: { maxReceiveCount: 6, retentionDays: 4 },
-      worker: { maxConcurrency: 20 },
+      worker: { maxConcurrency: 20, batchSize: 5 },
       apiThrottle: {
         rateLimit: 100,
         burstLimit: 200,
@@ -171,6 +171,11 @@ describe('loadDeployConfig', () => {
       'a per-instance ceiling above the platform limit',
       { ...MINIMAL, worker: { maxConcurrency: 10, ratePerSecond: 120 } },
       /worker\.ratePerSecond: 120\/s exceeds the platform's 100\/s per route/,
+    ],
+    [
+      'a batch larger than the event source allows for a FIFO queue',
+      { ...MINIMAL, worker: { batchSize: 11 } },
+      /worker\.batchSize: /,
     ],
     [
       'a throttle for a source that is not configured',

@@ -74,12 +74,12 @@ async function send(count: number, prefix: string): Promise<void> {
   }
 }
 
-/** A Pollers of ten over the test queue, handing each batch to `handler`. */
-function pollers(handler: (event: SQSEvent) => Promise<SQSBatchResponse>): Pollers {
+/** Ten pollers over the test queue (batches of ten unless `batchSize`), handing each batch to `handler`. */
+function pollers(handler: (event: SQSEvent) => Promise<SQSBatchResponse>, batchSize = 10): Pollers {
   return new Pollers(
     { sqs, queueUrl: emulators.queueUrl, queueName: emulators.queueName },
     handler as unknown as ReturnType<typeof makeWorkerHandler>,
-    10,
+    { count: 10, batchSize },
   );
 }
 
@@ -115,6 +115,32 @@ describe('local pollers (the event source mapping of the local stack and the ben
 
     expect(new Set(seen).size).toBe(20);
     expect(emulators.counts(emulators.queueName)).toMatchObject({ ready: 0, inflight: 0 });
+  });
+
+  it('hand the worker batches of at most the event source’s batch size', async () => {
+    // Issue 16: the deployed event source takes batches of 5 (infra/deploy-config.ts), and the local
+    // stack and the bench hold what it holds.
+    await send(23, 'size');
+    const sizes: number[] = [];
+    const allSeen = latch();
+    const running = pollers(async (event) => {
+      sizes.push(event.Records.length);
+      if (sizes.reduce((a, b) => a + b, 0) >= 23) allSeen.open();
+      return { batchItemFailures: [] };
+    }, 5);
+    running.start();
+    await allSeen.promise;
+    await running.stop();
+
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(23);
+    expect(Math.max(...sizes)).toBe(5);
+    expect(emulators.counts(emulators.queueName)).toMatchObject({ ready: 0, inflight: 0 });
+  });
+
+  it('refuse a batch size the event source does not allow', () => {
+    const handler = async () => ({ batchItemFailures: [] });
+    for (const size of [0, 11, 2.5])
+      expect(() => pollers(handler, size)).toThrow(/batchSize must be a whole number from 1 to 10/);
   });
 
   it('once receives come back empty, take turns to receive until messages come again', async () => {
