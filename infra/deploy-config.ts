@@ -164,10 +164,9 @@ export const DeployConfig = z
          * Event source mapping `batchSize`: messages per batch (a FIFO queue allows 1 to 10). With
          * `maxConcurrency` it sets the work in flight when a backlog runs out: 5 × 20 is 100
          * messages, a second of the route at its limit, and the instances run dry within about a
-         * second of one another; batches of 10 held two seconds. On the bench (ten instances, 12
-         * interleaved pairs) the end of the drain lost 0.22 s with 5 against 0.37 with 10, and the
-         * drain ran at 95.8 adds/s against 95.1, every run at or over 95 against 8 of 12
-         * (docs/benchmarks-history.md).
+         * second of one another; batches of 10 held two seconds. On the bench (ten instances, 34
+         * interleaved pairs) the end of the drain lost 0.21 s with 5 against 0.39 with 10, and the
+         * drain ran at 95.8 adds/s against 95.2 (docs/benchmarks-history.md).
          * @default 5
          */
         batchSize: z.number().int().min(1).max(10).default(5),
