@@ -743,8 +743,8 @@ async function main(): Promise<void> {
   // Commander stores `--baseline-orders` as `baselineOrders`.
   const int = (name: string) =>
     Number.parseInt(String(o[name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())]), 10);
-  const batchSize = int('batch-size');
-  if (!(batchSize >= 1 && batchSize <= 10))
+  const batchSize = Number(o['batchSize']);
+  if (!(Number.isInteger(batchSize) && batchSize >= 1 && batchSize <= 10))
     program.error(
       `--batch-size must be a whole number from 1 to 10 (the event source's range), got ${String(o['batchSize'])}`,
     );
