@@ -295,6 +295,14 @@ export const DeployConfig = z
 export type DeployConfig = z.infer<typeof DeployConfig>;
 export type DeployConfigInput = z.input<typeof DeployConfig>;
 
+/** The worker's settings when the config leaves them out: what the stack deploys by default. */
+export const WORKER_DEFAULTS: DeployConfig['worker'] = DeployConfig.shape.worker.parse(undefined);
+
+/** Whether `size` is a batch size the worker's event source takes (`worker.batchSize`). */
+export function isWorkerBatchSize(size: number): boolean {
+  return DeployConfig.shape.worker.unwrap().shape.batchSize.safeParse(size).success;
+}
+
 /** The settings a worker instance's pace follows from. */
 export type WorkerPaceSettings = Pick<DeployConfig, 'affiliate'> & {
   readonly worker: Pick<DeployConfig['worker'], 'maxConcurrency' | 'ratePerSecond'>;

@@ -21,7 +21,7 @@ import { subscriptionTopics } from '../../shared/platforms/registry.ts';
 import type { Ledger } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
-import { DeployConfig } from '../deploy-config.ts';
+import { WORKER_DEFAULTS } from '../deploy-config.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
 import { Pollers } from './pollers.ts';
 import { recoverAfterCrash } from './recover.ts';
@@ -90,9 +90,6 @@ export interface LocalStack {
   runAccept(options?: Partial<AcceptOptions>): Promise<AcceptSummary>;
   close(): Promise<void>;
 }
-
-/** The worker's event source batch size as the stack deploys it by default (infra/deploy-config.ts). */
-const DEPLOYED_BATCH_SIZE = DeployConfig.shape.worker.parse(undefined).batchSize;
 
 /**
  * The whole connector on this machine: the same handlers as in AWS, wired to fauxqs, dynalite and
@@ -264,7 +261,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   }
   const pollers = new Pollers(emulators, worker, {
     count: options.pollers ?? 2,
-    batchSize: options.batchSize ?? DEPLOYED_BATCH_SIZE,
+    batchSize: options.batchSize ?? WORKER_DEFAULTS.batchSize,
   });
   if (options.autoPoll ?? true) pollers.start();
 

@@ -9,7 +9,7 @@ import { Command } from 'commander';
 import { build } from 'esbuild';
 import { bundleFunction, esbuildOptionsFor } from '../../infra/bundle-report.ts';
 import type { ConnectorFunctionName } from '../../infra/connector-stack.ts';
-import { DeployConfig } from '../../infra/deploy-config.ts';
+import { isWorkerBatchSize, WORKER_DEFAULTS } from '../../infra/deploy-config.ts';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { genericWebhook } from '../support/webhooks.ts';
 import { runBaseline } from './baseline.ts';
@@ -38,8 +38,6 @@ import {
 const CLICK = 'a1b2c3d4e5f60718293a4b5c';
 const PLATFORM_FAULTS = { latencyMs: 50, jitterMs: 100, seed: 1 };
 const LIMIT_PER_SECOND = 100;
-/** The worker's event source maxConcurrency as the stack deploys it by default (infra/deploy-config.ts). */
-const DEPLOYED_WORKER = DeployConfig.shape.worker.parse(undefined);
 
 interface DrainResult {
   readonly connector: string;
@@ -726,12 +724,12 @@ async function main(): Promise<void> {
     .option(
       '--max-concurrency <n>',
       "batches the worker fleet holds at once, as the event source maxConcurrency: the instances share them, and each starts at their containers' share of 80% of the limit (the deployed default)",
-      String(DEPLOYED_WORKER.maxConcurrency),
+      String(WORKER_DEFAULTS.maxConcurrency),
     )
     .option(
       '--batch-size <n>',
       'messages per batch of the multi-instance drain, as the event source batchSize (1 to 10; the deployed default)',
-      String(DEPLOYED_WORKER.batchSize),
+      String(WORKER_DEFAULTS.batchSize),
     )
     .option('--foreign <n>', 'req/s a foreign client takes of conversions.add in the extra rows', '30')
     .option('--foreign-instances <n>', 'worker processes in the foreign-consumer rows', '5')
@@ -744,7 +742,7 @@ async function main(): Promise<void> {
   const int = (name: string) =>
     Number.parseInt(String(o[name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())]), 10);
   const batchSize = Number(o['batchSize']);
-  if (!(Number.isInteger(batchSize) && batchSize >= 1 && batchSize <= 10))
+  if (!isWorkerBatchSize(batchSize))
     program.error(
       `--batch-size must be a whole number from 1 to 10 (the event source's range), got ${String(o['batchSize'])}`,
     );
