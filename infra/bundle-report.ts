@@ -136,6 +136,8 @@ export interface FunctionBundle {
   /** The bundled code, as Lambda loads it. */
   readonly code: Uint8Array;
   readonly codeBytes: number;
+  /** The linked source map (index.mjs.map), when the bundling settings make one. */
+  readonly sourceMap?: Uint8Array;
   readonly sourceMapBytes: number;
   /** Roughly what the code adds to the deployment zip. */
   readonly gzipBytes: number;
@@ -155,6 +157,7 @@ export async function bundleFunction(name: BundledFunctionName): Promise<Functio
     name,
     code: code.contents,
     codeBytes: code.contents.byteLength,
+    ...(map === undefined ? {} : { sourceMap: map.contents }),
     sourceMapBytes: map?.contents.byteLength ?? 0,
     gzipBytes: gzipSync(code.contents).byteLength,
     budgetBytes: BUNDLE_BUDGETS[name],

@@ -119,12 +119,20 @@ export const CONNECTOR_BUNDLING: nodejs.BundlingOptions = {
   // (see shared/adapters/lambda-credentials.ts). esbuild resolves the target from the project root.
   esbuildArgs: { [`--alias:${CREDENTIAL_CHAIN_PACKAGE}`]: './shared/adapters/lambda-credentials.ts' },
   minify: true,
-  // Stack traces point at the TypeScript (NODE_OPTIONS=--enable-source-maps). Without sources
-  // content the map stays small, and Node parses maps at load time.
+  // Stack traces point at the TypeScript (FUNCTION_NODE_OPTIONS). Without sources content the map
+  // stays small, and Node parses maps at load time.
   sourceMap: true,
   sourcesContent: false,
   banner: ESM_REQUIRE_BANNER,
 };
+
+/**
+ * How Lambda starts Node for every function (its NODE_OPTIONS): stack traces through the bundle's
+ * source map, so a logged error names the TypeScript. Reading the map is part of each cold start
+ * (about 10 to 17 ms of it on the bench's machine); the bench starts its stand-ins for the functions
+ * with these options too (test/bench/lambda-process.ts), so that what it measures includes it.
+ */
+export const FUNCTION_NODE_OPTIONS = '--enable-source-maps';
 
 /** Lambda's limit on all environment variables of one function, names and values together. */
 const LAMBDA_ENVIRONMENT_LIMIT_BYTES = 4096;
@@ -208,7 +216,7 @@ export class ConnectorStack extends Stack {
       POWERTOOLS_LOG_LEVEL: config.powertools.logLevel,
       SOURCES: JSON.stringify(compactSources(config.sources)),
       SECRETS_MAX_AGE_SECONDS: String(config.secretsMaxAgeSeconds),
-      NODE_OPTIONS: '--enable-source-maps',
+      NODE_OPTIONS: FUNCTION_NODE_OPTIONS,
     };
     const make = (name: ConnectorFunctionName, environment: Record<string, string>) =>
       this.#function(

@@ -1,4 +1,4 @@
-import { type ChildProcess, fork, spawnSync } from 'node:child_process';
+import { type ChildProcess, fork } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { cpus, totalmem } from 'node:os';
@@ -16,6 +16,7 @@ import { runBaseline } from './baseline.ts';
 import { fleetShape } from './fleet.ts';
 import type { IngestLoadConfig } from './ingest-load.ts';
 import type { InstanceConfig, InstanceReport } from './instance.ts';
+import { importTimes, lambdaProcessEnv } from './lambda-process.ts';
 import { scratchDir } from './leftovers.ts';
 import { type DrainPhase, drainPhases, phasesLine } from './phases.ts';
 import {
@@ -118,6 +119,8 @@ interface ColdStartResult {
   readonly bundleBytes: number;
   readonly gzipBytes: number;
   readonly runs: number;
+  /** Imported with the functions' NODE_OPTIONS: source maps on, the map read at init. */
+  readonly sourceMaps: boolean;
   readonly initMedianMs: number;
   readonly initMinMs: number;
   readonly initMaxMs: number;
@@ -460,6 +463,8 @@ async function multiDrain(options: {
     for (let i = 0; i < instances; i++) {
       const child = fork(options.instanceModule, [JSON.stringify(config)], {
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        // Node as Lambda starts the worker (the stack's NODE_OPTIONS), the bundle's map beside it.
+        env: lambdaProcessEnv(process.env),
         execArgv: [
           ...process.execArgv,
           ...(options.profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${options.profileDir}`]),
@@ -550,16 +555,17 @@ async function ingest(seconds: number, connections: number): Promise<IngestResul
   }
 }
 
-function median(values: number[]): number {
+function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
 }
 
 /**
- * Bundles each function as the stack does and imports the bundle in a fresh Node process `runs`
- * times: the module-initialisation part of a Lambda cold start (the handlers wire their clients
- * lazily on the first event, so the import is all that runs at init).
+ * Bundles each function as the stack does and imports the bundle, its map beside it, in a fresh
+ * Node process `runs` times, started as Lambda starts it (`importTimes`): the module-initialisation
+ * part of a Lambda cold start (the handlers wire their clients lazily on the first event, so the
+ * import is all that runs at init).
  */
 async function coldStart(runs: number): Promise<ColdStartResult[]> {
   const dir = scratchDir('bench-bundles-');
@@ -570,22 +576,14 @@ async function coldStart(runs: number): Promise<ColdStartResult[]> {
       const file = join(dir, fn, 'index.mjs');
       mkdirSync(join(dir, fn), { recursive: true });
       writeFileSync(file, bundle.code);
-      const script = `const t = performance.now(); await import(${JSON.stringify(pathToFileURL(file).href)}); process.stdout.write(String(performance.now() - t));`;
-      const times: number[] = [];
-      for (let i = 0; i < runs; i++) {
-        const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
-          encoding: 'utf8',
-          env: { PATH: process.env['PATH'] ?? '', AWS_REGION: 'us-east-1' },
-        });
-        if (child.status !== 0)
-          throw new Error(`importing the ${fn} bundle failed: ${child.stderr.slice(0, 500)}`);
-        times.push(Number(child.stdout));
-      }
+      if (bundle.sourceMap !== undefined) writeFileSync(`${file}.map`, bundle.sourceMap);
+      const { times, sourceMaps } = importTimes(file, runs);
       results.push({
         fn,
         bundleBytes: bundle.codeBytes,
         gzipBytes: bundle.gzipBytes,
         runs,
+        sourceMaps,
         initMedianMs: median(times),
         initMinMs: Math.min(...times),
         initMaxMs: Math.max(...times),
@@ -682,7 +680,7 @@ function markdown(
   }
   if (cold.length > 0) {
     lines.push(
-      '## Cold start (esbuild bundle as deployed; import in a fresh node process)',
+      `## Cold start (esbuild bundle as deployed; import in a fresh node process${cold.every((c) => c.sourceMaps) ? ', source maps on as deployed' : ''})`,
       '',
       '| function | bundle | gzip | runs | init median ms | min | max |',
       '|---|---:|---:|---:|---:|---:|---:|',

@@ -3,7 +3,12 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CATCH_UP_FUNCTION, type ConnectorStack, compactSources } from '../../infra/connector-stack.ts';
+import {
+  CATCH_UP_FUNCTION,
+  type ConnectorStack,
+  compactSources,
+  FUNCTION_NODE_OPTIONS,
+} from '../../infra/connector-stack.ts';
 import type { DeployConfig } from '../../infra/deploy-config.ts';
 import { CONNECTOR_METRICS } from '../../infra/monitoring.ts';
 import { SourcesFile } from '../../shared/config/sources.ts';
@@ -111,16 +116,21 @@ describe('ConnectorStack (example config)', () => {
   });
 
   describe('functions', () => {
-    it('every function runs Node 24 on ARM with source maps enabled and its own log group with retention', () => {
+    it('every function runs Node 24 on ARM with the Node options the bench runs it with and its own log group with retention', () => {
+      // The bench's stand-ins for the functions start Node with FUNCTION_NODE_OPTIONS (test/bench/lambda-process.ts).
+      expect(FUNCTION_NODE_OPTIONS.split(' ')).toContain('--enable-source-maps');
       for (const fn of Object.values(s.stack.functions)) {
         s.template.hasResourceProperties('AWS::Lambda::Function', {
           FunctionName: Match.absent(),
           Runtime: 'nodejs24.x',
           Architectures: ['arm64'],
           Handler: 'index.handler',
-          Environment: { Variables: Match.objectLike({ NODE_OPTIONS: '--enable-source-maps' }) },
+          Environment: { Variables: Match.objectLike({ NODE_OPTIONS: FUNCTION_NODE_OPTIONS }) },
           LoggingConfig: { LogGroup: { Ref: Match.stringLikeRegexp('Logs') } },
         });
+        expect(s.template.toJSON().Resources[s.id(fn)].Properties.Environment.Variables.NODE_OPTIONS).toBe(
+          FUNCTION_NODE_OPTIONS,
+        );
         const logGroupId = s.template.toJSON().Resources[s.id(fn)].Properties.LoggingConfig.LogGroup.Ref;
         expect(s.template.toJSON().Resources[logGroupId]).toMatchObject({
           Type: 'AWS::Logs::LogGroup',

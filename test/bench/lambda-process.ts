@@ -1,0 +1,44 @@
+import { spawnSync } from 'node:child_process';
+import { pathToFileURL } from 'node:url';
+import { FUNCTION_NODE_OPTIONS } from '../../infra/connector-stack.ts';
+
+/**
+ * The bench's stand-ins for a Lambda function run its bundle as Lambda runs it: Node started with
+ * the NODE_OPTIONS the stack gives every function (FUNCTION_NODE_OPTIONS: source maps on), the
+ * bundle's map beside it. Until 2026-11-27 they ran with the bench's own options, and so left out
+ * what a deployed function pays for its readable stack traces: reading the map, 10 to 17 ms of each
+ * cold start here, and about 50 ms of each of ten worker processes booting at once on 2 cores.
+ */
+export function lambdaProcessEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return { ...env, NODE_OPTIONS: FUNCTION_NODE_OPTIONS };
+}
+
+export interface ImportTimes {
+  /** Milliseconds each fresh process took to import the bundle. */
+  readonly times: readonly number[];
+  /** Whether those processes had source maps on, as the deployed functions have. */
+  readonly sourceMaps: boolean;
+}
+
+/**
+ * Imports a bundle (its map beside it, if it has one) in `runs` fresh Node processes, one after
+ * another, each started as Lambda starts the function: the module-initialisation part of a cold
+ * start. The environment is only PATH, a region and the functions' NODE_OPTIONS, as the handlers
+ * wire their clients on the first event and read nothing else at import.
+ */
+export function importTimes(file: string, runs: number): ImportTimes {
+  const script = `const t = performance.now(); await import(${JSON.stringify(pathToFileURL(file).href)}); process.stdout.write(JSON.stringify({ ms: performance.now() - t, sourceMaps: process.sourceMapsEnabled }));`;
+  const times: number[] = [];
+  let sourceMaps = true;
+  for (let i = 0; i < runs; i++) {
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      env: lambdaProcessEnv({ PATH: process.env['PATH'] ?? '', AWS_REGION: 'us-east-1' }),
+    });
+    if (child.status !== 0) throw new Error(`importing ${file} failed: ${child.stderr.slice(0, 500)}`);
+    const measured = JSON.parse(child.stdout) as { ms: number; sourceMaps: boolean };
+    times.push(measured.ms);
+    sourceMaps &&= measured.sourceMaps;
+  }
+  return { times, sourceMaps };
+}

@@ -1,0 +1,76 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { build } from 'esbuild';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { esbuildOptionsFor } from '../../infra/bundle-report.ts';
+import { FUNCTION_NODE_OPTIONS } from '../../infra/connector-stack.ts';
+import { importTimes, lambdaProcessEnv } from '../bench/lambda-process.ts';
+
+/**
+ * The bench's stand-ins for a function (the multi-instance drain's worker processes, the cold
+ * start's imports) run its bundle as Lambda runs it: Node started with the NODE_OPTIONS the stack
+ * gives every function, the bundle's source map beside it. Until 2026-11-27 they ran without, so
+ * the bench left out what a deployed function pays for its readable stack traces (reading the map
+ * at init). A bundle made with the stack's settings, in a folder of its own, is the function here.
+ */
+const dir = mkdtempSync(join(tmpdir(), 'bench-lambda-process-test-'));
+const entry = join(dir, 'entry.ts');
+const bundle = join(dir, 'index.mjs');
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+beforeAll(async () => {
+  writeFileSync(
+    entry,
+    [
+      'export function whereAmI(): string {',
+      "  return new Error('here').stack ?? '';",
+      '}',
+      'if (process.argv[2] === "print") process.stdout.write(whereAmI());',
+      '',
+    ].join('\n'),
+  );
+  // The worker's bundling settings (minified, a linked map without sources content), this entry.
+  await build({
+    ...esbuildOptionsFor('worker'),
+    entryPoints: [entry],
+    outfile: bundle,
+    write: true,
+    metafile: false,
+  });
+});
+
+describe('a stand-in for a Lambda function', () => {
+  it('runs with the NODE_OPTIONS the stack gives every function', () => {
+    // Prepare: what the bench starts its worker processes with, from its own environment
+    const env = lambdaProcessEnv({ PATH: process.env['PATH'] ?? '', NODE_OPTIONS: '--trace-warnings' });
+
+    // Assess: the stack's options, not the bench's own
+    expect(env.NODE_OPTIONS).toBe(FUNCTION_NODE_OPTIONS);
+    expect(env.PATH).toBe(process.env['PATH'] ?? '');
+  });
+
+  it('names the TypeScript in a stack trace, as a deployed function does', () => {
+    // Act: the bundle run as the bench runs a worker process, and as plain Node runs it
+    const run = (env: NodeJS.ProcessEnv) =>
+      spawnSync(process.execPath, [bundle, 'print'], { encoding: 'utf8', env }).stdout;
+    const asLambda = run(lambdaProcessEnv({ PATH: process.env['PATH'] ?? '' }));
+    const plain = run({ PATH: process.env['PATH'] ?? '' });
+
+    // Assess: the map was read; without the options the trace points into the minified bundle
+    expect(asLambda).toMatch(/entry\.ts:2:\d+/);
+    expect(plain).not.toMatch(/entry\.ts/);
+    expect(plain).toMatch(/index\.mjs/);
+  });
+
+  it('imports a bundle for the cold start with its map read, as Lambda does', () => {
+    // Act
+    const measured = importTimes(bundle, 2);
+
+    // Assess: two imports timed, each in a process with source maps on
+    expect(measured.times).toHaveLength(2);
+    for (const ms of measured.times) expect(ms).toBeGreaterThan(0);
+    expect(measured.sourceMaps).toBe(true);
+  });
+});
