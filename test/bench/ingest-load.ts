@@ -1,11 +1,13 @@
 import autocannon from 'autocannon';
 import { genericWebhook } from '../support/webhooks.ts';
+import { receiveConfig } from './config-channel.ts';
 import { exitWithParent } from './leftovers.ts';
 
 /**
  * The ingest bench's load generator, in a process of its own (run.ts forks it): autocannon and the
  * HMAC signing of every request then take none of the event loop that serves the requests, as a
- * shop's deliveries come from elsewhere. Answers on IPC with autocannon's result.
+ * shop's deliveries come from elsewhere. Takes its settings on IPC (`forkWithConfig`) and answers
+ * there with autocannon's result.
  */
 export interface IngestLoadConfig {
   readonly url: string;
@@ -16,7 +18,7 @@ export interface IngestLoadConfig {
 }
 
 exitWithParent();
-const config = JSON.parse(process.argv[2] ?? '{}') as IngestLoadConfig;
+const config = await receiveConfig<IngestLoadConfig>();
 let n = 0;
 const result = await autocannon({
   url: config.url,

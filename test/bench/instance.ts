@@ -4,6 +4,7 @@ import { LOCAL_AWS } from '../../local/defaults.ts';
 import { type AwsCallBudget, dynamoClient, sqsClient } from '../../shared/adapters/aws-clients.ts';
 import type { Env } from '../../shared/config/env.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
+import { receiveConfig } from './config-channel.ts';
 import { exitWithParent } from './leftovers.ts';
 
 /**
@@ -11,8 +12,8 @@ import { exitWithParent } from './leftovers.ts';
  * its own AWS clients, affiliate client, limiter and pollers, sharing only the emulators and the
  * sandbox with the others. Wired by `buildWorkerDeps` from the settings CDK gives the function, so
  * it runs the deployed worker (lease, settle, backoff, client timeout and pacing included); only
- * the secret store reads `env` instead of Secrets Manager. Started by run.ts with IPC; answers
- * `stop` with what it measured.
+ * the secret store reads `env` instead of Secrets Manager. Started by run.ts with IPC
+ * (`forkWithConfig`), which sends it these settings first; answers `stop` with what it measured.
  */
 export interface InstanceConfig {
   readonly sqsEndpoint: string;
@@ -66,7 +67,7 @@ const EMULATOR_BUDGET: AwsCallBudget = {
 
 async function main(): Promise<void> {
   exitWithParent();
-  const config = JSON.parse(process.argv[2] ?? '{}') as InstanceConfig;
+  const config = await receiveConfig<InstanceConfig>();
   const adds: number[] = [];
   const routes: Record<string, RouteProfile> = {};
   const route = (name: string): RouteProfile => {

@@ -1,4 +1,4 @@
-import { type ChildProcess, fork } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { cpus, totalmem } from 'node:os';
@@ -13,6 +13,7 @@ import { isWorkerBatchSize, WORKER_DEFAULTS } from '../../infra/deploy-config.ts
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { genericWebhook } from '../support/webhooks.ts';
 import { runBaseline } from './baseline.ts';
+import { forkWithConfig } from './config-channel.ts';
 import { fleetShape } from './fleet.ts';
 import type { IngestLoadConfig } from './ingest-load.ts';
 import type { InstanceConfig, InstanceReport } from './instance.ts';
@@ -461,8 +462,8 @@ async function multiDrain(options: {
     if (foreignPerSecond > 0)
       sandbox.control.setForeignLoad({ route: '/advertiser/conversions.add', perSecond: foreignPerSecond });
     for (let i = 0; i < instances; i++) {
-      const child = fork(options.instanceModule, [JSON.stringify(config)], {
-        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      // Its settings, secrets included, go over IPC, not on its command line (`ps` shows that).
+      const child = forkWithConfig(options.instanceModule, config, {
         // Node as Lambda starts the worker (the stack's NODE_OPTIONS), the bundle's map beside it.
         env: lambdaProcessEnv(process.env),
         execArgv: [
@@ -532,9 +533,8 @@ async function ingest(seconds: number, connections: number): Promise<IngestResul
   const secret = stack.secrets['GENERIC_WEBHOOK_SECRET'] ?? '';
   try {
     const config: IngestLoadConfig = { url: stack.url, secret, seconds, connections, clickId: CLICK };
-    const child = fork(new URL('./ingest-load.ts', import.meta.url), [JSON.stringify(config)], {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
+    // Its settings, the signing secret included, go over IPC, not on its command line.
+    const child = forkWithConfig(fileURLToPath(new URL('./ingest-load.ts', import.meta.url)), config);
     const result = await new Promise<autocannon.Result>((resolve, reject) => {
       child.once('message', (message) => resolve(message as autocannon.Result));
       child.once('error', reject);

@@ -1,0 +1,47 @@
+import { type ChildProcess, type ForkOptions, fork } from 'node:child_process';
+
+/**
+ * How the bench hands the processes it forks their settings: over the IPC channel, not on their
+ * command line. The settings carry secrets (a worker instance's platform token and legacy API key,
+ * for the env secret store; the ingest load generator's webhook signing secret), and a process's
+ * command line is anyone's to read on the machine (`ps`, /proc/<pid>/cmdline), where its IPC
+ * messages are not. Until 2026-11-27 both took them as their first argument.
+ */
+
+interface ConfigMessage {
+  readonly type: 'config';
+  readonly config: unknown;
+}
+
+function isConfigMessage(message: unknown): message is ConfigMessage {
+  return typeof message === 'object' && message !== null && (message as { type?: unknown }).type === 'config';
+}
+
+/** Forks `module` with no arguments and sends it `config`, its first message. */
+export function forkWithConfig(
+  module: string,
+  config: unknown,
+  options: ForkOptions = {},
+): ChildProcess {
+  const child = fork(module, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], ...options });
+  child.send({ type: 'config', config } satisfies ConfigMessage);
+  return child;
+}
+
+/** In the forked process: the settings `forkWithConfig` sent. Rejects at once without an IPC channel. */
+export function receiveConfig<T>(): Promise<T> {
+  return new Promise((resolve, reject) => {
+    if (process.send === undefined) {
+      reject(
+        new Error('this process takes its settings from the bench over IPC: run it with `npm run bench`'),
+      );
+      return;
+    }
+    const onMessage = (message: unknown) => {
+      if (!isConfigMessage(message)) return;
+      process.off('message', onMessage);
+      resolve(message.config as T);
+    };
+    process.on('message', onMessage);
+  });
+}
