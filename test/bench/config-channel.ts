@@ -18,11 +18,7 @@ function isConfigMessage(message: unknown): message is ConfigMessage {
 }
 
 /** Forks `module` with no arguments and sends it `config`, its first message. */
-export function forkWithConfig(
-  module: string,
-  config: unknown,
-  options: ForkOptions = {},
-): ChildProcess {
+export function forkWithConfig(module: string, config: unknown, options: ForkOptions = {}): ChildProcess {
   const child = fork(module, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], ...options });
   child.send({ type: 'config', config } satisfies ConfigMessage);
   return child;

@@ -1,9 +1,10 @@
-import { type ChildProcess, fork, spawnSync } from 'node:child_process';
+import { fork, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { forkWithConfig } from '../bench/config-channel.ts';
+import { firstMessage } from '../support/child-process.ts';
 
 /**
  * The processes the bench forks (its worker instances, its ingest load generator) take their
@@ -18,13 +19,6 @@ function script(name: string, body: string): string {
   const file = join(dir, name);
   writeFileSync(file, `import { receiveConfig } from ${JSON.stringify(HELPERS)};\n${body}\n`);
   return file;
-}
-
-function firstMessage(child: ChildProcess): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    child.once('message', resolve);
-    child.once('exit', (code) => reject(new Error(`exited with ${code} before saying anything`)));
-  });
 }
 
 const TOKEN = 'sandbox-token-5f0c1e9a';

@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { firstMessage } from '../support/child-process.ts';
 
 /**
  * A bench stopped early (Ctrl-C, `timeout`, a cancelled job) leaves nothing behind: its temporary
@@ -18,13 +19,6 @@ function script(name: string, body: string): string {
   const file = join(dir, name);
   writeFileSync(file, `import { exitWithParent, scratchDir } from ${JSON.stringify(HELPERS)};\n${body}\n`);
   return file;
-}
-
-function firstMessage(child: ChildProcess): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    child.once('message', resolve);
-    child.once('exit', (code) => reject(new Error(`exited with ${code} before saying anything`)));
-  });
 }
 
 function exit(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
