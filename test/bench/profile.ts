@@ -87,7 +87,7 @@ export function fileOwner(root: string): (frame: Frame) => string | undefined {
  * Busy microseconds by owner. Each sample goes to the nearest frame up its stack that `ownerOfFrame`
  * names, so Node's own code (http, crypto, streams) counts for the package that called it; a sample
  * with no such frame counts under its own function (`(garbage collector)`, `(program)`, a timer's
- * callback); idle samples are left out.
+ * callback); idle samples are left out, and so is the time before the first sample.
  */
 export function busyByOwner(
   profile: CpuProfile,
@@ -113,6 +113,9 @@ export function busyByOwner(
   };
   const busy = new Map<string, number>();
   profile.samples.forEach((id, i) => {
+    // The first delta runs from the profile's start to the first sample: the profiler starting
+    // (logging every compiled function), which no sample of the program saw.
+    if (i === 0) return;
     if (nodes.get(id)?.callFrame.functionName === '(idle)') return;
     const who = ownerOfNode(id);
     busy.set(who, (busy.get(who) ?? 0) + (profile.timeDeltas[i] ?? 0));
