@@ -1,0 +1,320 @@
+import type { ChildProcess } from 'node:child_process';
+import { Session } from 'node:inspector/promises';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+import { esbuildOptionsFor } from '../../infra/bundle-report.ts';
+import { startLocalStack } from '../../infra/local/stack.ts';
+import { forkWithConfig } from './config-channel.ts';
+import type { InstanceConfig, InstanceReport } from './instance.ts';
+import { lambdaProcessEnv } from './lambda-process.ts';
+import { type DrainPhase, drainPhases } from './phases.ts';
+import { busyByOwner, type CpuProfile, fileOwner, shares } from './profile.ts';
+import { check, LIMIT_PER_SECOND, PLATFORM_FAULTS, postBurst } from './workload.ts';
+
+/**
+ * The bench's multi-instance drain, the proof of issue 16: one row is a fleet of worker processes
+ * (instance.ts, bundled as the worker function is) draining one burst through the emulators and
+ * the sandbox this process hosts, and what the row measured. run.ts runs the rows and prints them;
+ * test/integration/bench-multi-drain.test.ts runs a small one.
+ */
+
+export interface MultiDrainResult {
+  /** The processes booted before any polled (`--warm`), not one after another as the drain ran. */
+  readonly warm: boolean;
+  readonly pacing: 'static' | 'adaptive';
+  readonly instances: number;
+  /** Batches each instance holds at once, and their size (`test/bench/fleet.ts`). */
+  readonly pollers: number;
+  readonly batchSize: number;
+  /** Requests per second a foreign client of the same token takes on conversions.add. */
+  readonly foreignPerSecond: number;
+  readonly orders: number;
+  readonly drainSeconds: number;
+  readonly addsPerSecond: number;
+  readonly calls: number;
+  readonly share429: number;
+  readonly lost: number;
+  readonly duplicated: number;
+  readonly wrongAmounts: number;
+  /**
+   * Where the time went. Per route (info, add, update): the mean wait the client-side limiter imposed
+   * per attempt and the mean platform round trip. Adds second by second from the first add, and the
+   * mean over the full seconds after the first three (the ramp) and before the last (the tail).
+   * CPU of the instances and of the parent (sandbox, fauxqs, dynalite) as a share of the cores over
+   * the drain.
+   */
+  readonly routes: Record<
+    string,
+    { readonly calls: number; readonly waitMs: number; readonly platformMs: number }
+  >;
+  readonly addsBySecond: number[];
+  readonly steadyAddsPerSecond: number;
+  /**
+   * The start and the tail: per instance, its adds, how long after the drain's first add it made its
+   * own first one (the processes boot one after another on the shared cores), and how long before
+   * the drain's last add it made its own last one (an instance paced below its siblings still holds
+   * messages when they run dry).
+   */
+  readonly instanceAdds: number[];
+  readonly instanceStartS: number[];
+  readonly instanceDoneBeforeEndS: number[];
+  /** The start, the middle and the tail against the route's budget, its limit less the foreign client (`test/bench/phases.ts`). */
+  readonly phases: DrainPhase[];
+  readonly cpuInstances: number;
+  readonly cpuParent: number;
+  /** With `--profile`: the workers' busy CPU by package or project file, largest first (share 0–1). */
+  readonly cpuByOwner?: [string, number][];
+  /** With `--profile`: the same for this process over the drain (the sandbox, fauxqs, dynalite). */
+  readonly parentCpuByOwner?: [string, number][];
+}
+
+/** Sends `message` to `child` and resolves its first answer of type `type`. */
+function ask<T>(child: ChildProcess, type: string, message?: unknown): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (m: { type?: string; report?: unknown }) => {
+      if (m.type !== type) return;
+      child.off('message', onMessage);
+      resolve(m.report as T);
+    };
+    child.on('message', onMessage);
+    child.once('exit', (code) => {
+      if (code !== 0) reject(new Error(`a bench instance exited with ${code}`));
+    });
+    if (message !== undefined) child.send(message as object);
+  });
+}
+
+/** Counts of sorted epoch-ms `times` per whole second from the first. */
+function perSecond(times: readonly number[]): number[] {
+  const first = times[0];
+  if (first === undefined) return [];
+  const counts: number[] = [];
+  for (const t of times) {
+    const i = Math.floor((t - first) / 1000);
+    while (counts.length <= i) counts.push(0);
+    counts[i] = (counts[i] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/** Per route over every instance: attempts, mean limiter wait and mean round trip per attempt, ms. */
+function routeProfiles(reports: readonly InstanceReport[]): MultiDrainResult['routes'] {
+  const out: Record<string, { calls: number; waitMs: number; platformMs: number }> = {};
+  const names = new Set(reports.flatMap((r) => Object.keys(r.routes)));
+  for (const name of names) {
+    const each = reports.flatMap((r) => (r.routes[name] ? [r.routes[name]] : []));
+    const calls = each.reduce((n, p) => n + p.requests, 0);
+    const per = (pick: (p: (typeof each)[number]) => number) =>
+      calls > 0 ? each.reduce((n, p) => n + pick(p), 0) / calls : 0;
+    out[name] = { calls, waitMs: per((p) => p.waitMs), platformMs: per((p) => p.requestMs) };
+  }
+  return out;
+}
+
+/**
+ * V8's CPU profiler on this process, as `--cpu-prof` runs it in the workers: where the sandbox and
+ * the emulators spend the cores the workers share with them.
+ */
+async function startProfiler(): Promise<{ stop(): Promise<CpuProfile> }> {
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  let stopped: Promise<CpuProfile> | undefined;
+  return {
+    stop() {
+      stopped ??= session.post('Profiler.stop').then(({ profile }) => {
+        session.disconnect();
+        return profile as unknown as CpuProfile;
+      });
+      return stopped;
+    },
+  };
+}
+
+/** The project's root, under which a source file's owner is its path. */
+const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/**
+ * Bundles instance.ts with the worker function's esbuild settings into `dir`: each instance loads
+ * one module, as a Lambda container loads the worker's bundle, instead of a few hundred TypeScript
+ * sources through Node's type stripping (a second of CPU and more per process, which ten processes
+ * booting together took from the drain's first seconds on the shared cores).
+ */
+export async function bundleInstance(dir: string, profile: boolean): Promise<string> {
+  const outfile = join(dir, 'instance.mjs');
+  await build({
+    ...esbuildOptionsFor('worker'),
+    entryPoints: [fileURLToPath(new URL('./instance.ts', import.meta.url))],
+    outfile,
+    write: true,
+    metafile: false,
+    // A profile names a line of the bundle: unminified, each module keeps the comment naming its path.
+    ...(profile ? { minify: false, sourcemap: false } : {}),
+  });
+  return outfile;
+}
+
+/** One row of the multi-instance drain: its pacing, its fleet and its workload. */
+export interface MultiDrainOptions {
+  readonly pacing: 'static' | 'adaptive';
+  readonly instances: number;
+  readonly orders: number;
+  readonly pollers: number;
+  readonly batchSize: number;
+  readonly initialRatePerSecond: number;
+  readonly foreignPerSecond: number;
+  readonly warm: boolean;
+  /** The program each instance runs: the bundle of instance.ts (`bundleInstance`). */
+  readonly instanceModule: string;
+  /** Where each instance writes its V8 CPU profile (`--cpu-prof`); none without `--profile`. */
+  readonly profileDir?: string;
+}
+
+/**
+ * The deployed drain: `instances` worker processes that share nothing but the queue, the ledger
+ * and the platform token, as Lambda containers, holding `pollers` batches of `batchSize` each
+ * (`fleetShape`).
+ * `static`: each at 80% of the limit ÷ instances (the stack before adaptive pacing). `adaptive`:
+ * each from `initialRatePerSecond` up to the limit, paced by the platform's headers. `warm`: every
+ * process boots before any polls (containers already warm when the backlog arrives), so no
+ * process's boot takes the shared cores from the drain.
+ */
+export async function multiDrain(options: MultiDrainOptions): Promise<MultiDrainResult> {
+  const { pacing, instances, orders, pollers, batchSize, foreignPerSecond, warm } = options;
+  const stack = await startLocalStack({
+    port: 0,
+    sandbox: { port: 0, faults: PLATFORM_FAULTS },
+    pollers: 0,
+    autoPoll: false,
+    emulators: { visibilityTimeoutSeconds: 120 },
+  });
+  const children: ChildProcess[] = [];
+  let parentProfiler: { stop(): Promise<CpuProfile> } | undefined;
+  try {
+    const prefix = `${pacing}-${instances}-${Date.now()}`;
+    await postBurst(stack, orders, prefix);
+    const sandbox = stack.sandbox;
+    if (!sandbox) throw new Error('the multi-instance drain needs the in-process sandbox');
+    const add = stack.sources.get('generic');
+    const share = Math.max(1, Math.floor((LIMIT_PER_SECOND * 0.8) / instances));
+    // The settings the stack gives the worker function (infra/connector-stack.ts), pointing at the
+    // emulators and the sandbox; the secrets ride along for the env secret store.
+    const env = {
+      SOURCES: JSON.stringify(add ? [{ ...add }] : []),
+      QUEUE_URL: stack.emulators.queueUrl,
+      DLQ_URL: stack.emulators.dlqUrl,
+      LEDGER_TABLE: stack.emulators.tableName,
+      ...(pacing === 'adaptive' ? { PACING_TABLE: stack.emulators.pacingTableName } : {}),
+      AFFILIATE_BASE_URL: stack.platformUrl,
+      AFFILIATE_TOKEN_SECRET: 'AFFILIATE_TOKEN',
+      AFFILIATE_TOKEN: sandbox.token,
+      LEGACY_BASE_URL: stack.platformUrl,
+      LEGACY_CREDENTIALS_SECRET: 'LEGACY_CREDENTIALS',
+      LEGACY_CREDENTIALS: `${sandbox.legacy.userCode}:${sandbox.legacy.apiKey}`,
+      ...(pacing === 'static'
+        ? { AFFILIATE_RATE_PER_SECOND: String(share) }
+        : {
+            AFFILIATE_RATE_PER_SECOND: String(LIMIT_PER_SECOND),
+            AFFILIATE_INITIAL_RATE_PER_SECOND: String(options.initialRatePerSecond),
+          }),
+    };
+    const config: InstanceConfig = {
+      sqsEndpoint: stack.emulators.sqsEndpoint,
+      dynamoEndpoint: stack.emulators.dynamoEndpoint,
+      queueName: stack.emulators.queueName,
+      env,
+      pollers,
+      batchSize,
+      startOnGo: warm,
+    };
+    parentProfiler = options.profileDir === undefined ? undefined : await startProfiler();
+    const started = Date.now();
+    const parentCpu = process.cpuUsage();
+    if (foreignPerSecond > 0)
+      sandbox.control.setForeignLoad({ route: '/advertiser/conversions.add', perSecond: foreignPerSecond });
+    for (let i = 0; i < instances; i++) {
+      // Its settings, secrets included, go over IPC, not on its command line (`ps` shows that).
+      const child = forkWithConfig(options.instanceModule, config, {
+        // Node as Lambda starts the worker (the stack's NODE_OPTIONS), the bundle's map beside it.
+        env: lambdaProcessEnv(process.env),
+        execArgv: [
+          ...process.execArgv,
+          ...(options.profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${options.profileDir}`]),
+        ],
+      });
+      children.push(child);
+    }
+    await Promise.all(children.map((c) => ask(c, 'ready')));
+    if (warm) for (const child of children) child.send({ type: 'go' });
+    await stack.waitForIdle(15 * 60_000);
+    const drainSeconds = (Date.now() - started) / 1000;
+    const parent = process.cpuUsage(parentCpu);
+    const parentProfile = await parentProfiler?.stop();
+    const reports = await Promise.all(
+      children.map((c) => ask<InstanceReport>(c, 'report', { type: 'stop' })),
+    );
+    const adds = reports.flatMap((r) => r.adds).sort((a, b) => a - b);
+    const span = adds.length > 1 ? ((adds.at(-1) ?? 0) - (adds[0] ?? 0)) / 1000 : 0;
+    const calls = Object.values(sandbox.control.calls());
+    const total = calls.reduce((n, c) => n + c.total, 0);
+    const platform429 = calls.reduce((n, c) => n + (c.byStatus['429'] ?? 0), 0);
+    const coreSeconds = cpus().length * drainSeconds * 1000;
+    const addsBySecond = perSecond(adds);
+    const steady = addsBySecond.slice(3, -1);
+    return {
+      warm,
+      pacing,
+      instances,
+      pollers,
+      batchSize,
+      foreignPerSecond,
+      orders,
+      drainSeconds,
+      addsPerSecond: span > 0 ? (adds.length - 1) / span : 0,
+      calls: total,
+      share429: total > 0 ? platform429 / total : 0,
+      ...check(stack, orders, prefix),
+      routes: routeProfiles(reports),
+      addsBySecond,
+      instanceAdds: reports.map((r) => r.adds.length),
+      instanceStartS: reports.map((r) => ((r.adds[0] ?? 0) - (adds[0] ?? 0)) / 1000),
+      instanceDoneBeforeEndS: reports.map((r) => ((adds.at(-1) ?? 0) - (r.adds.at(-1) ?? 0)) / 1000),
+      phases: drainPhases(
+        reports.map((r) => r.adds),
+        LIMIT_PER_SECOND - foreignPerSecond,
+      ),
+      steadyAddsPerSecond: steady.length > 0 ? steady.reduce((a, b) => a + b, 0) / steady.length : 0,
+      cpuInstances: reports.reduce((n, r) => n + r.cpuMs, 0) / coreSeconds,
+      cpuParent: (parent.user + parent.system) / 1000 / coreSeconds,
+      ...(parentProfile === undefined
+        ? {}
+        : { parentCpuByOwner: shares(busyByOwner(parentProfile, fileOwner(PROJECT_ROOT))) }),
+    };
+  } finally {
+    await parentProfiler?.stop().catch(() => undefined);
+    // An instance writes its profile as it exits, after its report: wait for that (a bounded wait).
+    if (options.profileDir !== undefined) await exited(children, 15_000);
+    for (const child of children) if (child.exitCode === null) child.kill();
+    await stack.close();
+  }
+}
+
+/** Resolves once every child has exited, or after `ms`. */
+async function exited(children: readonly ChildProcess[], ms: number): Promise<void> {
+  const each = children.map((c) =>
+    c.exitCode !== null || c.signalCode !== null
+      ? undefined
+      : new Promise<void>((resolve) => c.once('exit', () => resolve())),
+  );
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.all(each),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+  ]);
+  clearTimeout(timer);
+}
