@@ -17,7 +17,11 @@ function isConfigMessage(message: unknown): message is ConfigMessage {
   return typeof message === 'object' && message !== null && (message as { type?: unknown }).type === 'config';
 }
 
-/** Forks `module` with no arguments and sends it `config`, its first message. */
+/**
+ * Forks `module` with no arguments and sends it `config`, its first message, at once: Node holds a
+ * message the child has no listener for yet until it adds one (nodejs/node#41221, for ES module
+ * children that load for a while before they listen), so no handshake is needed first.
+ */
 export function forkWithConfig(module: string, config: unknown, options: ForkOptions = {}): ChildProcess {
   const child = fork(module, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], ...options });
   child.send({ type: 'config', config } satisfies ConfigMessage);
