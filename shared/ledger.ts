@@ -91,6 +91,10 @@ export interface OrderRecord {
    */
   shadow?: boolean;
   kind?: 'tracking' | 'manual';
+  /**
+   * The platform's id of the conversion, once known: from the add's answer when it carries one, else
+   * looked up (Conversion info by externalId) by the first refund or accept that needs it.
+   */
   conversionId?: string;
   /** Amount of the conversion as added (minor units), the base refunds are subtracted from. */
   originalAmount: number;
@@ -230,13 +234,13 @@ export function waitingRefunds(records: Iterable<OrderRecord>): WaitingRefund[] 
 
 /**
  * Whether the record waits for the accept job: a live conversion, added, due on a date, neither
- * accepted nor given up on. Refused and skipped records never wait. The DynamoDB ledger writes the
+ * accepted nor given up on. Refused and skipped records never wait. With or without its conversion
+ * id: the add's answer may not carry one, and the job looks it up. The DynamoDB ledger writes the
  * index key (`acceptDueAt`) only while this holds, which keeps its due-date index sparse.
  */
 export function awaitsAccept(record: OrderRecord): boolean {
   return (
     record.state === 'added' &&
-    record.conversionId !== undefined &&
     record.acceptDueAt !== undefined &&
     record.acceptedAt === undefined &&
     record.acceptError === undefined &&

@@ -1,7 +1,14 @@
 import type { SourceConfig } from '../config/sources.ts';
-import { describeError, failureClassOf, isConnectorError } from '../errors.ts';
+import { describeError, failureClassOf, isConnectorError, PermanentError } from '../errors.ts';
 import { awaitsAccept, type OrderRecord } from '../ledger.ts';
-import type { AcceptIndex, CallOptions, ConversionBackend, FailureQueue, Ledger } from '../ports.ts';
+import type {
+  AcceptIndex,
+  CallOptions,
+  ConversionBackend,
+  FailureQueue,
+  Ledger,
+  PlatformConversion,
+} from '../ports.ts';
 import { messageGroupId } from '../queueing.ts';
 import { DAY_MS } from './due.ts';
 
@@ -180,8 +187,31 @@ async function acceptOne(
   if (!(await deps.ledger.update(record))) {
     return { ...base, result: 'held', detail: 'the ledger record changed meanwhile: next run' };
   }
-  const conversionId = record.conversionId ?? '';
   const call: CallOptions = options.deadline === undefined ? {} : { deadline: options.deadline };
+  let conversionId = record.conversionId;
+  if (conversionId === undefined) {
+    // Added without its id (the add's answer need not carry one): look it up now, once, and keep it.
+    let found: PlatformConversion | undefined;
+    try {
+      found = await backend.find(record.program, record.externalId, call);
+    } catch (error) {
+      const failureClass = failureClassOf(error);
+      if (failureClass === 'permanent' || failureClass === 'bad_input') {
+        return park(deps, source, record, error, undefined);
+      }
+      await settle(deps, record, () => undefined);
+      return { ...base, result: 'retry', detail: describeError(error) };
+    }
+    if (!found) {
+      const missing = new PermanentError(
+        `the platform has no conversion with externalId ${record.externalId}, though the ledger holds the order as added`,
+      );
+      return park(deps, source, record, missing, undefined);
+    }
+    conversionId = found.id;
+    record.conversionId = conversionId;
+  }
+  const known = { ...base, conversionId };
   try {
     await backend.accept(record.program, conversionId, call);
   } catch (error) {
@@ -193,17 +223,17 @@ async function acceptOne(
         await settle(deps, record, (r) => {
           r.acceptedAt = new Date(deps.now()).toISOString();
         });
-        return { ...base, result: 'accepted', detail: 'already accepted on the platform' };
+        return { ...known, result: 'accepted', detail: 'already accepted on the platform' };
       }
       return park(deps, source, record, error, found?.status);
     }
     await settle(deps, record, () => undefined);
-    return { ...base, result: 'retry', detail: describeError(error) };
+    return { ...known, result: 'retry', detail: describeError(error) };
   }
   await settle(deps, record, (r) => {
     r.acceptedAt = new Date(deps.now()).toISOString();
   });
-  return { ...base, result: 'accepted' };
+  return { ...known, result: 'accepted' };
 }
 
 /**
@@ -216,9 +246,12 @@ async function settle(
   record: OrderRecord,
   change: (r: OrderRecord) => void,
 ): Promise<void> {
+  // The conversion's id, when this run looked it up: kept whatever else changed.
+  const conversionId = record.conversionId;
   let current: OrderRecord | undefined = record;
   for (let round = 0; round < 3 && current; round++) {
     change(current);
+    current.conversionId ??= conversionId;
     current.acceptLeaseUntil = undefined;
     if (await deps.ledger.update(current)) return;
     current = await deps.ledger.get(record.key);
@@ -234,8 +267,9 @@ async function park(
   platformStatus: string | undefined,
 ): Promise<AcceptItem> {
   const at = new Date(deps.now()).toISOString();
+  const conversion = record.conversionId ? `conversion ${record.conversionId}` : 'the conversion';
   const reason =
-    `conversion ${record.conversionId} of order ${record.externalId} could not be accepted: ${describeError(error)}` +
+    `${conversion} of order ${record.externalId} could not be accepted: ${describeError(error)}` +
     `${platformStatus ? ` (the platform shows it ${platformStatus})` : ''}. The connector will not try again: ` +
     'check the conversion on the platform (refused or locked there by hand?) and accept it there if it should ' +
     'be. Replaying this message does not accept it: it only records the failure, drop it once handled';

@@ -345,8 +345,10 @@ async function addConversion(
     await releaseLease(deps, record);
     throw error;
   }
-  // The add is done: a failed id lookup must not undo that. Without an id, refunds look it up later.
-  id ??= (await backend.find(source.program, event.externalId, call).catch(() => undefined))?.id;
+  // The add is done. Its id, when the answer carries one; the platform does not document that it
+  // does, and looking it up now would take a second call (on the token's Conversion info budget,
+  // shared with every other client) for each order. A refund or the accept job needs the id: each
+  // looks it up then and keeps it, for the few orders it touches.
   const outcome = await settleAdded(deps, record, id, 'added');
   if (outcome.result === 'added' && countedRefunds(record).some((r) => r.status === 'pending')) {
     // The add already subtracted the refunds that came first: this records them as applied.

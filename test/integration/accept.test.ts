@@ -160,6 +160,34 @@ describe('accept after the return window', () => {
     expect((await stack.ledger.get(ledgerKey(program, 'B-recent')))?.acceptedAt).toBeUndefined();
   });
 
+  it('accepts an order added while Conversion info failed: the job looks its id up', async () => {
+    // Prepare: every Conversion info call fails while the order is added.
+    stack.sandbox?.control.setFaults({
+      errorRate: 1,
+      errorStatus: 503,
+      routes: ['/advertiser/conversions.info'],
+    });
+    try {
+      await order('shop', 'L-1', LONG_AGO);
+    } finally {
+      stack.sandbox?.control.setFaults({});
+    }
+
+    // Act
+    const run = await stack.runAccept();
+
+    // Assess
+    expect(run.items.find((i) => i.externalId === 'L-1')).toMatchObject({
+      result: 'accepted',
+      conversionId: onPlatform('L-1')?.id,
+    });
+    expect(onPlatform('L-1')?.status).toBe('accepted');
+    expect(await stack.ledger.get(ledgerKey(program, 'L-1'))).toMatchObject({
+      conversionId: onPlatform('L-1')?.id,
+      acceptedAt: expect.any(String),
+    });
+  });
+
   it('parks a conversion the platform will not accept (refused there by hand) in the DLQ with the reason, once', async () => {
     // Prepare
     await order('shop', 'C-1', LONG_AGO);

@@ -94,7 +94,12 @@ describe('orders become exactly one conversion', () => {
       status: 'pending',
     });
     const record = await stack.ledger.get(ledgerKey(conversion?.program ?? '', '450789469'));
-    expect(record).toMatchObject({ state: 'added', conversionId: conversion?.id, originalAmount: 58_700 });
+    expect(record).toMatchObject({ state: 'added', originalAmount: 58_700 });
+    // One platform call for the order: the add. Its answer carries no id (the platform does not
+    // document one), and nothing needs the id yet: a refund or the accept job looks it up then.
+    const calls = stack.sandbox?.control.calls() ?? {};
+    expect(calls['/advertiser/conversions.add']?.total).toBe(1);
+    expect(calls['/advertiser/conversions.info']).toBeUndefined();
   });
 
   it('records the unmodified sample (no click id) as skipped, with no conversion', async () => {

@@ -25,11 +25,18 @@ const SOURCE = SourceConfig.parse({
 /** A platform whose accept answers as scripted per conversion id (default: accepted). */
 class ScriptedPlatform implements ConversionBackend {
   readonly accepts: string[] = [];
+  readonly finds: string[] = [];
   readonly status = new Map<string, string>();
   readonly #answer: (id: string, attempt: number) => Error | undefined;
+  /** What Conversion info answers for an order: `undefined` (the default) finds `conv-<externalId>`. */
+  readonly #lookup: (externalId: string, attempt: number) => Error | 'none' | undefined;
 
-  constructor(answer: (id: string, attempt: number) => Error | undefined = () => undefined) {
+  constructor(
+    answer: (id: string, attempt: number) => Error | undefined = () => undefined,
+    lookup: (externalId: string, attempt: number) => Error | 'none' | undefined = () => undefined,
+  ) {
     this.#answer = answer;
+    this.#lookup = lookup;
   }
 
   async accept(_program: string, id: string): Promise<void> {
@@ -40,6 +47,10 @@ class ScriptedPlatform implements ConversionBackend {
   }
 
   async find(_program: string, externalId: string): Promise<PlatformConversion | undefined> {
+    this.finds.push(externalId);
+    const scripted = this.#lookup(externalId, this.finds.filter((f) => f === externalId).length);
+    if (scripted instanceof Error) throw scripted;
+    if (scripted === 'none') return undefined;
     const id = `conv-${externalId}`;
     return { id, externalId, status: this.status.get(id) ?? 'pending' };
   }
@@ -216,6 +227,61 @@ describe('runAccept', () => {
 
     expect(run.items).toMatchObject([{ result: 'held', detail: expect.stringMatching(/changed/) }]);
     expect(platform.accepts).toEqual([]);
+  });
+
+  it('looks up the id of a conversion added without one (the add’s answer carries none), accepts it and keeps the id', async () => {
+    const platform = new ScriptedPlatform();
+    const h = setup(platform, [due('1', 40, { conversionId: undefined }), due('2')]);
+    await h.seed();
+
+    const first = await runAccept(h.deps, { limit: 10 });
+    const second = await runAccept(h.deps, { limit: 10 });
+
+    expect(first).toMatchObject({ accepted: 2, failed: 0, dueLeft: 0 });
+    expect(first.items.find((i) => i.externalId === '1')).toMatchObject({
+      result: 'accepted',
+      conversionId: 'conv-1',
+    });
+    expect(platform.accepts.sort()).toEqual(['conv-1', 'conv-2']);
+    // Only the order without an id was looked up.
+    expect(platform.finds).toEqual(['1']);
+    expect(await h.ledger.get(ledgerKey(PROGRAM, '1'))).toMatchObject({
+      conversionId: 'conv-1',
+      acceptedAt: new Date(NOW).toISOString(),
+    });
+    expect(second.items).toEqual([]);
+  });
+
+  it('leaves an order whose id lookup fails transiently for the next run, with the lease released', async () => {
+    const platform = new ScriptedPlatform(undefined, (_externalId, attempt) =>
+      attempt === 1 ? new TransientError('platform answered 503') : undefined,
+    );
+    const h = setup(platform, [due('1', 40, { conversionId: undefined })]);
+    await h.seed();
+
+    const first = await runAccept(h.deps, { limit: 10 });
+    const second = await runAccept(h.deps, { limit: 10 });
+
+    expect(first.items).toMatchObject([{ result: 'retry', detail: expect.stringMatching(/503/) }]);
+    expect(h.parked).toEqual([]);
+    expect(second).toMatchObject({ accepted: 1 });
+    expect(platform.accepts).toEqual(['conv-1']);
+  });
+
+  it('parks an order the ledger holds as added whose conversion the platform does not have, with the reason', async () => {
+    const platform = new ScriptedPlatform(undefined, () => 'none');
+    const h = setup(platform, [due('1', 40, { conversionId: undefined })]);
+    await h.seed();
+
+    const first = await runAccept(h.deps, { limit: 10 });
+    const second = await runAccept(h.deps, { limit: 10 });
+
+    expect(first.items).toMatchObject([{ result: 'failed', detail: expect.stringMatching(/no conversion/) }]);
+    expect(platform.accepts).toEqual([]);
+    expect(h.parked).toHaveLength(1);
+    expect(h.parked[0]).toMatchObject({ failureClass: 'permanent', externalId: '1' });
+    expect(h.parked[0]?.reason).toMatch(/no conversion with externalId 1/);
+    expect(second.items).toEqual([]);
   });
 
   it('with olderThanMs takes orders older than that instead of the source’s window', async () => {
