@@ -1,4 +1,5 @@
 import type { LocalStack } from '../../infra/local/stack.ts';
+import { formatMoney } from '../../shared/money.ts';
 import { genericWebhook } from '../support/webhooks.ts';
 
 /**
@@ -16,7 +17,6 @@ export const LIMIT_PER_SECOND = 100;
 /** Order i's amount and its refund's (every tenth order), in minor units. */
 const orderAmount = (i: number) => 1_000 + (i % 500) * 13;
 const refundAmount = (i: number) => 100 + (i % 7) * 11;
-const decimal = (minor: number) => `${Math.trunc(minor / 100)}.${String(minor % 100).padStart(2, '0')}`;
 
 /** Runs `work` over `items` with at most `limit` in flight. */
 async function pool<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
@@ -41,7 +41,7 @@ export async function postBurst(stack: LocalStack, orders: number, prefix: strin
       JSON.stringify({
         type: 'order',
         orderId: `${prefix}-${i}`,
-        amount: decimal(orderAmount(i)),
+        amount: formatMoney(orderAmount(i), 'EUR'),
         currency: 'EUR',
         clickIds: [CLICK],
         buyerIp: '198.51.100.4',
@@ -54,7 +54,7 @@ export async function postBurst(stack: LocalStack, orders: number, prefix: strin
         type: 'refund',
         orderId: `${prefix}-${i}`,
         refundId: `r-${i}`,
-        amount: decimal(refundAmount(i)),
+        amount: formatMoney(refundAmount(i), 'EUR'),
         currency: 'EUR',
       }),
     );
