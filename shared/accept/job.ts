@@ -195,12 +195,8 @@ async function acceptOne(
     try {
       found = await backend.find(record.program, record.externalId, call);
     } catch (error) {
-      const failureClass = failureClassOf(error);
-      if (failureClass === 'permanent' || failureClass === 'bad_input') {
-        return park(deps, source, record, error, undefined);
-      }
-      await settle(deps, record, () => undefined);
-      return { ...base, result: 'retry', detail: describeError(error) };
+      if (isFinal(error)) return park(deps, source, record, error, undefined);
+      return retryNextRun(deps, record, base, error);
     }
     if (!found) {
       const missing = new PermanentError(
@@ -215,8 +211,7 @@ async function acceptOne(
   try {
     await backend.accept(record.program, conversionId, call);
   } catch (error) {
-    const failureClass = failureClassOf(error);
-    if (failureClass === 'permanent' || failureClass === 'bad_input') {
+    if (isFinal(error)) {
       // Accepted already (a run that died after its call; the legacy API refuses a second accept)?
       const found = await backend.find(record.program, record.externalId, call).catch(() => undefined);
       if (found?.id === conversionId && found.status === 'accepted') {
@@ -227,13 +222,29 @@ async function acceptOne(
       }
       return park(deps, source, record, error, found?.status);
     }
-    await settle(deps, record, () => undefined);
-    return { ...known, result: 'retry', detail: describeError(error) };
+    return retryNextRun(deps, record, known, error);
   }
   await settle(deps, record, (r) => {
     r.acceptedAt = new Date(deps.now()).toISOString();
   });
   return { ...known, result: 'accepted' };
+}
+
+/** A failure the platform will give again (refused, locked, unknown): parked, not retried. */
+function isFinal(error: unknown): boolean {
+  const failureClass = failureClassOf(error);
+  return failureClass === 'permanent' || failureClass === 'bad_input';
+}
+
+/** Ends the lease and leaves the order to the next run: a transient failure. */
+async function retryNextRun(
+  deps: AcceptDeps,
+  record: OrderRecord,
+  item: Omit<AcceptItem, 'result'>,
+  error: unknown,
+): Promise<AcceptItem> {
+  await settle(deps, record, () => undefined);
+  return { ...item, result: 'retry', detail: describeError(error) };
 }
 
 /**
