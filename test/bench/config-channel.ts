@@ -45,3 +45,27 @@ export function receiveConfig<T>(): Promise<T> {
     process.on('message', onMessage);
   });
 }
+
+/**
+ * Sends `message` (if any) to `child` and resolves its first answer of type `type`; rejects if the
+ * child exits with a failure first, naming it as `who`.
+ */
+export function ask<T>(
+  child: ChildProcess,
+  type: string,
+  message?: unknown,
+  who = 'a bench instance',
+): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (m: { type?: string; report?: unknown }) => {
+      if (m.type !== type) return;
+      child.off('message', onMessage);
+      resolve(m.report as T);
+    };
+    child.on('message', onMessage);
+    child.once('exit', (code) => {
+      if (code !== 0) reject(new Error(`${who} exited with ${code}`));
+    });
+    if (message !== undefined) child.send(message as object);
+  });
+}

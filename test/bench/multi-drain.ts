@@ -5,19 +5,20 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { esbuildOptionsFor } from '../../infra/bundle-report.ts';
-import { startLocalStack } from '../../infra/local/stack.ts';
-import { forkWithConfig } from './config-channel.ts';
+import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
+import { ask, forkWithConfig } from './config-channel.ts';
 import type { InstanceConfig, InstanceReport } from './instance.ts';
 import { lambdaProcessEnv } from './lambda-process.ts';
 import { type DrainPhase, drainPhases } from './phases.ts';
 import { busyByOwner, type CpuProfile, fileOwner, shares } from './profile.ts';
+import { startSandboxProcess } from './sandbox-host.ts';
 import { check, LIMIT_PER_SECOND, PLATFORM_FAULTS, postBurst } from './workload.ts';
 
 /**
  * The bench's multi-instance drain, the proof of issue 16: one row is a fleet of worker processes
  * (instance.ts, bundled as the worker function is) draining one burst through the emulators and
- * the sandbox this process hosts, and what the row measured. run.ts runs the rows and prints them;
- * test/integration/bench-multi-drain.test.ts runs a small one.
+ * the sandbox (in a process of its own, sandbox-process.ts), and what the row measured. run.ts runs
+ * the rows and prints them; test/integration/bench-multi-drain.test.ts runs a small one.
  */
 
 export interface MultiDrainResult {
@@ -42,8 +43,8 @@ export interface MultiDrainResult {
    * Where the time went. Per route (info, add, update): the mean wait the client-side limiter imposed
    * per attempt and the mean platform round trip. Adds second by second from the first add, and the
    * mean over the full seconds after the first three (the ramp) and before the last (the tail).
-   * CPU of the instances and of the parent (sandbox, fauxqs, dynalite) as a share of the cores over
-   * the drain.
+   * CPU of the instances, of the parent (fauxqs, dynalite) and of the sandbox as a share of the cores
+   * over the drain.
    */
   readonly routes: Record<
     string,
@@ -64,26 +65,13 @@ export interface MultiDrainResult {
   readonly phases: DrainPhase[];
   readonly cpuInstances: number;
   readonly cpuParent: number;
+  readonly cpuSandbox: number;
   /** With `--profile`: the workers' busy CPU by package or project file, largest first (share 0–1). */
   readonly cpuByOwner?: [string, number][];
-  /** With `--profile`: the same for this process over the drain (the sandbox, fauxqs, dynalite). */
+  /** With `--profile`: the same for this process over the drain (fauxqs, dynalite). */
   readonly parentCpuByOwner?: [string, number][];
-}
-
-/** Sends `message` to `child` and resolves its first answer of type `type`. */
-function ask<T>(child: ChildProcess, type: string, message?: unknown): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const onMessage = (m: { type?: string; report?: unknown }) => {
-      if (m.type !== type) return;
-      child.off('message', onMessage);
-      resolve(m.report as T);
-    };
-    child.on('message', onMessage);
-    child.once('exit', (code) => {
-      if (code !== 0) reject(new Error(`a bench instance exited with ${code}`));
-    });
-    if (message !== undefined) child.send(message as object);
-  });
+  /** With `--profile`: the same for the sandbox's process over the drain. */
+  readonly sandboxCpuByOwner?: [string, number][];
 }
 
 /** Counts of sorted epoch-ms `times` per whole second from the first. */
@@ -114,8 +102,8 @@ function routeProfiles(reports: readonly InstanceReport[]): MultiDrainResult['ro
 }
 
 /**
- * V8's CPU profiler on this process, as `--cpu-prof` runs it in the workers: where the sandbox and
- * the emulators spend the cores the workers share with them.
+ * V8's CPU profiler on this process, as `--cpu-prof` runs it in the workers: where the emulators
+ * spend the cores the workers share with them.
  */
 async function startProfiler(): Promise<{ stop(): Promise<CpuProfile> }> {
   const session = new Session();
@@ -184,20 +172,24 @@ export interface MultiDrainOptions {
  */
 export async function multiDrain(options: MultiDrainOptions): Promise<MultiDrainResult> {
   const { pacing, instances, orders, pollers, batchSize, foreignPerSecond, warm } = options;
-  const stack = await startLocalStack({
-    port: 0,
-    sandbox: { port: 0, faults: PLATFORM_FAULTS },
-    pollers: 0,
-    autoPoll: false,
-    emulators: { visibilityTimeoutSeconds: 120 },
-  });
+  const sandbox = await startSandboxProcess(
+    { port: 0, faults: PLATFORM_FAULTS },
+    options.profileDir !== undefined,
+  );
   const children: ChildProcess[] = [];
   let parentProfiler: { stop(): Promise<CpuProfile> } | undefined;
+  let stack: LocalStack | undefined;
   try {
+    stack = await startLocalStack({
+      port: 0,
+      sandbox: { external: { url: sandbox.url, token: sandbox.token } },
+      env: { PROGRAM_ID: sandbox.seed.programs[0], RULE_ID: sandbox.seed.rules[0] },
+      pollers: 0,
+      autoPoll: false,
+      emulators: { visibilityTimeoutSeconds: 120 },
+    });
     const prefix = `${pacing}-${instances}-${Date.now()}`;
     await postBurst(stack, orders, prefix);
-    const sandbox = stack.sandbox;
-    if (!sandbox) throw new Error('the multi-instance drain needs the in-process sandbox');
     const add = stack.sources.get('generic');
     const share = Math.max(1, Math.floor((LIMIT_PER_SECOND * 0.8) / instances));
     // The settings the stack gives the worker function (infra/connector-stack.ts), pointing at the
@@ -208,10 +200,10 @@ export async function multiDrain(options: MultiDrainOptions): Promise<MultiDrain
       DLQ_URL: stack.emulators.dlqUrl,
       LEDGER_TABLE: stack.emulators.tableName,
       ...(pacing === 'adaptive' ? { PACING_TABLE: stack.emulators.pacingTableName } : {}),
-      AFFILIATE_BASE_URL: stack.platformUrl,
+      AFFILIATE_BASE_URL: sandbox.url,
       AFFILIATE_TOKEN_SECRET: 'AFFILIATE_TOKEN',
       AFFILIATE_TOKEN: sandbox.token,
-      LEGACY_BASE_URL: stack.platformUrl,
+      LEGACY_BASE_URL: sandbox.url,
       LEGACY_CREDENTIALS_SECRET: 'LEGACY_CREDENTIALS',
       LEGACY_CREDENTIALS: `${sandbox.legacy.userCode}:${sandbox.legacy.apiKey}`,
       ...(pacing === 'static'
@@ -231,10 +223,11 @@ export async function multiDrain(options: MultiDrainOptions): Promise<MultiDrain
       startOnGo: warm,
     };
     parentProfiler = options.profileDir === undefined ? undefined : await startProfiler();
+    await sandbox.cpuStart();
     const started = Date.now();
     const parentCpu = process.cpuUsage();
     if (foreignPerSecond > 0)
-      sandbox.control.setForeignLoad({ route: '/advertiser/conversions.add', perSecond: foreignPerSecond });
+      await sandbox.setForeignLoad({ route: '/advertiser/conversions.add', perSecond: foreignPerSecond });
     for (let i = 0; i < instances; i++) {
       // Its settings, secrets included, go over IPC, not on its command line (`ps` shows that).
       const child = forkWithConfig(options.instanceModule, config, {
@@ -252,13 +245,14 @@ export async function multiDrain(options: MultiDrainOptions): Promise<MultiDrain
     await stack.waitForIdle(15 * 60_000);
     const drainSeconds = (Date.now() - started) / 1000;
     const parent = process.cpuUsage(parentCpu);
+    const sandboxCpu = await sandbox.cpu();
     const parentProfile = await parentProfiler?.stop();
     const reports = await Promise.all(
       children.map((c) => ask<InstanceReport>(c, 'report', { type: 'stop' })),
     );
     const adds = reports.flatMap((r) => r.adds).sort((a, b) => a - b);
     const span = adds.length > 1 ? ((adds.at(-1) ?? 0) - (adds[0] ?? 0)) / 1000 : 0;
-    const calls = Object.values(sandbox.control.calls());
+    const calls = Object.values(await sandbox.calls());
     const total = calls.reduce((n, c) => n + c.total, 0);
     const platform429 = calls.reduce((n, c) => n + (c.byStatus['429'] ?? 0), 0);
     const coreSeconds = cpus().length * drainSeconds * 1000;
@@ -276,7 +270,7 @@ export async function multiDrain(options: MultiDrainOptions): Promise<MultiDrain
       addsPerSecond: span > 0 ? (adds.length - 1) / span : 0,
       calls: total,
       share429: total > 0 ? platform429 / total : 0,
-      ...check(stack, orders, prefix),
+      ...check(await sandbox.conversions(), orders, prefix),
       routes: routeProfiles(reports),
       addsBySecond,
       instanceAdds: reports.map((r) => r.adds.length),
@@ -289,16 +283,19 @@ export async function multiDrain(options: MultiDrainOptions): Promise<MultiDrain
       steadyAddsPerSecond: steady.length > 0 ? steady.reduce((a, b) => a + b, 0) / steady.length : 0,
       cpuInstances: reports.reduce((n, r) => n + r.cpuMs, 0) / coreSeconds,
       cpuParent: (parent.user + parent.system) / 1000 / coreSeconds,
+      cpuSandbox: sandboxCpu.cpuMs / coreSeconds,
       ...(parentProfile === undefined
         ? {}
         : { parentCpuByOwner: shares(busyByOwner(parentProfile, fileOwner(PROJECT_ROOT))) }),
+      ...(sandboxCpu.byOwner === undefined ? {} : { sandboxCpuByOwner: sandboxCpu.byOwner }),
     };
   } finally {
     await parentProfiler?.stop().catch(() => undefined);
     // An instance writes its profile as it exits, after its report: wait for that (a bounded wait).
     if (options.profileDir !== undefined) await exited(children, 15_000);
     for (const child of children) if (child.exitCode === null) child.kill();
-    await stack.close();
+    await stack?.close();
+    await sandbox.close();
   }
 }
 

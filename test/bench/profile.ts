@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
  * Where a worker process's CPU goes, from the V8 CPU profiles its `--cpu-prof` writes
  * (`npm run bench -- --only multi --profile`): the busy time by package or project file of the
  * instance's bundle, so that a missed target comes with its profile, not just its figure. The same
- * for the bench's own process (the sandbox, fauxqs and dynalite), whose sources are files.
+ * for the bench's own process (fauxqs and dynalite) and the sandbox's, whose sources are files.
  */
 
 /** The parts of a V8 CPU profile (`.cpuprofile`) read here. */

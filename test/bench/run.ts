@@ -110,7 +110,11 @@ async function drain(kind: 'connector' | 'baseline', orders: number, pollers: nu
       );
     }
     const drainSeconds = (Date.now() - started) / 1000;
-    const { lost, duplicated, wrongAmounts } = check(stack, orders, prefix);
+    const { lost, duplicated, wrongAmounts } = check(
+      stack.sandbox?.control.conversions() ?? [],
+      orders,
+      prefix,
+    );
     const calls = Object.values(stack.sandbox?.control.calls() ?? {});
     const platform429 = calls.reduce((n, c) => n + (c.byStatus['429'] ?? 0), 0);
     const span = adds.length > 1 ? ((adds.at(-1) ?? 0) - (adds[0] ?? 0)) / 1000 : 0;
@@ -253,13 +257,13 @@ function markdown(
     lines.push(
       `## Multi-instance drain (separate worker processes${multi.some((m) => m.warm) ? ', booted before the drain (--warm)' : ''}, sandbox ${LIMIT_PER_SECOND} req/s per route, latency 50–150 ms)`,
       '',
-      'Where the time goes: per route, the mean wait the client-side limiter imposed on an attempt and the mean platform round trip (ms); steady = adds/s over the full seconds after the first three and before the last; CPU of the worker processes and of the parent (sandbox, fauxqs, dynalite) as a share of all cores over the drain.',
+      'Where the time goes: per route, the mean wait the client-side limiter imposed on an attempt and the mean platform round trip (ms); steady = adds/s over the full seconds after the first three and before the last; CPU of the worker processes, of the parent (fauxqs, dynalite) and of the sandbox (a process of its own, as the platform is its own server) as a share of all cores over the drain.',
       '',
-      '| pacing | instances | batches each | foreign req/s | orders | drain s | adds/s | steady adds/s | calls | 429s % | lost | duplicated | wrong amount | info wait / trip ms | add wait / trip ms | cpu workers % | cpu parent % |',
-      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      '| pacing | instances | batches each | foreign req/s | orders | drain s | adds/s | steady adds/s | calls | 429s % | lost | duplicated | wrong amount | info wait / trip ms | add wait / trip ms | cpu workers % | cpu parent % | cpu sandbox % |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
       ...multi.map(
         (m) =>
-          `| ${m.pacing} | ${m.instances} | ${m.pollers} × ${m.batchSize} | ${m.foreignPerSecond} | ${m.orders} | ${f1(m.drainSeconds)} | ${f1(m.addsPerSecond)} | ${f1(m.steadyAddsPerSecond)} | ${m.calls} | ${(m.share429 * 100).toFixed(2)} | ${m.lost} | ${m.duplicated} | ${m.wrongAmounts} | ${trip(m, 'conversions.info')} | ${trip(m, 'conversions.add')} | ${f1(m.cpuInstances * 100)} | ${f1(m.cpuParent * 100)} |`,
+          `| ${m.pacing} | ${m.instances} | ${m.pollers} × ${m.batchSize} | ${m.foreignPerSecond} | ${m.orders} | ${f1(m.drainSeconds)} | ${f1(m.addsPerSecond)} | ${f1(m.steadyAddsPerSecond)} | ${m.calls} | ${(m.share429 * 100).toFixed(2)} | ${m.lost} | ${m.duplicated} | ${m.wrongAmounts} | ${trip(m, 'conversions.info')} | ${trip(m, 'conversions.add')} | ${f1(m.cpuInstances * 100)} | ${f1(m.cpuParent * 100)} | ${f1(m.cpuSandbox * 100)} |`,
       ),
       '',
       'Adds second by second from the first add:',
@@ -282,9 +286,13 @@ function markdown(
         '',
         ...profiled.map((m) => `- ${rowLabel(m)}: ${ownersLine(m.cpuByOwner ?? [])}`),
         '',
-        "And the bench process's over the drain (the sandbox, fauxqs and dynalite, which share the cores with the workers; V8's profiler in the process, each sample given to the nearest frame of a package or project file):",
+        "And the bench process's over the drain (fauxqs and dynalite, which share the cores with the workers; V8's profiler in the process, each sample given to the nearest frame of a package or project file):",
         '',
         ...profiled.map((m) => `- ${rowLabel(m)}: ${ownersLine(m.parentCpuByOwner ?? [])}`),
+        '',
+        "And the sandbox's process over the drain (the same profiler, in its process):",
+        '',
+        ...profiled.map((m) => `- ${rowLabel(m)}: ${ownersLine(m.sandboxCpuByOwner ?? [])}`),
         '',
       );
     }
@@ -338,7 +346,7 @@ async function main(): Promise<void> {
     .option('--warm', 'boot every worker process before any polls (warm containers), not one after another')
     .option(
       '--profile',
-      'CPU-profile every worker process of the multi-instance drain, and the bench process over it (sandbox, fauxqs, dynalite), and print where their busy time goes, by package (an unminified bundle: compare shares, not adds/s)',
+      'CPU-profile every worker process of the multi-instance drain, the bench process over it (fauxqs, dynalite) and the sandbox process, and print where their busy time goes, by package (an unminified bundle: compare shares, not adds/s)',
     )
     .option(
       '--max-concurrency <n>',
@@ -426,6 +434,7 @@ async function main(): Promise<void> {
           instanceDoneBeforeEndS,
           cpuByOwner,
           parentCpuByOwner,
+          sandboxCpuByOwner,
           ...summary
         } = result;
         console.table([summary]);
@@ -436,7 +445,7 @@ async function main(): Promise<void> {
             )
             .join(
               ', ',
-            )}\n  adds by second: ${addsBySecond.join(' ')}\n  per instance, adds (first add s after the drain's first, last add s before its end): ${instanceLine(result)}${cpuByOwner ? `\n  workers' busy CPU by owner: ${ownersLine(cpuByOwner)}` : ''}${parentCpuByOwner ? `\n  the bench process's busy CPU by owner (sandbox, fauxqs, dynalite): ${ownersLine(parentCpuByOwner)}` : ''}`,
+            )}\n  adds by second: ${addsBySecond.join(' ')}\n  per instance, adds (first add s after the drain's first, last add s before its end): ${instanceLine(result)}${cpuByOwner ? `\n  workers' busy CPU by owner: ${ownersLine(cpuByOwner)}` : ''}${parentCpuByOwner ? `\n  the bench process's busy CPU by owner (fauxqs, dynalite): ${ownersLine(parentCpuByOwner)}` : ''}${sandboxCpuByOwner ? `\n  the sandbox process's busy CPU by owner: ${ownersLine(sandboxCpuByOwner)}` : ''}`,
         );
         multi.push(result);
       }

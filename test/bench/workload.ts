@@ -1,4 +1,5 @@
 import type { LocalStack } from '../../infra/local/stack.ts';
+import type { StoredConversion } from '../../sandbox/types.ts';
 import { formatMoney } from '../../shared/money.ts';
 import { genericWebhook } from '../support/webhooks.ts';
 
@@ -79,11 +80,10 @@ export async function postBurst(stack: LocalStack, orders: number, prefix: strin
 
 /** Lost, duplicated and wrongly refunded conversions of the orders posted under `prefix`. */
 export function check(
-  stack: LocalStack,
+  conversions: readonly StoredConversion[],
   orders: number,
   prefix: string,
 ): { lost: number; duplicated: number; wrongAmounts: number } {
-  const conversions = stack.sandbox?.control.conversions() ?? [];
   const byOrder = new Map<string, (typeof conversions)[number][]>();
   for (const c of conversions) byOrder.set(c.externalId, [...(byOrder.get(c.externalId) ?? []), c]);
   let lost = 0;
