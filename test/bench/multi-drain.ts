@@ -1,5 +1,4 @@
 import type { ChildProcess } from 'node:child_process';
-import { Session } from 'node:inspector/promises';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,7 +9,7 @@ import { ask, forkWithConfig } from './config-channel.ts';
 import type { InstanceConfig, InstanceReport } from './instance.ts';
 import { lambdaProcessEnv } from './lambda-process.ts';
 import { type DrainPhase, drainPhases } from './phases.ts';
-import { busyByOwner, type CpuProfile, fileOwner, shares } from './profile.ts';
+import { type CpuProfile, projectShares, startProfiler } from './profile.ts';
 import { startSandboxProcess } from './sandbox-host.ts';
 import { check, LIMIT_PER_SECOND, PLATFORM_FAULTS, postBurst } from './workload.ts';
 
@@ -100,30 +99,6 @@ function routeProfiles(reports: readonly InstanceReport[]): MultiDrainResult['ro
   }
   return out;
 }
-
-/**
- * V8's CPU profiler on this process, as `--cpu-prof` runs it in the workers: where the emulators
- * spend the cores the workers share with them.
- */
-async function startProfiler(): Promise<{ stop(): Promise<CpuProfile> }> {
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.start');
-  let stopped: Promise<CpuProfile> | undefined;
-  return {
-    stop() {
-      stopped ??= session.post('Profiler.stop').then(({ profile }) => {
-        session.disconnect();
-        return profile as unknown as CpuProfile;
-      });
-      return stopped;
-    },
-  };
-}
-
-/** The project's root, under which a source file's owner is its path. */
-const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 /**
  * Bundles instance.ts with the worker function's esbuild settings into `dir`: each instance loads
@@ -284,9 +259,7 @@ export async function multiDrain(options: MultiDrainOptions): Promise<MultiDrain
       cpuInstances: reports.reduce((n, r) => n + r.cpuMs, 0) / coreSeconds,
       cpuParent: (parent.user + parent.system) / 1000 / coreSeconds,
       cpuSandbox: sandboxCpu.cpuMs / coreSeconds,
-      ...(parentProfile === undefined
-        ? {}
-        : { parentCpuByOwner: shares(busyByOwner(parentProfile, fileOwner(PROJECT_ROOT))) }),
+      ...(parentProfile === undefined ? {} : { parentCpuByOwner: projectShares(parentProfile) }),
       ...(sandboxCpu.byOwner === undefined ? {} : { sandboxCpuByOwner: sandboxCpu.byOwner }),
     };
   } finally {

@@ -1,3 +1,4 @@
+import { Session } from 'node:inspector/promises';
 import { fileURLToPath } from 'node:url';
 
 /**
@@ -133,4 +134,37 @@ export function shares(busy: ReadonlyMap<string, number>): [string, number][] {
 /** Adds `more` into `into`. */
 export function addBusy(into: Map<string, number>, more: ReadonlyMap<string, number>): void {
   for (const [k, v] of more) into.set(k, (into.get(k) ?? 0) + v);
+}
+
+/** The project's root, under which a source file's owner is its path. */
+const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/**
+ * A profile of a process that runs the project's sources as files (the bench's own process, the
+ * sandbox's): owners by share, each sample given to its package or project file.
+ */
+export function projectShares(profile: CpuProfile): [string, number][] {
+  return shares(busyByOwner(profile, fileOwner(PROJECT_ROOT)));
+}
+
+/**
+ * V8's CPU profiler on the calling process, as `--cpu-prof` runs it in the workers: where the
+ * processes that share the cores with them (the emulators', the sandbox's) spend their time.
+ * `stop` ends it and resolves the profile (the same one however often it is called).
+ */
+export async function startProfiler(): Promise<{ stop(): Promise<CpuProfile> }> {
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  let stopped: Promise<CpuProfile> | undefined;
+  return {
+    stop() {
+      stopped ??= session.post('Profiler.stop').then(({ profile }) => {
+        session.disconnect();
+        return profile as unknown as CpuProfile;
+      });
+      return stopped;
+    },
+  };
 }

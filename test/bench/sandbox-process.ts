@@ -1,10 +1,8 @@
-import { Session } from 'node:inspector/promises';
-import { fileURLToPath } from 'node:url';
 import { startSandbox } from '../../sandbox/server.ts';
 import type { SandboxOptions, SeedIds } from '../../sandbox/types.ts';
 import { receiveConfig } from './config-channel.ts';
 import { exitWithParent } from './leftovers.ts';
-import { busyByOwner, type CpuProfile, fileOwner, shares } from './profile.ts';
+import { type CpuProfile, projectShares, startProfiler } from './profile.ts';
 
 /**
  * The sandbox of the multi-instance drain, in a process of its own (`sandbox-host.ts` starts it), as
@@ -36,15 +34,12 @@ export interface SandboxProcessCpu {
   readonly byOwner?: [string, number][];
 }
 
-/** The project's root, under which a source file's owner is its path. */
-const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-
 async function main(): Promise<void> {
   exitWithParent();
   const config = await receiveConfig<SandboxProcessConfig>();
   const sandbox = await startSandbox(config.options);
   let from = process.cpuUsage();
-  let session: Session | undefined;
+  let profiler: { stop(): Promise<CpuProfile> } | undefined;
   const ready: SandboxProcessReady = {
     url: sandbox.url,
     token: sandbox.token,
@@ -54,12 +49,7 @@ async function main(): Promise<void> {
   process.on('message', (message: { type?: string }) => {
     if (message.type === 'cpu-start') {
       void (async () => {
-        if (config.profile) {
-          session = new Session();
-          session.connect();
-          await session.post('Profiler.enable');
-          await session.post('Profiler.start');
-        }
+        if (config.profile) profiler = await startProfiler();
         from = process.cpuUsage();
         process.send?.({ type: 'cpu-started' });
       })();
@@ -67,16 +57,11 @@ async function main(): Promise<void> {
     if (message.type === 'cpu') {
       const used = process.cpuUsage(from);
       void (async () => {
-        const profile = session
-          ? ((await session.post('Profiler.stop')).profile as unknown as CpuProfile)
-          : undefined;
-        session?.disconnect();
-        session = undefined;
+        const profile = await profiler?.stop();
+        profiler = undefined;
         const report: SandboxProcessCpu = {
           cpuMs: (used.user + used.system) / 1000,
-          ...(profile === undefined
-            ? {}
-            : { byOwner: shares(busyByOwner(profile, fileOwner(PROJECT_ROOT))) }),
+          ...(profile === undefined ? {} : { byOwner: projectShares(profile) }),
         };
         process.send?.({ type: 'cpu', report });
       })();
