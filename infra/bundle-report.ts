@@ -1,3 +1,4 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import type * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
@@ -10,6 +11,7 @@ import {
   type ConnectorFunctionSpec,
   PROJECT_ROOT,
 } from './connector-stack.ts';
+import { ownCodeSourceMap, ownCodeSourceMapCommand } from './own-code-source-map.ts';
 
 /** Every function the stack may deploy: the four it always has and the optional catch-up. */
 export type BundledFunctionName = ConnectorFunctionName | 'catchUp';
@@ -69,6 +71,7 @@ const KNOWN_OPTIONS: ReadonlySet<string> = new Set([
   'charset',
   'logLevel',
   'esbuildArgs',
+  'commandHooks',
 ]);
 
 /** `esbuildArgs` this translation knows: `--alias:<package>` (CDK passes `--alias:<package>=<target>`). */
@@ -131,6 +134,50 @@ export function esbuildOptionsFor(
   };
 }
 
+/**
+ * The source map as the stack deploys it, from the one esbuild wrote: `bundling`'s command hooks,
+ * run in process. The only hook this translation knows is the one the stack has, cutting the map to
+ * the project's own files (infra/own-code-source-map.ts); any other throws, as an unknown option does.
+ */
+export function deployedSourceMap(
+  map: string,
+  bundling: nodejs.BundlingOptions = CONNECTOR_BUNDLING,
+): string {
+  const hooks = bundling.commandHooks;
+  if (hooks === undefined) return map;
+  const [input, output] = ['/project', '/asset'];
+  const known =
+    hooks.beforeBundling(input, output).length === 0 &&
+    hooks.beforeInstall(input, output).length === 0 &&
+    JSON.stringify(hooks.afterBundling(input, output)) ===
+      JSON.stringify([ownCodeSourceMapCommand(input, `${output}/index.mjs.map`)]);
+  if (!known) throw new Error('bundle-report does not translate these command hooks: teach it');
+  return ownCodeSourceMap(map);
+}
+
+/**
+ * Bundles `entry` into `outfile` as the stack bundles the function `name`, its map (if the settings
+ * and `overrides` make one) rewritten as deployed (`deployedSourceMap`): the bench's stand-ins for a
+ * function, and tests that run a bundle as Lambda would.
+ */
+export async function bundleEntryAs(
+  name: BundledFunctionName,
+  entry: string,
+  outfile: string,
+  overrides: BuildOptions = {},
+): Promise<void> {
+  await build({
+    ...esbuildOptionsFor(name),
+    entryPoints: [entry],
+    outfile,
+    write: true,
+    metafile: false,
+    ...overrides,
+  });
+  const map = `${outfile}.map`;
+  if (existsSync(map)) writeFileSync(map, deployedSourceMap(readFileSync(map, 'utf8')));
+}
+
 export interface FunctionBundle {
   readonly name: BundledFunctionName;
   /** The bundled code, as Lambda loads it. */
@@ -153,12 +200,13 @@ export async function bundleFunction(name: BundledFunctionName): Promise<Functio
   const code = files.find((f) => /\.m?js$/.test(f.path));
   const map = files.find((f) => f.path.endsWith('.map'));
   if (code === undefined) throw new Error(`esbuild produced no code for ${name}`);
+  const sourceMap = map === undefined ? undefined : Buffer.from(deployedSourceMap(map.text));
   return {
     name,
     code: code.contents,
     codeBytes: code.contents.byteLength,
-    ...(map === undefined ? {} : { sourceMap: map.contents }),
-    sourceMapBytes: map?.contents.byteLength ?? 0,
+    ...(sourceMap === undefined ? {} : { sourceMap }),
+    sourceMapBytes: sourceMap?.byteLength ?? 0,
     gzipBytes: gzipSync(code.contents).byteLength,
     budgetBytes: BUNDLE_BUDGETS[name],
     contributors: contributors(result.metafile),

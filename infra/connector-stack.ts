@@ -22,6 +22,7 @@ import { type DeployConfig, workerInitialRatePerSecond, workerRatePerSecond } fr
 import { FifoQueuePair } from './fifo-queue-pair.ts';
 import { FinanceKeyCheck } from './finance-key-check.ts';
 import { ConnectorMonitoring } from './monitoring.ts';
+import { ownCodeSourceMapCommand } from './own-code-source-map.ts';
 
 /** The repository root: entries, package-lock.json and tsconfig.json are found from here. */
 export const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -119,18 +120,25 @@ export const CONNECTOR_BUNDLING: nodejs.BundlingOptions = {
   // (see shared/adapters/lambda-credentials.ts). esbuild resolves the target from the project root.
   esbuildArgs: { [`--alias:${CREDENTIAL_CHAIN_PACKAGE}`]: './shared/adapters/lambda-credentials.ts' },
   minify: true,
-  // Stack traces point at the TypeScript (FUNCTION_NODE_OPTIONS). Without sources content the map
-  // stays small, and Node parses maps at load time.
+  // Stack traces point at the TypeScript (FUNCTION_NODE_OPTIONS). Node reads and parses a module's
+  // map while it loads it, so the map is kept small: no sources content, and after esbuild only the
+  // project's own files (infra/own-code-source-map.ts: 30 to 114 KiB instead of 622 to 633).
   sourceMap: true,
   sourcesContent: false,
   banner: ESM_REQUIRE_BANNER,
+  commandHooks: {
+    beforeBundling: () => [],
+    beforeInstall: () => [],
+    afterBundling: (inputDir, outputDir) => [ownCodeSourceMapCommand(inputDir, `${outputDir}/index.mjs.map`)],
+  },
 };
 
 /**
  * How Lambda starts Node for every function (its NODE_OPTIONS): stack traces through the bundle's
- * source map, so a logged error names the TypeScript. Reading the map is part of each cold start
- * (about 10 to 17 ms of it on the bench's machine); the bench starts its stand-ins for the functions
- * with these options too (test/bench/lambda-process.ts), so that what it measures includes it.
+ * source map, so a logged error names the TypeScript. Reading the map is part of each cold start:
+ * esbuild's whole map cost 10 to 20 ms of it on the bench's machines, the map cut to our own files
+ * (CONNECTOR_BUNDLING) a third to a half of that (docs/benchmarks.md). The bench starts its stand-ins for the
+ * functions with these options too (test/bench/lambda-process.ts), so that what it measures includes it.
  */
 export const FUNCTION_NODE_OPTIONS = '--enable-source-maps';
 

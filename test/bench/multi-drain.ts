@@ -2,8 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
-import { esbuildOptionsFor } from '../../infra/bundle-report.ts';
+import { bundleEntryAs } from '../../infra/bundle-report.ts';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { ask, forkWithConfig } from './config-channel.ts';
 import type { InstanceConfig, InstanceReport } from './instance.ts';
@@ -108,15 +107,13 @@ function routeProfiles(reports: readonly InstanceReport[]): MultiDrainResult['ro
  */
 export async function bundleInstance(dir: string, profile: boolean): Promise<string> {
   const outfile = join(dir, 'instance.mjs');
-  await build({
-    ...esbuildOptionsFor('worker'),
-    entryPoints: [fileURLToPath(new URL('./instance.ts', import.meta.url))],
+  await bundleEntryAs(
+    'worker',
+    fileURLToPath(new URL('./instance.ts', import.meta.url)),
     outfile,
-    write: true,
-    metafile: false,
     // A profile names a line of the bundle: unminified, each module keeps the comment naming its path.
-    ...(profile ? { minify: false, sourcemap: false } : {}),
-  });
+    profile ? { minify: false, sourcemap: false } : {},
+  );
   return outfile;
 }
 

@@ -99,6 +99,24 @@ describe('function bundles', () => {
       expect(JSON.parse(map)).not.toHaveProperty('sourcesContent');
     },
   );
+
+  it.each(NAMES)(
+    "%s: its map names only the project's files (infra/own-code-source-map.ts), as the report's does",
+    (name) => {
+      type Map = { sources: string[]; names: string[]; mappings: string };
+      const deployed = JSON.parse(assets.get(name)!.map) as Map;
+      const reported = JSON.parse(
+        Buffer.from(report.find((b) => b.name === name)!.sourceMap!).toString(),
+      ) as Map;
+
+      expect(deployed.sources.some((s) => s.endsWith(BUNDLED_FUNCTIONS[name].entry))).toBe(true);
+      expect(deployed.sources.filter((s) => s.includes('node_modules'))).toEqual([]);
+      // The sources differ only in the path up to the project (each is relative to its own output).
+      expect(reported.sources).toHaveLength(deployed.sources.length);
+      expect(reported.names).toEqual(deployed.names);
+      expect(reported.mappings).toBe(deployed.mappings);
+    },
+  );
 });
 
 describe('bundle report', () => {

@@ -2,18 +2,18 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { esbuildOptionsFor } from '../../infra/bundle-report.ts';
+import { bundleEntryAs } from '../../infra/bundle-report.ts';
 import { FUNCTION_NODE_OPTIONS } from '../../infra/connector-stack.ts';
 import { importTimes, lambdaProcessEnv } from '../bench/lambda-process.ts';
 
 /**
  * The bench's stand-ins for a function (the multi-instance drain's worker processes, the cold
  * start's imports) run its bundle as Lambda runs it: Node started with the NODE_OPTIONS the stack
- * gives every function, the bundle's source map beside it. Until 2026-11-27 they ran without, so
- * the bench left out what a deployed function pays for its readable stack traces (reading the map
- * at init). A bundle made with the stack's settings, in a folder of its own, is the function here.
+ * gives every function, the bundle's source map beside it, cut to the project's files as deployed.
+ * Until 2026-11-27 they ran without, so the bench left out what a deployed function pays for its
+ * readable stack traces (reading the map at init). A bundle made with the stack's settings, in a
+ * folder of its own, is the function here.
  */
 const dir = mkdtempSync(join(tmpdir(), 'bench-lambda-process-test-'));
 const entry = join(dir, 'entry.ts');
@@ -32,13 +32,7 @@ beforeAll(async () => {
     ].join('\n'),
   );
   // The worker's bundling settings (minified, a linked map without sources content), this entry.
-  await build({
-    ...esbuildOptionsFor('worker'),
-    entryPoints: [entry],
-    outfile: bundle,
-    write: true,
-    metafile: false,
-  });
+  await bundleEntryAs('worker', entry, bundle);
 });
 
 describe('a stand-in for a Lambda function', () => {
