@@ -17,7 +17,8 @@ import { decode, encode, type SourceMapSegment } from '@jridgewell/sourcemap-cod
  * The rewrite keeps every mapping of a project file as it was, and marks where a run of package code
  * begins with an unmapped segment, so a position in a package's code maps to nothing rather than to
  * the project code before it: a lookup in the new map gives what the old one gave for a project
- * file, and nothing otherwise (test/infra/own-code-source-map.test.ts checks this at every column of a bundle).
+ * file, and nothing otherwise (test/infra/own-code-source-map.test.ts checks this at every column
+ * of a bundle).
  */
 
 /** The parts of a version 3 source map read here; other fields are kept as they are. */
