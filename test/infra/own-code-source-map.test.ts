@@ -8,7 +8,7 @@ import { build } from 'esbuild';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deployedSourceMap, esbuildOptionsFor } from '../../infra/bundle-report.ts';
-import { CONNECTOR_BUNDLING, FUNCTION_NODE_OPTIONS } from '../../infra/connector-stack.ts';
+import { CONNECTOR_BUNDLING, FUNCTION_NODE_OPTIONS, PROJECT_ROOT } from '../../infra/connector-stack.ts';
 import { isOwnSource, ownCodeSourceMap, ownCodeSourceMapCommand } from '../../infra/own-code-source-map.ts';
 
 /**
@@ -19,7 +19,6 @@ import { isOwnSource, ownCodeSourceMap, ownCodeSourceMapCommand } from '../../in
  * settings (minified, a linked map without sources content), its zod call a package's code.
  */
 const ENTRY = fileURLToPath(new URL('../fixtures/source-map/entry.ts', import.meta.url));
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'own-code-source-map-test-'));
 const bundle = join(dir, 'index.mjs');
 let code: string;
@@ -151,16 +150,16 @@ describe('the deployed maps', () => {
   it('are cut by the command CDK runs after esbuild, which rewrites the map in place', () => {
     // Prepare: the stack's hook, for this folder
     writeFileSync(`${bundle}.map`, full);
-    const commands = CONNECTOR_BUNDLING.commandHooks?.afterBundling(ROOT, dir) ?? [];
+    const commands = CONNECTOR_BUNDLING.commandHooks?.afterBundling(PROJECT_ROOT, dir) ?? [];
 
     // Act: as CDK runs a hook, in bash from the project
     for (const command of commands) {
-      const run = spawnSync('bash', ['-c', command], { cwd: ROOT, encoding: 'utf8' });
+      const run = spawnSync('bash', ['-c', command], { cwd: PROJECT_ROOT, encoding: 'utf8' });
       expect(run.status, run.stderr).toBe(0);
     }
 
     // Assess
-    expect(commands).toEqual([ownCodeSourceMapCommand(ROOT, `${dir}/index.mjs.map`)]);
+    expect(commands).toEqual([ownCodeSourceMapCommand(PROJECT_ROOT, `${dir}/index.mjs.map`)]);
     expect(readFileSync(`${bundle}.map`, 'utf8')).toBe(own);
   });
 
@@ -181,7 +180,7 @@ describe('the deployed maps', () => {
 
   it('the command says how to use it when given no map, and which file it could not cut', () => {
     // Prepare
-    const script = join(ROOT, 'infra/own-code-source-map.ts');
+    const script = join(PROJECT_ROOT, 'infra/own-code-source-map.ts');
     const notAMap = join(dir, 'not-a-map.map');
     writeFileSync(notAMap, '{"version":3}');
 
