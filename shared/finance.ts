@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import type { SourceConfig } from './config/sources.ts';
 import { ExternalRefundId, OrderRefunded } from './domain/events.ts';
 import { CurrencyInput, freeText, idText } from './domain/limits.ts';
@@ -22,26 +22,28 @@ export const FinanceRefundRequest = z
   .strictObject({
     externalId: idText(),
     refundId: ExternalRefundId,
-    amount: z.string().min(1).optional(),
-    amountCents: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
-    full: z.literal(true).optional(),
+    amount: z.optional(z.string().check(z.minLength(1))),
+    amountCents: z.optional(z.number().check(z.int(), z.positive(), z.maximum(Number.MAX_SAFE_INTEGER))),
+    full: z.optional(z.literal(true)),
     reason: z.optional(freeText(500)),
-    source: z.string().min(1).optional(),
+    source: z.optional(z.string().check(z.minLength(1))),
     // Read like the webhooks read it: `eur` is EUR.
     currency: z.optional(CurrencyInput),
   })
-  .superRefine((body, ctx) => {
-    const given = [body.amount !== undefined, body.amountCents !== undefined, body.full === true].filter(
-      Boolean,
-    );
-    if (given.length !== 1) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['amount'],
-        message: 'give exactly one of amount, amountCents or full: true',
-      });
-    }
-  });
+  .check(
+    z.superRefine((body, ctx) => {
+      const given = [body.amount !== undefined, body.amountCents !== undefined, body.full === true].filter(
+        Boolean,
+      );
+      if (given.length !== 1) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['amount'],
+          message: 'give exactly one of amount, amountCents or full: true',
+        });
+      }
+    }),
+  );
 export type FinanceRefundRequest = z.infer<typeof FinanceRefundRequest>;
 
 export interface FinanceDeps {

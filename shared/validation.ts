@@ -1,4 +1,4 @@
-import type * as z from 'zod';
+import type * as z from 'zod/mini';
 
 /** A zod issue as the connector reports it: the dotted path of the field, and what is wrong with it. */
 export interface FieldIssue {

@@ -1,7 +1,7 @@
 import * as z from 'zod/mini';
 import en from 'zod/v4/locales/en.js';
 
-// The schemas the worker loads are zod/mini (a third of classic zod's size and start-up cost, see
+// Every schema the functions load is zod/mini (a third of classic zod's size and start-up cost, see
 // infra/bundle-report.ts); mini comes without messages, so it gets classic's English ones. (Imported
 // by path: `z.locales.en` would make the bundler keep every locale, about 200 KiB.)
 z.config(en());

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { type ConnectorEventInput, ExternalRefundId } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import type { HttpRequest } from '../http/types.ts';
@@ -24,11 +24,11 @@ import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts'
  * strings (or integers). Unknown keys are ignored so a newer module can talk to an older connector.
  */
 
-const Amount = z.string().min(1, 'must be a decimal string such as "49.90"');
-const TrackingId = z.union([z.number(), z.string()]).optional();
+const Amount = z.string().check(z.minLength(1, 'must be a decimal string such as "49.90"'));
+const TrackingId = z.optional(z.union([z.number(), z.string()]));
 
 const common = {
-  eventId: z.string().trim().min(1).max(256).optional(),
+  eventId: z.optional(z.string().check(z.trim(), z.minLength(1), z.maxLength(256))),
   orderId: IdString,
 };
 
@@ -45,27 +45,27 @@ const OrderBody = z.looseObject({
   refundId: REFUND_ONLY,
   amount: Amount,
   currency: CurrencyCode,
-  orderDate: z.string().optional(),
-  customerId: IdString.optional(),
-  vouchers: z.array(z.string()).optional(),
-  clickIds: z.array(z.string()).optional(),
-  buyerIp: z.string().optional(),
-  productIds: z.array(IdString).optional(),
-  paymentMethod: z.string().optional(),
+  orderDate: z.optional(z.string()),
+  customerId: z.optional(IdString),
+  vouchers: z.optional(z.array(z.string())),
+  clickIds: z.optional(z.array(z.string())),
+  buyerIp: z.optional(z.string()),
+  productIds: z.optional(z.array(IdString)),
+  paymentMethod: z.optional(z.string()),
   affiliateTrackingId: TrackingId,
-  subId: z.string().optional(),
-  attributes: z.array(z.unknown()).optional(),
+  subId: z.optional(z.string()),
+  attributes: z.optional(z.array(z.unknown())),
 });
 type OrderBody = z.infer<typeof OrderBody>;
 
 const RefundBody = z.looseObject({
   type: z.literal('refund'),
   ...common,
-  refundId: IdString.pipe(ExternalRefundId),
-  amount: Amount.optional(),
+  refundId: z.pipe(IdString, ExternalRefundId),
+  amount: z.optional(Amount),
   currency: z.optional(CurrencyCode),
-  full: z.boolean().optional(),
-  reason: z.string().max(500).optional(),
+  full: z.optional(z.boolean()),
+  reason: z.optional(z.string().check(z.maxLength(500))),
 });
 
 const CancelBody = z.looseObject({
@@ -74,7 +74,7 @@ const CancelBody = z.looseObject({
   refundId: REFUND_ONLY,
   full: REFUND_ONLY,
   amount: NO_AMOUNT,
-  reason: z.string().max(500).optional(),
+  reason: z.optional(z.string().check(z.maxLength(500))),
 });
 
 const Body = z.discriminatedUnion('type', [OrderBody, RefundBody, CancelBody]);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import {
   type BasisLine,
   ConnectorEvent,
@@ -24,9 +24,10 @@ export const IdString = idString();
 
 /** `IdString` with its own zod `error` (a `topicMark`). */
 export function idString(params?: { error: ReturnType<typeof topicMark> }) {
-  return z
-    .union([z.string().trim().min(1), z.number().int().nonnegative()], params)
-    .transform((v) => (typeof v === 'number' ? v.toString() : v));
+  return z.pipe(
+    z.union([z.string().check(z.trim(), z.minLength(1)), z.number().check(z.int(), z.nonnegative())], params),
+    z.transform((v) => (typeof v === 'number' ? v.toString() : v)),
+  );
 }
 
 /**
@@ -37,10 +38,10 @@ export function idString(params?: { error: ReturnType<typeof topicMark> }) {
  */
 export const MoneyText = z.union([
   z.string(),
-  z
-    .number()
-    .refine(Number.isFinite, 'must be a finite number')
-    .transform((v) => v.toString()),
+  z.pipe(
+    z.number().check(z.refine(Number.isFinite, 'must be a finite number')),
+    z.transform((v) => v.toString()),
+  ),
 ]);
 
 /** Reads a decimal amount, reporting `field` (the dotted payload path) when it is not one. */
@@ -62,7 +63,7 @@ export const CurrencyCode = CurrencyInput;
  * be resent under another: `why` says whose field it is, and the 400 names it.
  */
 export function absentField(why: string) {
-  return z.null({ error: why }).optional();
+  return z.optional(z.null({ error: why }));
 }
 
 /**

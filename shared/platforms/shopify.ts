@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import type { SourceConfig } from '../config/sources.ts';
 import type { BasisLine, ConnectorEventInput, RefundBasis, RefundLine } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
@@ -41,9 +41,9 @@ import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts'
  * `discount_allocations` fall back to `subtotal_price` (after discounts, before shipping).
  */
 
-const Money = z.looseObject({ amount: MoneyText, currency_code: z.string().nullish() });
+const Money = z.looseObject({ amount: MoneyText, currency_code: z.nullish(z.string()) });
 /** `*_set`: the shop currency (the commission's) and the presentment currency the buyer paid in. */
-const MoneySet = z.looseObject({ shop_money: Money, presentment_money: Money.nullish() }).nullish();
+const MoneySet = z.nullish(z.looseObject({ shop_money: Money, presentment_money: z.nullish(Money) }));
 
 const TaxLine = z.looseObject({ price: MoneyText, price_set: MoneySet });
 const DiscountAllocation = z.looseObject({ amount: MoneyText, amount_set: MoneySet });
@@ -52,13 +52,13 @@ const DiscountAllocation = z.looseObject({ amount: MoneyText, amount_set: MoneyS
  * here and read leniently there: an order or refund accepted before must not become a 400 for them.
  */
 const LineItem = z.looseObject({
-  id: z.unknown().optional(),
+  id: z.optional(z.unknown()),
   price: MoneyText,
   price_set: MoneySet,
-  quantity: z.number().int().nonnegative(),
-  product_id: IdString.nullish(),
-  tax_lines: z.array(TaxLine).nullish(),
-  discount_allocations: z.array(DiscountAllocation).optional(),
+  quantity: z.number().check(z.int(), z.nonnegative()),
+  product_id: z.nullish(IdString),
+  tax_lines: z.nullish(z.array(TaxLine)),
+  discount_allocations: z.optional(z.array(DiscountAllocation)),
 });
 type LineItem = z.infer<typeof LineItem>;
 
@@ -70,59 +70,61 @@ const Order = z.looseObject({
   order_id: NOT_A_REFUND,
   cancelled_at: absentField('set: a cancelled order, not a new one; this body was not sent for this topic'),
   currency: CurrencyCode,
-  taxes_included: z.boolean().nullish(),
-  subtotal_price: MoneyText.nullish(),
+  taxes_included: z.nullish(z.boolean()),
+  subtotal_price: z.nullish(MoneyText),
   subtotal_price_set: MoneySet,
   line_items: z.array(LineItem),
-  shipping_lines: z.unknown().optional(),
-  discount_codes: z.array(z.looseObject({ code: z.string() })).nullish(),
-  note_attributes: z.array(z.unknown()).nullish(),
-  landing_site: z.string().nullish(),
-  browser_ip: z.string().nullish(),
-  client_details: z.looseObject({ browser_ip: z.string().nullish() }).nullish(),
-  customer: z.looseObject({ id: IdString.nullish() }).nullish(),
-  payment_gateway_names: z.array(z.string()).nullish(),
-  gateway: z.string().nullish(),
-  processed_at: z.string().nullish(),
-  created_at: z.string().nullish(),
+  shipping_lines: z.optional(z.unknown()),
+  discount_codes: z.nullish(z.array(z.looseObject({ code: z.string() }))),
+  note_attributes: z.nullish(z.array(z.unknown())),
+  landing_site: z.nullish(z.string()),
+  browser_ip: z.nullish(z.string()),
+  client_details: z.nullish(z.looseObject({ browser_ip: z.nullish(z.string()) })),
+  customer: z.nullish(z.looseObject({ id: z.nullish(IdString) })),
+  payment_gateway_names: z.nullish(z.array(z.string())),
+  gateway: z.nullish(z.string()),
+  processed_at: z.nullish(z.string()),
+  created_at: z.nullish(z.string()),
 });
 type Order = z.infer<typeof Order>;
 
 const CancelledOrder = z.looseObject({
   id: IdString,
   order_id: NOT_A_REFUND,
-  cancelled_at: z.string({ error: topicMark('an orders/cancelled payload has cancelled_at') }).min(1),
-  cancel_reason: z.string().nullish(),
+  cancelled_at: z
+    .string({ error: topicMark('an orders/cancelled payload has cancelled_at') })
+    .check(z.minLength(1)),
+  cancel_reason: z.nullish(z.string()),
 });
 
 const RefundLineItem = z.looseObject({
-  line_item_id: z.unknown().optional(),
-  quantity: z.number().int().nonnegative(),
-  subtotal: MoneyText.nullish(),
+  line_item_id: z.optional(z.unknown()),
+  quantity: z.number().check(z.int(), z.nonnegative()),
+  subtotal: z.nullish(MoneyText),
   subtotal_set: MoneySet,
-  total_tax: MoneyText.nullish(),
+  total_tax: z.nullish(MoneyText),
   total_tax_set: MoneySet,
-  line_item: LineItem.partial().nullish(),
+  line_item: z.nullish(z.partial(LineItem)),
 });
 type RefundLineItem = z.infer<typeof RefundLineItem>;
 
 const Refund = z.looseObject({
   id: IdString,
   order_id: idString({ error: topicMark('a refund has the order_id of its order') }),
-  note: z.string().nullish(),
+  note: z.nullish(z.string()),
   refund_line_items: z.array(RefundLineItem, {
     error: topicMark('a refunds/create payload lists its refund_line_items (empty for shipping only)'),
   }),
-  transactions: z
-    .array(
+  transactions: z.nullish(
+    z.array(
       z.looseObject({
-        kind: z.string().nullish(),
-        status: z.string().nullish(),
+        kind: z.nullish(z.string()),
+        status: z.nullish(z.string()),
         amount: MoneyText,
-        currency: z.string().nullish(),
+        currency: z.nullish(z.string()),
       }),
-    )
-    .nullish(),
+    ),
+  ),
 });
 type Refund = z.infer<typeof Refund>;
 
@@ -198,9 +200,9 @@ export function shopifyOrderAmount(order: Order): number {
  * line's net as `shopifyOrderAmount` counted it. None for payloads too old for
  * `discount_allocations` (their amount is not the lines') or with a line that has no id.
  */
-const ShippingLines = z
-  .array(z.looseObject({ price: MoneyText, price_set: MoneySet, tax_lines: z.array(TaxLine).nullish() }))
-  .nullish();
+const ShippingLines = z.nullish(
+  z.array(z.looseObject({ price: MoneyText, price_set: MoneySet, tax_lines: z.nullish(z.array(TaxLine)) })),
+);
 
 /** An id read leniently (see `LineItem`): undefined when it is not one. */
 function idOf(value: unknown): string | undefined {

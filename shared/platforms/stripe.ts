@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import {
   type BasisLine,
   type ConnectorEventInput,
@@ -33,58 +33,60 @@ import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts'
  * the session id.
  */
 
-const Metadata = z.record(z.string(), z.unknown()).nullish();
+const Metadata = z.nullish(z.record(z.string(), z.unknown()));
 /** An id field that Stripe may expand into an object. */
-const Ref = z
-  .union([z.string().min(1), z.looseObject({ id: z.string().min(1) })])
-  .nullish()
-  .transform((v) => (typeof v === 'string' ? v : v?.id));
+const Ref = z.pipe(
+  z.nullish(
+    z.union([z.string().check(z.minLength(1)), z.looseObject({ id: z.string().check(z.minLength(1)) })]),
+  ),
+  z.transform((v) => (typeof v === 'string' ? v : v?.id)),
+);
 
 const Envelope = z.looseObject({
-  id: z.string().min(1),
-  type: z.string().min(1),
+  id: z.string().check(z.minLength(1)),
+  type: z.string().check(z.minLength(1)),
   data: z.looseObject({ object: z.looseObject({}) }),
 });
 
 const Session = z.looseObject({
-  id: z.string().min(1),
-  mode: z.string().nullish(),
+  id: z.string().check(z.minLength(1)),
+  mode: z.nullish(z.string()),
   payment_status: z.string(),
-  amount_total: z.number().int().nonnegative(),
+  amount_total: z.number().check(z.int(), z.nonnegative()),
   currency: CurrencyCode,
-  total_details: z
-    .looseObject({
-      amount_tax: z.number().int().nonnegative().nullish(),
-      amount_shipping: z.number().int().nonnegative().nullish(),
-    })
-    .nullish(),
+  total_details: z.nullish(
+    z.looseObject({
+      amount_tax: z.nullish(z.number().check(z.int(), z.nonnegative())),
+      amount_shipping: z.nullish(z.number().check(z.int(), z.nonnegative())),
+    }),
+  ),
   metadata: Metadata,
   payment_intent: Ref,
   customer: Ref,
-  payment_method_types: z.array(z.string()).nullish(),
-  created: z.number().int().nullish(),
+  payment_method_types: z.nullish(z.array(z.string())),
+  created: z.nullish(z.number().check(z.int())),
   /** Only when the sender expanded it (Stripe's own webhooks never do): read for refunds only, leniently. */
-  line_items: z.unknown().optional(),
+  line_items: z.optional(z.unknown()),
 });
 type Session = z.infer<typeof Session>;
 
 const Refund = z.looseObject({
-  id: z.string().min(1),
-  amount: z.number().int().nonnegative(),
+  id: z.string().check(z.minLength(1)),
+  amount: z.number().check(z.int(), z.nonnegative()),
   currency: CurrencyCode,
-  status: z.string().nullish(),
-  reason: z.string().nullish(),
+  status: z.nullish(z.string()),
+  reason: z.nullish(z.string()),
   metadata: Metadata,
   payment_intent: Ref,
 });
 
 const Charge = z.looseObject({
-  id: z.string().min(1),
+  id: z.string().check(z.minLength(1)),
   currency: CurrencyCode,
   refunded: z.boolean(),
   metadata: Metadata,
   payment_intent: Ref,
-  refunds: z.looseObject({ data: z.array(Refund.partial({ currency: true })) }).nullish(),
+  refunds: z.nullish(z.looseObject({ data: z.array(z.partial(Refund, { currency: true })) })),
 });
 
 /**
@@ -120,19 +122,19 @@ function orderIdOf(metadata: Readonly<Record<string, unknown>> | null | undefine
  * with their tax, when it lists them all and they carry tax; without tax a refund is taken as given.
  * Each line's net is `amount_total − amount_tax` (after discounts, in both tax behaviours).
  */
-const LineItems = z
-  .looseObject({
-    has_more: z.boolean().nullish(),
+const LineItems = z.nullish(
+  z.looseObject({
+    has_more: z.nullish(z.boolean()),
     data: z.array(
       z.looseObject({
-        id: z.string().min(1),
-        quantity: z.number().int().nullish(),
-        amount_total: z.number().int(),
-        amount_tax: z.number().int().nullish(),
+        id: z.string().check(z.minLength(1)),
+        quantity: z.nullish(z.number().check(z.int())),
+        amount_total: z.number().check(z.int()),
+        amount_tax: z.nullish(z.number().check(z.int())),
       }),
     ),
-  })
-  .nullish();
+  }),
+);
 
 function stripeRefundBasis(session: Session, amount: number): RefundBasis | undefined {
   const items = parsePayload(LineItems, session.line_items, 'data.object.line_items');

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import {
   type BasisLine,
   type ConnectorEventInput,
@@ -52,51 +52,51 @@ import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts'
  * them): negative quantity and totals, net of tax; the order line in `_refunded_item_id`.
  */
 const RefundItem = z.looseObject({
-  quantity: z.number().int().nullish(),
+  quantity: z.nullish(z.number().check(z.int())),
   total: MoneyText,
-  total_tax: MoneyText.nullish(),
-  meta_data: z.array(z.unknown()).nullish(),
+  total_tax: z.nullish(MoneyText),
+  meta_data: z.nullish(z.array(z.unknown())),
 });
 /** Read only for refunds, and leniently: a body accepted before must not become a 400 for them. */
-const RefundItems = z.array(RefundItem).nullish();
+const RefundItems = z.nullish(z.array(RefundItem));
 type RefundItem = z.infer<typeof RefundItem>;
 
 const Order = z.looseObject({
   id: IdString,
   status: z.string(),
   currency: CurrencyCode,
-  date_created_gmt: z.string().nullish(),
-  date_modified_gmt: z.string().nullish(),
+  date_created_gmt: z.nullish(z.string()),
+  date_modified_gmt: z.nullish(z.string()),
   total: MoneyText,
-  total_tax: MoneyText.nullish(),
-  shipping_total: MoneyText.nullish(),
-  prices_include_tax: z.boolean().nullish(),
-  customer_id: IdString.nullish(),
-  customer_ip_address: z.string().nullish(),
-  payment_method: z.string().nullish(),
-  meta_data: z.array(z.unknown()).nullish(),
+  total_tax: z.nullish(MoneyText),
+  shipping_total: z.nullish(MoneyText),
+  prices_include_tax: z.nullish(z.boolean()),
+  customer_id: z.nullish(IdString),
+  customer_ip_address: z.nullish(z.string()),
+  payment_method: z.nullish(z.string()),
+  meta_data: z.nullish(z.array(z.unknown())),
   line_items: z.array(
     z.looseObject({
       // Read for the refund basis only, leniently (see `RefundItems`).
-      id: z.unknown().optional(),
-      product_id: IdString.nullish(),
-      quantity: z.unknown().optional(),
+      id: z.optional(z.unknown()),
+      product_id: z.nullish(IdString),
+      quantity: z.optional(z.unknown()),
       total: MoneyText,
-      total_tax: MoneyText.nullish(),
+      total_tax: z.nullish(MoneyText),
     }),
   ),
-  fee_lines: z.array(z.looseObject({ total: MoneyText })).nullish(),
-  coupon_lines: z.array(z.looseObject({ code: z.string() })).nullish(),
-  refunds: z
-    .array(
+  fee_lines: z.nullish(z.array(z.looseObject({ total: MoneyText }))),
+  coupon_lines: z.nullish(z.array(z.looseObject({ code: z.string() }))),
+  refunds: z.nullish(
+    z.array(
       z.looseObject({
         id: IdString,
         total: MoneyText,
-        refund: z.string().nullish(),
-        line_items: z.unknown().optional(),
+        refund: z.nullish(z.string()),
+        line_items: z.optional(z.unknown()),
       }),
-    )
-    .nullish(),
+    ),
+  ),
 });
 type Order = z.infer<typeof Order>;
 
@@ -104,12 +104,12 @@ type Order = z.infer<typeof Order>;
 const RefundResource = z.looseObject({
   id: IdString,
   amount: MoneyText,
-  reason: z.string().nullish(),
+  reason: z.nullish(z.string()),
   currency: z.nullish(CurrencyCode),
-  order_id: IdString.nullish(),
-  parent_id: IdString.nullish(),
-  line_items: z.array(z.looseObject({ total: MoneyText })).nullish(),
-  _links: z.looseObject({ up: z.array(z.looseObject({ href: z.string() })).nullish() }).nullish(),
+  order_id: z.nullish(IdString),
+  parent_id: z.nullish(IdString),
+  line_items: z.nullish(z.array(z.looseObject({ total: MoneyText }))),
+  _links: z.nullish(z.looseObject({ up: z.nullish(z.array(z.looseObject({ href: z.string() }))) })),
 });
 
 function sum(values: readonly string[], currency: string, path: (i: number) => string): number {

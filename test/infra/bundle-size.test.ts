@@ -78,6 +78,16 @@ describe('function bundles', () => {
     },
   );
 
+  it.each(NAMES)(
+    '%s carries none of classic zod: every schema a function loads is zod/mini (infra/bundle-report.ts)',
+    (name) => {
+      const modules = report.find((b) => b.name === name)!.modules;
+
+      expect(modules.filter((m) => m.includes('node_modules/zod/v4/mini/'))).not.toEqual([]);
+      expect(modules.filter((m) => m.includes('node_modules/zod/v4/classic/'))).toEqual([]);
+    },
+  );
+
   it.each(NAMES)('%s: the bundle report builds byte for byte what CDK deploys', (name) => {
     const reported = report.find((b) => b.name === name)!;
 
@@ -128,6 +138,7 @@ describe('bundle report', () => {
     gzipBytes: 5,
     budgetBytes: 1000,
     contributors: [{ name: 'zod', bytes: 600 }],
+    modules: ['node_modules/zod/v4/mini/schemas.js'],
   });
 
   it('marks a bundle over its budget', () => {
