@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CfnElement } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
+import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BUNDLE_BUDGETS,
@@ -125,6 +126,28 @@ describe('function bundles', () => {
       expect(reported.sources).toHaveLength(deployed.sources.length);
       expect(reported.names).toEqual(deployed.names);
       expect(reported.mappings).toBe(deployed.mappings);
+    },
+  );
+});
+
+describe("the legacy 2.0 client in the worker's bundles", () => {
+  it.each(['worker', 'accept'] as const)(
+    '%s evaluates it only when the deployment configures it: every import from outside is dynamic',
+    async (name) => {
+      const metafile = (await build(esbuildOptionsFor(name))).metafile!;
+      const legacy = (path: string) => path.startsWith('shared/legacy/');
+      const edges = Object.entries(metafile.inputs).flatMap(([from, input]) =>
+        input.imports.filter((i) => legacy(i.path) && !legacy(from)).map((i) => ({ from, ...i })),
+      );
+
+      // Its schemas are in the bundle, reached through the worker's wiring (legacyClientFromEnv)...
+      expect(Object.keys(metafile.inputs)).toContain('shared/legacy/schemas.ts');
+      expect(edges.map((e) => e.path)).toContain('shared/legacy/client.ts');
+      // ...but no static import evaluates them at every cold start (esbuild wraps a module reached
+      // only by import() in a function run on the first import()).
+      expect(
+        edges.filter((e) => e.path !== 'shared/legacy/backend.ts' && e.kind !== 'dynamic-import'),
+      ).toEqual([]);
     },
   );
 });
