@@ -189,9 +189,10 @@ export function backendFor(deps: BackendsDeps): (source: SourceConfig) => Conver
  * neither is set (no legacy source to serve); one without the other is a configuration error.
  *
  * The client and its schemas are imported here, not at the top: a deployment without legacy
- * credentials (the default) never evaluates them, which takes about 5 ms off each cold start of the
- * worker and the accept job (the bundle keeps them, wrapped by esbuild in a function that the first
- * `import()` runs; test/infra/bundle-size.test.ts checks no static import reaches them).
+ * credentials (the default) never evaluates them, which took 2 to 3 ms off each cold start of the
+ * worker here (2026-11-27), and of the accept job (the bundle keeps them, wrapped by esbuild in a
+ * function that the first `import()` runs; test/infra/bundle-size.test.ts checks that no static
+ * import reaches them).
  */
 export async function legacyClientFromEnv(
   env: Env,
