@@ -192,8 +192,8 @@ export interface FunctionBundle {
   readonly budgetBytes: number;
   /** Packages (or `(project)`) by bytes in the output, largest first. */
   readonly contributors: readonly { readonly name: string; readonly bytes: number }[];
-  /** Every file with code in the output, as esbuild names it (relative to the project). */
-  readonly modules: readonly string[];
+  /** esbuild's account of the build: every input with its imports, and what each put in the output. */
+  readonly metafile: Metafile;
 }
 
 /** Bundles one function in memory with the stack's settings. */
@@ -203,6 +203,8 @@ export async function bundleFunction(name: BundledFunctionName): Promise<Functio
   const code = files.find((f) => /\.m?js$/.test(f.path));
   const map = files.find((f) => f.path.endsWith('.map'));
   if (code === undefined) throw new Error(`esbuild produced no code for ${name}`);
+  const metafile = result.metafile;
+  if (metafile === undefined) throw new Error(`esbuild produced no metafile for ${name}`);
   const sourceMap = map === undefined ? undefined : Buffer.from(deployedSourceMap(map.text));
   return {
     name,
@@ -212,8 +214,8 @@ export async function bundleFunction(name: BundledFunctionName): Promise<Functio
     sourceMapBytes: sourceMap?.byteLength ?? 0,
     gzipBytes: gzipSync(code.contents).byteLength,
     budgetBytes: BUNDLE_BUDGETS[name],
-    contributors: contributors(result.metafile),
-    modules: modulesOf(result.metafile),
+    contributors: contributors(metafile),
+    metafile,
   };
 }
 
@@ -226,25 +228,15 @@ export async function bundleAll(): Promise<FunctionBundle[]> {
   return bundles;
 }
 
-function contributors(metafile: Metafile | undefined): { name: string; bytes: number }[] {
+function contributors(metafile: Metafile): { name: string; bytes: number }[] {
   const totals = new Map<string, number>();
-  for (const output of Object.values(metafile?.outputs ?? {})) {
+  for (const output of Object.values(metafile.outputs)) {
     for (const [path, input] of Object.entries(output.inputs)) {
       const name = packageOf(path);
       totals.set(name, (totals.get(name) ?? 0) + input.bytesInOutput);
     }
   }
   return [...totals.entries()].map(([name, bytes]) => ({ name, bytes })).sort((a, b) => b.bytes - a.bytes);
-}
-
-function modulesOf(metafile: Metafile | undefined): string[] {
-  const modules = new Set<string>();
-  for (const output of Object.values(metafile?.outputs ?? {})) {
-    for (const [path, input] of Object.entries(output.inputs)) {
-      if (input.bytesInOutput > 0) modules.add(path.replaceAll('\\', '/'));
-    }
-  }
-  return [...modules].sort();
 }
 
 function packageOf(path: string): string {
