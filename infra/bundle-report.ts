@@ -186,6 +186,11 @@ export interface FunctionBundle {
   readonly codeBytes: number;
   /** The linked source map (index.mjs.map), when the bundling settings make one. */
   readonly sourceMap?: Uint8Array;
+  /**
+   * That map as esbuild wrote it, before the stack cuts it to the project's files: it names every
+   * input, so a profile of the bundle can say which package each function came from.
+   */
+  readonly esbuildSourceMap?: string;
   readonly sourceMapBytes: number;
   /** Roughly what the code adds to the deployment zip. */
   readonly gzipBytes: number;
@@ -205,13 +210,13 @@ export async function bundleFunction(name: BundledFunctionName): Promise<Functio
   if (code === undefined) throw new Error(`esbuild produced no code for ${name}`);
   const metafile = result.metafile;
   if (metafile === undefined) throw new Error(`esbuild produced no metafile for ${name}`);
-  const sourceMap = map === undefined ? undefined : Buffer.from(deployedSourceMap(map.text));
+  const maps = map && { deployed: Buffer.from(deployedSourceMap(map.text)), esbuild: map.text };
   return {
     name,
     code: code.contents,
     codeBytes: code.contents.byteLength,
-    ...(sourceMap === undefined ? {} : { sourceMap }),
-    sourceMapBytes: sourceMap?.byteLength ?? 0,
+    ...(maps === undefined ? {} : { sourceMap: maps.deployed, esbuildSourceMap: maps.esbuild }),
+    sourceMapBytes: maps?.deployed.byteLength ?? 0,
     gzipBytes: gzipSync(code.contents).byteLength,
     budgetBytes: BUNDLE_BUDGETS[name],
     contributors: contributors(metafile),

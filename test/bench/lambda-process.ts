@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { FUNCTION_NODE_OPTIONS } from '../../infra/connector-stack.ts';
+import type { CpuProfile } from './profile.ts';
 
 /**
  * The bench's stand-ins for a Lambda function run its bundle as Lambda runs it: Node started with
@@ -18,6 +19,17 @@ export interface ImportTimes {
   readonly times: readonly number[];
   /** Whether those processes had source maps on, as the deployed functions have. */
   readonly sourceMaps: boolean;
+  /** With `profileIntervalUs`: each import's V8 CPU profile, from just before it to its end. */
+  readonly profiles: readonly CpuProfile[];
+}
+
+export interface ImportTimesOptions {
+  /**
+   * Profile each import with V8's CPU profiler at this sampling interval. The profiler starts in the
+   * process just before the import (through `node:inspector`, loaded first), so the profile covers
+   * what the time covers; its cost is in both.
+   */
+  readonly profileIntervalUs?: number;
 }
 
 /**
@@ -26,19 +38,39 @@ export interface ImportTimes {
  * start. The environment is only PATH, a region and the functions' NODE_OPTIONS, as the handlers
  * wire their clients on the first event and read nothing else at import.
  */
-export function importTimes(file: string, runs: number): ImportTimes {
-  const script = `const t = performance.now(); await import(${JSON.stringify(pathToFileURL(file).href)}); process.stdout.write(JSON.stringify({ ms: performance.now() - t, sourceMaps: process.sourceMapsEnabled }));`;
+export function importTimes(file: string, runs: number, options: ImportTimesOptions = {}): ImportTimes {
+  const url = JSON.stringify(pathToFileURL(file).href);
+  const interval = options.profileIntervalUs;
+  const script =
+    interval === undefined
+      ? `const t = performance.now(); await import(${url}); process.stdout.write(JSON.stringify({ ms: performance.now() - t, sourceMaps: process.sourceMapsEnabled }));`
+      : [
+          "import { Session } from 'node:inspector/promises';",
+          // The global `performance` loads perf_hooks on first use: before the profile, as before the time.
+          'performance.now();',
+          'const session = new Session(); session.connect();',
+          "await session.post('Profiler.enable');",
+          `await session.post('Profiler.setSamplingInterval', { interval: ${Math.max(1, Math.round(interval))} });`,
+          "await session.post('Profiler.start');",
+          `const t = performance.now(); await import(${url}); const ms = performance.now() - t;`,
+          "const { profile } = await session.post('Profiler.stop');",
+          'process.stdout.write(JSON.stringify({ ms, sourceMaps: process.sourceMapsEnabled, profile }));',
+        ].join('\n');
   const times: number[] = [];
+  const profiles: CpuProfile[] = [];
   let sourceMaps = true;
   for (let i = 0; i < runs; i++) {
     const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
       encoding: 'utf8',
       env: lambdaProcessEnv({ PATH: process.env['PATH'] ?? '', AWS_REGION: 'us-east-1' }),
+      // A profile of a cold start is a few MB of JSON.
+      maxBuffer: 256 * 1024 * 1024,
     });
     if (child.status !== 0) throw new Error(`importing ${file} failed: ${child.stderr.slice(0, 500)}`);
-    const measured = JSON.parse(child.stdout) as { ms: number; sourceMaps: boolean };
+    const measured = JSON.parse(child.stdout) as { ms: number; sourceMaps: boolean; profile?: CpuProfile };
     times.push(measured.ms);
+    if (measured.profile !== undefined) profiles.push(measured.profile);
     sourceMaps &&= measured.sourceMaps;
   }
-  return { times, sourceMaps };
+  return { times, sourceMaps, profiles };
 }

@@ -1,18 +1,26 @@
 import { Session } from 'node:inspector/promises';
+import type { SourceMap } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 /**
  * Where a worker process's CPU goes, from the V8 CPU profiles its `--cpu-prof` writes
  * (`npm run bench -- --only multi --profile`): the busy time by package or project file of the
  * instance's bundle, so that a missed target comes with its profile, not just its figure. The same
- * for the bench's own process (fauxqs and dynalite) and the sandbox's, whose sources are files.
+ * for the bench's own process (fauxqs and dynalite) and the sandbox's, whose sources are files, and
+ * for the cold start's imports of each function's bundle (`importPhases`).
  */
 
 /** The parts of a V8 CPU profile (`.cpuprofile`) read here. */
 export interface CpuProfile {
   readonly nodes: readonly {
     readonly id: number;
-    readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number };
+    readonly callFrame: {
+      readonly functionName: string;
+      readonly url: string;
+      readonly lineNumber: number;
+      /** 0-based; V8 always writes it. */
+      readonly columnNumber?: number;
+    };
     readonly children?: readonly number[];
   }[];
   readonly samples: readonly number[];
@@ -122,6 +130,118 @@ export function busyByOwner(
     busy.set(who, (busy.get(who) ?? 0) + (profile.timeDeltas[i] ?? 0));
   });
   return busy;
+}
+
+/**
+ * The owner of a frame of a minified bundle (`isBundle` of its URL), from the source map esbuild
+ * wrote for it, every input named (the deployed map keeps only the project's files): the package of
+ * the module the function came from, or `(project)`. The module's own function (line 0, column 0)
+ * is the bundle's top level, where esbuild hoists every module's top-level statements; a position no
+ * mapping of its line covers is esbuild's own code (the wrappers that start a module on first use,
+ * its helpers). V8 compiles a function when it is first called, in its caller's frame: a wrapper's or
+ * the top level's own time holds the compiling of what they call.
+ */
+export function mappedBundleOwner(
+  isBundle: (url: string) => boolean,
+  map: Pick<SourceMap, 'findEntry'>,
+): (frame: Frame) => string | undefined {
+  return (frame) => {
+    if (!isBundle(frame.url)) return undefined;
+    const column = frame.columnNumber ?? 0;
+    if (frame.lineNumber === 0 && column === 0) return '(the bundle top level)';
+    const entry = map.findEntry(frame.lineNumber, column);
+    // Node's findEntry falls back to an earlier line's last mapping: not this position's.
+    if (!('originalSource' in entry) || entry.generatedLine !== frame.lineNumber) return '(esbuild wrappers)';
+    return entry.originalSource.includes('node_modules/') ? ownerOf(entry.originalSource) : '(project)';
+  };
+}
+
+/** What a sample of a cold start's import was doing (`importPhases`). */
+export type ImportPhase =
+  | 'compile'
+  | 'source map'
+  | 'built-in'
+  | 'loader'
+  | 'evaluation'
+  | 'garbage collection'
+  | 'other';
+
+/** Busy microseconds by phase, and within a phase by part (a built-in's name, a package); `''` when it has none. */
+export type ImportPhases = Map<ImportPhase, Map<string, number>>;
+
+const ESM_LOADER = 'node:internal/modules/esm/';
+const SOURCE_MAP = 'node:internal/source_map/';
+const BUILTIN_LOADERS: ReadonlySet<string> = new Set(['compileForPublicLoader', 'compileForInternalLoader']);
+
+/**
+ * Where a module's import spent its time, from a V8 CPU profile of it (a fresh process importing a
+ * function's bundle: the bench's cold start). A sample goes to the first of these its stack shows,
+ * looking from the root:
+ * - `source map`: Node reading the bundle's map (`--enable-source-maps`, as deployed);
+ * - `compile`: V8 compiling the bundle (`compileSourceTextModule`);
+ * - `built-in`: Node loading a built-in module the bundle imports (its static imports, or a
+ *   `require` as a package runs), by the public built-in asked for (`https` counts the `tls` it
+ *   loads); `fs: ESM exports` is what `import … from 'node:fs'` adds to a `require`: Node reads every
+ *   export of the built-in for its ES module facade, which loads the lazy ones (fs's streams);
+ * - `evaluation`: the bundle's code running, by the owner `bundleFrameOwner` names for the nearest
+ *   bundle frame (Node's own code it calls counts for it, as in `busyByOwner`);
+ * - `loader`: the rest of Node's ES module loader (reading and decoding the file, resolving);
+ * - `garbage collection`, and `other` for the rest.
+ * Idle samples are left out, and so is the time before the first sample.
+ */
+export function importPhases(
+  profile: CpuProfile,
+  bundleFrameOwner: (frame: Frame) => string | undefined,
+  into: ImportPhases = new Map(),
+): ImportPhases {
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const child of n.children ?? []) parent.set(child, n.id);
+  profile.samples.forEach((id, i) => {
+    if (i === 0) return;
+    const stack: Frame[] = [];
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      const frame = nodes.get(at)?.callFrame;
+      if (frame !== undefined) stack.unshift(frame);
+    }
+    const found = phaseOf(stack, bundleFrameOwner);
+    if (found === undefined) return;
+    const [phase, part] = found;
+    const parts = into.get(phase) ?? new Map<string, number>();
+    parts.set(part, (parts.get(part) ?? 0) + (profile.timeDeltas[i] ?? 0));
+    into.set(phase, parts);
+  });
+  return into;
+}
+
+/** The phase and part of a sample whose stack is `stack`, root first; none for an idle one. */
+function phaseOf(
+  stack: readonly Frame[],
+  bundleFrameOwner: (frame: Frame) => string | undefined,
+): [ImportPhase, string] | undefined {
+  const leaf = stack.at(-1)?.functionName;
+  if (leaf === '(idle)') return undefined;
+  if (leaf === '(garbage collector)') return ['garbage collection', ''];
+  if (stack.some((f) => f.url.startsWith(SOURCE_MAP))) return ['source map', ''];
+  if (stack.some((f) => f.functionName === 'compileSourceTextModule')) return ['compile', ''];
+  const loading = stack.findIndex((f) => BUILTIN_LOADERS.has(f.functionName));
+  if (loading >= 0) {
+    // An `import` of a built-in goes through its translator; a `require` as a package runs does not.
+    const translating = stack.findIndex((f) => f.functionName === 'builtinStrategy');
+    const asked = stack
+      .slice(translating >= 0 ? translating : loading)
+      .find((f) => /^node:(?!internal\/)/.test(f.url));
+    const name = asked?.url.slice('node:'.length);
+    // The ESM facade of a built-in reads every export once, and a lazy export loads its module then.
+    if (stack.some((f) => f.functionName === 'getESMFacade')) {
+      return ['built-in', name === undefined ? 'ESM exports' : `${name}: ESM exports`];
+    }
+    return ['built-in', name ?? '(internal)'];
+  }
+  const owner = stack.reduce<string | undefined>((nearest, f) => bundleFrameOwner(f) ?? nearest, undefined);
+  if (owner !== undefined) return ['evaluation', owner];
+  if (stack.some((f) => f.url.startsWith(ESM_LOADER))) return ['loader', ''];
+  return ['other', ''];
 }
 
 /** Owners by share of the whole busy time, largest first: `[owner, share 0–1]`. */

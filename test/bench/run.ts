@@ -1,4 +1,5 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { SourceMap } from 'node:module';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -16,7 +17,18 @@ import { importTimes } from './lambda-process.ts';
 import { scratchDir } from './leftovers.ts';
 import { bundleInstance, type MultiDrainResult, multiDrain } from './multi-drain.ts';
 import { phasesLine } from './phases.ts';
-import { addBusy, bundleOwner, busyByOwner, type CpuProfile, moduleStarts, shares } from './profile.ts';
+import {
+  addBusy,
+  bundleOwner,
+  busyByOwner,
+  type CpuProfile,
+  type ImportPhase,
+  type ImportPhases,
+  importPhases,
+  mappedBundleOwner,
+  moduleStarts,
+  shares,
+} from './profile.ts';
 import { CLICK, check, LIMIT_PER_SECOND, PLATFORM_FAULTS, postBurst } from './workload.ts';
 
 /**
@@ -60,7 +72,24 @@ interface ColdStartResult {
   readonly initMedianMs: number;
   readonly initMinMs: number;
   readonly initMaxMs: number;
+  /** Where the import's time goes, from `--cold-profile-runs` more imports with V8's profiler on. */
+  readonly profile?: ColdStartProfile;
 }
+
+interface ColdStartProfile {
+  readonly runs: number;
+  /** The profiled imports' median: the profiler's own cost is in it. */
+  readonly importMedianMs: number;
+  /** Mean ms per import by phase, largest first, each with its parts (a built-in, a package), largest first. */
+  readonly phases: readonly {
+    readonly phase: ImportPhase;
+    readonly ms: number;
+    readonly parts: readonly (readonly [string, number])[];
+  }[];
+}
+
+/** V8's sampling interval for the cold start's profiles: about 500 samples of an import here. */
+const COLD_PROFILE_INTERVAL_US = 200;
 
 function queueEmpty(stack: LocalStack): boolean {
   const c = stack.emulators.counts(stack.emulators.queueName);
@@ -190,9 +219,11 @@ function median(values: readonly number[]): number {
  * Bundles each function as the stack does and imports the bundle, its map beside it, in a fresh
  * Node process `runs` times, started as Lambda starts it (`importTimes`): the module-initialisation
  * part of a Lambda cold start (the handlers wire their clients lazily on the first event, so the
- * import is all that runs at init).
+ * import is all that runs at init). Then `profileRuns` more imports with V8's profiler on, so that the
+ * report says where that time goes (`importPhases`), the bundle's packages named through esbuild's
+ * whole source map.
  */
-async function coldStart(runs: number): Promise<ColdStartResult[]> {
+async function coldStart(runs: number, profileRuns: number): Promise<ColdStartResult[]> {
   const dir = scratchDir('bench-bundles-');
   const results: ColdStartResult[] = [];
   try {
@@ -212,6 +243,9 @@ async function coldStart(runs: number): Promise<ColdStartResult[]> {
         initMedianMs: median(times),
         initMinMs: Math.min(...times),
         initMaxMs: Math.max(...times),
+        ...(profileRuns > 0 && bundle.esbuildSourceMap !== undefined
+          ? { profile: profileImports(file, profileRuns, new SourceMap(JSON.parse(bundle.esbuildSourceMap))) }
+          : {}),
       });
     }
   } finally {
@@ -220,12 +254,60 @@ async function coldStart(runs: number): Promise<ColdStartResult[]> {
   return results;
 }
 
+function profileImports(file: string, runs: number, map: SourceMap): ColdStartProfile {
+  const { times, profiles } = importTimes(file, runs, { profileIntervalUs: COLD_PROFILE_INTERVAL_US });
+  const url = pathToFileURL(file).href;
+  const owner = mappedBundleOwner((u) => u === url, map);
+  const phases: ImportPhases = new Map();
+  for (const profile of profiles) importPhases(profile, owner, phases);
+  const perImport = (us: number) => us / 1000 / Math.max(1, profiles.length);
+  return {
+    runs: profiles.length,
+    importMedianMs: median(times),
+    phases: [...phases]
+      .map(([phase, parts]) => ({
+        phase,
+        ms: perImport([...parts.values()].reduce((a, b) => a + b, 0)),
+        parts: [...parts]
+          .filter(([part]) => part !== '')
+          .map(([part, us]) => [part, perImport(us)] as const)
+          .sort((a, b) => b[1] - a[1]),
+      }))
+      .sort((a, b) => b.ms - a.ms),
+  };
+}
+
 const f1 = (x: number) => x.toLocaleString('en-US', { maximumFractionDigits: 1 });
 const kib = (bytes: number) => `${f1(bytes / 1024)} KiB`;
 const trip = (m: MultiDrainResult, route: string) => {
   const r = m.routes[route];
   return r ? `${Math.round(r.waitMs)} / ${Math.round(r.platformMs)}` : '–';
 };
+
+const PHASE_LABELS: Readonly<Record<ImportPhase, string>> = {
+  compile: 'V8 compiling the bundle',
+  evaluation: 'running its top level',
+  'built-in': "Node's built-ins",
+  loader: 'the module loader (reading, decoding, linking)',
+  'source map': 'reading the source map',
+  'garbage collection': 'garbage collection',
+  other: 'other',
+};
+
+/** A cold start's profile: `V8 compiling the bundle 38.1 · running its top level 27.3 (zod 11.0, …) · …`. */
+function coldProfileLine(profile: ColdStartProfile | undefined, most = 6): string {
+  if (profile === undefined) return '';
+  const phases = profile.phases
+    .map(({ phase, ms, parts }) => {
+      const named = parts
+        .slice(0, most)
+        .map(([part, partMs]) => `${part} ${f1(partMs)}`)
+        .join(', ');
+      return `${PHASE_LABELS[phase]} ${f1(ms)}${named === '' ? '' : ` (${named})`}`;
+    })
+    .join(' · ');
+  return `${profile.runs} imports, median ${f1(profile.importMedianMs)} ms with the profiler: ${phases}`;
+}
 
 function markdown(
   report: Record<string, unknown>,
@@ -319,6 +401,15 @@ function markdown(
       ),
       '',
     );
+    const profiled = cold.filter((c) => c.profile !== undefined);
+    if (profiled.length > 0) {
+      lines.push(
+        `Where each import's time goes (\`--cold-profile-runs\`: more imports of the same bundle with V8's profiler on, sampling every ${COLD_PROFILE_INTERVAL_US} µs; mean ms per import, the profiler's own cost included; the code of a package counts the Node code it calls, a built-in the built-ins it loads):`,
+        '',
+        ...profiled.map((c) => `- ${c.fn}: ${coldProfileLine(c.profile)}`),
+        '',
+      );
+    }
   }
   return lines.join('\n');
 }
@@ -337,6 +428,11 @@ async function main(): Promise<void> {
     .option('--ingest-seconds <n>', 'autocannon duration', '10')
     .option('--connections <n>', 'autocannon connections', '20')
     .option('--cold-runs <n>', 'fresh processes per bundle', '10')
+    .option(
+      '--cold-profile-runs <n>',
+      "more fresh processes per bundle that import it with V8's CPU profiler on, to report where the import's time goes (0: none)",
+      '5',
+    )
     .option('--instances <list>', 'worker processes of the multi-instance drain', '1,2,5,10')
     .option('--multi-orders <n>', 'orders per multi-instance drain (plus refunds for a tenth)', '2000')
     .option(
@@ -460,8 +556,10 @@ async function main(): Promise<void> {
   let cold: ColdStartResult[] = [];
   if (only.has('cold')) {
     console.log(`cold start: bundling and importing each function ${int('cold-runs')} times…`);
-    cold = await coldStart(int('cold-runs'));
-    console.table(cold);
+    cold = await coldStart(int('cold-runs'), int('cold-profile-runs'));
+    console.table(cold.map(({ profile, ...row }) => row));
+    for (const c of cold)
+      if (c.profile) console.log(`  ${c.fn}, where an import's time goes: ${coldProfileLine(c.profile)}`);
   }
 
   const report = {

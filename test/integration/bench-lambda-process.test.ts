@@ -1,11 +1,14 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { SourceMap } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleEntryAs } from '../../infra/bundle-report.ts';
 import { FUNCTION_NODE_OPTIONS } from '../../infra/connector-stack.ts';
 import { importTimes, lambdaProcessEnv } from '../bench/lambda-process.ts';
+import { importPhases, mappedBundleOwner } from '../bench/profile.ts';
 
 /**
  * The bench's stand-ins for a function (the multi-instance drain's worker processes, the cold
@@ -18,6 +21,8 @@ import { importTimes, lambdaProcessEnv } from '../bench/lambda-process.ts';
 const dir = mkdtempSync(join(tmpdir(), 'bench-lambda-process-test-'));
 const entry = join(dir, 'entry.ts');
 const bundle = join(dir, 'index.mjs');
+const busyEntry = join(dir, 'busy.ts');
+const busyBundle = join(dir, 'busy', 'index.mjs');
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 beforeAll(async () => {
@@ -33,6 +38,21 @@ beforeAll(async () => {
   );
   // The worker's bundling settings (minified, a linked map without sources content), this entry.
   await bundleEntryAs('worker', entry, bundle);
+  // A module whose top level keeps the CPU busy for 40 ms, as a heavy dependency's would.
+  writeFileSync(
+    busyEntry,
+    [
+      'function spin(ms: number): number {',
+      '  const until = performance.now() + ms;',
+      '  let turns = 0;',
+      '  while (performance.now() < until) turns++;',
+      '  return turns;',
+      '}',
+      'export const turns = spin(40);',
+      '',
+    ].join('\n'),
+  );
+  await bundleEntryAs('worker', busyEntry, busyBundle);
 });
 
 describe('a stand-in for a Lambda function', () => {
@@ -66,5 +86,27 @@ describe('a stand-in for a Lambda function', () => {
     expect(measured.times).toHaveLength(2);
     for (const ms of measured.times) expect(ms).toBeGreaterThan(0);
     expect(measured.sourceMaps).toBe(true);
+  });
+
+  it("profiles an import on request, with V8's profiler on only around it", () => {
+    // Act: one import timed and profiled
+    const measured = importTimes(busyBundle, 1, { profileIntervalUs: 200 });
+
+    // Assess: the busy module's own function holds most of the import, found through its map
+    expect(measured.times).toHaveLength(1);
+    expect(measured.profiles).toHaveLength(1);
+    const map = new SourceMap(JSON.parse(readFileSync(`${busyBundle}.map`, 'utf8')));
+    const url = pathToFileURL(busyBundle).href;
+    const [profile] = measured.profiles;
+    if (profile === undefined) throw new Error('no profile');
+    const phases = importPhases(
+      profile,
+      mappedBundleOwner((u) => u === url, map),
+    );
+    const total = [...phases.values()].flatMap((parts) => [...parts.values()]).reduce((a, b) => a + b, 0);
+    const project = phases.get('evaluation')?.get('(project)') ?? 0;
+    expect(project / total).toBeGreaterThan(0.5);
+    // And without the option no profiler runs
+    expect(importTimes(busyBundle, 1).profiles).toEqual([]);
   });
 });

@@ -1,9 +1,12 @@
+import { SourceMap } from 'node:module';
 import { describe, expect, it } from 'vitest';
 import {
   bundleOwner,
   busyByOwner,
   type CpuProfile,
   fileOwner,
+  importPhases,
+  mappedBundleOwner,
   moduleStarts,
   ownerOf,
   shares,
@@ -20,7 +23,12 @@ const BUNDLE = [
   'async function placeOrder() {}',
 ].join('\n');
 const URL = 'file:///tmp/bench-instance-x/instance.mjs';
-const frame = (functionName: string, url: string, lineNumber = 0) => ({ functionName, url, lineNumber });
+const frame = (functionName: string, url: string, lineNumber = 0, columnNumber = 0) => ({
+  functionName,
+  url,
+  lineNumber,
+  columnNumber,
+});
 
 const profile: CpuProfile = {
   nodes: [
@@ -109,4 +117,156 @@ describe('bench profile', () => {
       'sandbox/http.ts': 1_750,
     });
   });
+
+  it("tells an import's phases apart: V8 compiling the bundle, its source map, Node's built-ins, its evaluation by package", () => {
+    // Prepare: the stacks a cold start's import shows, leaf last (as V8 nests them)
+    const BUNDLE_URL = 'file:///tmp/bench-bundles-x/worker/index.mjs';
+    const load = [
+      frame('loadAndTranslate', 'node:internal/modules/esm/loader'),
+      frame('#translate', 'node:internal/modules/esm/loader'),
+    ];
+    const compile = [
+      ...load,
+      frame('moduleStrategy', 'node:internal/modules/esm/translators'),
+      frame('compileSourceTextModule', 'node:internal/modules/esm/utils'),
+    ];
+    const builtin = [
+      ...load,
+      frame('builtinStrategy', 'node:internal/modules/esm/translators'),
+      frame('loadBuiltinModule', 'node:internal/modules/helpers'),
+      frame('compileForPublicLoader', 'node:internal/bootstrap/realm'),
+    ];
+    const stacks: (readonly ReturnType<typeof frame>[])[] = [
+      [frame('(idle)', '')],
+      compile,
+      compile,
+      [
+        ...compile,
+        frame('maybeCacheSourceMap', 'node:internal/source_map/source_map_cache'),
+        frame('lineLengths', 'node:internal/source_map/source_map_cache'),
+      ],
+      [
+        ...builtin,
+        frame('', 'node:https'),
+        frame('compileForInternalLoader', 'node:internal/bootstrap/realm'),
+        frame('requireBuiltin', 'node:internal/bootstrap/realm'),
+        frame('', 'node:tls'),
+      ],
+      [...builtin, frame('', 'node:crypto')],
+      // `import { ReadStream } from 'node:fs'`: the facade reads fs's lazy exports, which load its streams
+      [
+        ...load,
+        frame('builtinStrategy', 'node:internal/modules/esm/translators'),
+        frame('getESMFacade', 'node:internal/bootstrap/realm'),
+        frame('syncExports', 'node:internal/bootstrap/realm'),
+        frame('get ReadStream', 'node:fs'),
+        frame('lazyLoadStreams', 'node:fs'),
+        frame('compileForInternalLoader', 'node:internal/bootstrap/realm'),
+        frame('', 'node:internal/fs/streams'),
+      ],
+      [
+        ...load,
+        frame('getSource', 'node:internal/modules/esm/load'),
+        frame('readFile', 'node:internal/fs/promises'),
+      ],
+      [frame('', BUNDLE_URL), frame('object', BUNDLE_URL, 4, 30), frame('$constructor', BUNDLE_URL, 4, 3)],
+      [
+        frame('', BUNDLE_URL),
+        frame('makeClient', BUNDLE_URL, 4, 60),
+        frame('createHash', 'node:internal/crypto/hash'),
+      ],
+      // A package that requires a built-in as it runs: the built-in's cost, not the package's
+      [
+        frame('', BUNDLE_URL),
+        frame('makeClient', BUNDLE_URL, 4, 60),
+        frame('require', 'node:internal/modules/helpers'),
+        frame('compileForInternalLoader', 'node:internal/bootstrap/realm'),
+        frame('', 'node:zlib'),
+      ],
+      [frame('', BUNDLE_URL)],
+      [frame('(garbage collector)', '')],
+      [frame('(program)', '')],
+    ];
+    const profile = profileOf(stacks, [500, 10, 10, 4, 3, 2, 9, 1, 7, 5, 6, 2, 8, 1]);
+    // The bundle as esbuild maps it: line 4 from column 0 is zod, from column 50 the SQS client
+    const map = new SourceMap({
+      version: 3,
+      file: 'index.mjs',
+      sourceRoot: '',
+      sourcesContent: [],
+      sources: [
+        '../../node_modules/zod/v4/core/core.js',
+        '../../node_modules/@aws-sdk/client-sqs/dist-es/index.js',
+      ],
+      names: [],
+      mappings: ';;;;AAAA,kDCAA',
+    });
+
+    // Act
+    const phases = importPhases(
+      profile,
+      mappedBundleOwner((url) => url === BUNDLE_URL, map),
+    );
+
+    // Assess: idle and the time before the first sample left out, every other sample counted once
+    expect(
+      Object.fromEntries([...phases].map(([phase, parts]) => [phase, Object.fromEntries(parts)])),
+    ).toEqual({
+      compile: { '': 20 },
+      'source map': { '': 4 },
+      'built-in': { https: 3, crypto: 2, 'fs: ESM exports': 9, zlib: 6 },
+      loader: { '': 1 },
+      evaluation: { zod: 7, '@aws-sdk/client-sqs': 5, '(the bundle top level)': 2 },
+      'garbage collection': { '': 8 },
+      other: { '': 1 },
+    });
+  });
+
+  it("names a bundle frame the source map does not cover esbuild's runtime, and a project file the project", () => {
+    const BUNDLE_URL = 'file:///tmp/b/index.mjs';
+    const map = new SourceMap({
+      version: 3,
+      file: 'index.mjs',
+      sourceRoot: '',
+      sourcesContent: [],
+      sources: ['../../shared/worker/orders.ts'],
+      names: [],
+      mappings: ';KAAA',
+    });
+    const owner = mappedBundleOwner((url) => url === BUNDLE_URL, map);
+
+    expect(owner(frame('placeOrder', BUNDLE_URL, 1, 9))).toBe('(project)');
+    // Before line 1's first mapping, and on a line with none: esbuild's own helpers
+    expect(owner(frame('__esm', BUNDLE_URL, 1, 2))).toBe('(esbuild wrappers)');
+    expect(owner(frame('__esm', BUNDLE_URL, 2, 2))).toBe('(esbuild wrappers)');
+    expect(owner(frame('', BUNDLE_URL, 0, 0))).toBe('(the bundle top level)');
+    expect(owner(frame('send', 'file:///tmp/other.mjs', 1, 9))).toBeUndefined();
+  });
 });
+
+/** A profile whose samples are `stacks` (root first), each `deltas[i]` µs after the one before. */
+function profileOf(
+  stacks: readonly (readonly ReturnType<typeof frame>[])[],
+  deltas: readonly number[],
+): CpuProfile {
+  type Node = { id: number; callFrame: ReturnType<typeof frame>; children: number[] };
+  const root: Node = { id: 1, callFrame: frame('(root)', ''), children: [] };
+  const nodes: Node[] = [root];
+  const samples = stacks.map((stack) => {
+    let at = root;
+    for (const f of stack) {
+      const known = at.children
+        .map((id) => nodes[id - 1])
+        .find((n) => n !== undefined && JSON.stringify(n.callFrame) === JSON.stringify(f));
+      if (known) at = known;
+      else {
+        const node: Node = { id: nodes.length + 1, callFrame: f, children: [] };
+        nodes.push(node);
+        at.children.push(node.id);
+        at = node;
+      }
+    }
+    return at.id;
+  });
+  return { nodes, samples, timeDeltas: deltas };
+}
