@@ -21,7 +21,7 @@ export const BUNDLED_FUNCTIONS: Readonly<Record<BundledFunctionName, ConnectorFu
 };
 
 /**
- * Budget for each function's bundled code (index.mjs), in bytes.
+ * Budget for each function's bundled code (index.js), in bytes.
  *
  * Lambda loads, parses and compiles the whole bundle during the cold start, before the handler runs,
  * so init time grows with bundle size; the webhook answers shops that give up after 5 s, and every
@@ -89,7 +89,7 @@ function aliasesOf(args: nodejs.BundlingOptions['esbuildArgs'] = {}): Record<str
 }
 
 /**
- * The esbuild options that produce the same index.mjs as CDK's `NodejsFunction` bundling with
+ * The esbuild options that produce the same index.js as CDK's `NodejsFunction` bundling with
  * `bundling` (CDK runs the esbuild CLI with the equivalent flags; see aws-lambda-nodejs/lib/bundling).
  * Throws for a bundling option it does not translate, so the report cannot silently drift from the
  * stack.
@@ -108,7 +108,6 @@ export function esbuildOptionsFor(
   }
   // CDK's defaults for a Node 18+ runtime: the AWS SDK v3 stays external unless bundleAwsSDK.
   const external = bundling.externalModules ?? (bundling.bundleAwsSDK ? [] : ['@aws-sdk/*']);
-  const esm = bundling.format === 'esm';
   const alias = aliasesOf(bundling.esbuildArgs);
   return {
     absWorkingDir: projectRoot,
@@ -117,7 +116,7 @@ export function esbuildOptionsFor(
     platform: 'node',
     target: bundling.target ?? 'node24',
     ...(bundling.format === undefined ? {} : { format: bundling.format }),
-    outfile: join(projectRoot, 'cdk.out', 'bundle-report', name, esm ? 'index.mjs' : 'index.js'),
+    outfile: join(projectRoot, 'cdk.out', 'bundle-report', name, codeFileName(bundling)),
     minify: bundling.minify ?? false,
     sourcemap: bundling.sourceMap ?? false,
     sourcesContent: bundling.sourcesContent ?? true,
@@ -133,6 +132,11 @@ export function esbuildOptionsFor(
     write: false,
     logLevel: 'silent',
   };
+}
+
+/** The file CDK's `NodejsFunction` writes a bundle to: `index.mjs` for ESM, `index.js` for CommonJS. */
+export function codeFileName(bundling: nodejs.BundlingOptions = CONNECTOR_BUNDLING): string {
+  return bundling.format === 'esm' ? 'index.mjs' : 'index.js';
 }
 
 /**
@@ -151,7 +155,7 @@ export function deployedSourceMap(
     hooks.beforeBundling(input, output).length === 0 &&
     hooks.beforeInstall(input, output).length === 0 &&
     JSON.stringify(hooks.afterBundling(input, output)) ===
-      JSON.stringify([ownCodeSourceMapCommand(input, `${output}/index.mjs.map`)]);
+      JSON.stringify([ownCodeSourceMapCommand(input, `${output}/${codeFileName(bundling)}.map`)]);
   if (!known) throw new Error('bundle-report does not translate these command hooks: teach it');
   return ownCodeSourceMap(map);
 }
@@ -181,10 +185,12 @@ export async function bundleEntryAs(
 
 export interface FunctionBundle {
   readonly name: BundledFunctionName;
+  /** The file CDK writes the code to in the function's asset, for the bundling's format (its handler's module). */
+  readonly fileName: string;
   /** The bundled code, as Lambda loads it. */
   readonly code: Uint8Array;
   readonly codeBytes: number;
-  /** The linked source map (index.mjs.map), when the bundling settings make one. */
+  /** The linked source map (index.js.map), when the bundling settings make one. */
   readonly sourceMap?: Uint8Array;
   /**
    * That map as esbuild wrote it, before the stack cuts it to the project's files: it names every
@@ -213,6 +219,7 @@ export async function bundleFunction(name: BundledFunctionName): Promise<Functio
   const maps = map && { deployed: Buffer.from(deployedSourceMap(map.text)), esbuild: map.text };
   return {
     name,
+    fileName: codeFileName(),
     code: code.contents,
     codeBytes: code.contents.byteLength,
     ...(maps === undefined ? {} : { sourceMap: maps.deployed, esbuildSourceMap: maps.esbuild }),

@@ -90,14 +90,6 @@ export const CATCH_UP_FUNCTION: ConnectorFunctionSpec = {
   description: "Daily catch-up: queues what the shops' webhooks missed, read from the shops' APIs",
 };
 
-/**
- * ESM bundles have no `require`; CommonJS dependencies bundled into them (parts of the AWS SDK's
- * dependency tree) still call it for Node built-ins. The alias keeps the import from colliding with
- * a bundled `createRequire`.
- */
-export const ESM_REQUIRE_BANNER =
-  "import { createRequire as __connectorCreateRequire } from 'node:module'; const require = __connectorCreateRequire(import.meta.url);";
-
 /** The AWS SDK's default credential chain, which the Lambda bundles replace (CONNECTOR_BUNDLING). */
 export const CREDENTIAL_CHAIN_PACKAGE = '@aws-sdk/credential-provider-node';
 
@@ -108,7 +100,13 @@ export const CREDENTIAL_CHAIN_PACKAGE = '@aws-sdk/credential-provider-node';
 export const CONNECTOR_BUNDLING: nodejs.BundlingOptions = {
   // The installed esbuild, never Docker: synth must work offline and on CI without a daemon.
   forceDockerBundling: false,
-  format: nodejs.OutputFormat.ESM,
+  // CommonJS (index.js), which Lambda's Node.js runtime loads with `require`: each built-in then
+  // comes from `require`, not through the ES module loader, which gives every imported built-in a
+  // facade that reads all its exports once and so loads their lazy parts (fs's streams, web crypto).
+  // Until late on 2026-11-27 the bundles were ESM: 4.9 ms more per cold start of the worker here,
+  // 4.6 of the webhook (docs/benchmarks.md). esbuild still reads the packages' ES modules
+  // (mainFields) and tree-shakes them as before; only the output's module format differs.
+  format: nodejs.OutputFormat.CJS,
   target: 'node24',
   // Prefer packages' ESM builds: they tree-shake, which matters most for the AWS SDK.
   mainFields: ['module', 'main'],
@@ -125,11 +123,10 @@ export const CONNECTOR_BUNDLING: nodejs.BundlingOptions = {
   // project's own files (infra/own-code-source-map.ts: 30 to 114 KiB instead of 622 to 633).
   sourceMap: true,
   sourcesContent: false,
-  banner: ESM_REQUIRE_BANNER,
   commandHooks: {
     beforeBundling: () => [],
     beforeInstall: () => [],
-    afterBundling: (inputDir, outputDir) => [ownCodeSourceMapCommand(inputDir, `${outputDir}/index.mjs.map`)],
+    afterBundling: (inputDir, outputDir) => [ownCodeSourceMapCommand(inputDir, `${outputDir}/index.js.map`)],
   },
 };
 

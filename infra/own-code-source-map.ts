@@ -8,7 +8,7 @@ import { decode, encode, type SourceMapSegment } from '@jridgewell/sourcemap-cod
  * and parses a module's whole map while it loads the module, before the handler runs: for a bundle
  * of about 380 KiB the map esbuild writes is about 620 KiB, nine tenths of it the AWS SDK's, zod's
  * and the other packages' code. A stack trace is read for the frames of our own code; a package's
- * frames then name the bundle (`index.mjs:1:23456`) instead of the package's file. esbuild has no
+ * frames then name the bundle (`index.js:1:23456`) instead of the package's file. esbuild has no
  * option to leave packages out of a map (evanw/esbuild#1685; the plugin suggested there stopped
  * working in 0.25.2, #4130, and CDK's bundling takes no plugins), so the stack rewrites the map
  * after esbuild wrote it (CONNECTOR_BUNDLING's `afterBundling`, which runs this file) and the bundle
@@ -109,7 +109,7 @@ export function ownCodeSourceMapCommand(projectRoot: string, mapFile: string): s
 
 function main(files: readonly string[]): void {
   if (files.length === 0) {
-    console.error('usage: node infra/own-code-source-map.ts <index.mjs.map>…');
+    console.error('usage: node infra/own-code-source-map.ts <index.js.map>…');
     process.exitCode = 2;
     return;
   }

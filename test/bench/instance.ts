@@ -116,4 +116,8 @@ async function main(): Promise<void> {
   });
 }
 
-await main();
+// The worker's bundling settings make CommonJS, which has no top-level await.
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -14,6 +14,20 @@ export function lambdaProcessEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return { ...env, NODE_OPTIONS: FUNCTION_NODE_OPTIONS };
 }
 
+/** The first line of a script that loads a function's module (`lambdaLoad`): a `require` of its own. */
+export const LOAD_PRELUDE =
+  "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);";
+
+/**
+ * The expression, in an ES module script that starts with `LOAD_PRELUDE`, that loads a function's
+ * module as Lambda's Node.js runtime does: `import()` for an `.mjs` file, `require` for CommonJS.
+ */
+export function lambdaLoad(file: string): string {
+  return file.endsWith('.mjs')
+    ? `(await import(${JSON.stringify(pathToFileURL(file).href)}))`
+    : `require(${JSON.stringify(file)})`;
+}
+
 export interface ImportTimes {
   /** Milliseconds each fresh process took to import the bundle. */
   readonly times: readonly number[];
@@ -33,18 +47,19 @@ export interface ImportTimesOptions {
 }
 
 /**
- * Imports a bundle (its map beside it, if it has one) in `runs` fresh Node processes, one after
- * another, each started as Lambda starts the function: the module-initialisation part of a cold
- * start. The environment is only PATH, a region and the functions' NODE_OPTIONS, as the handlers
+ * Loads a bundle (its map beside it, if it has one) in `runs` fresh Node processes, one after
+ * another, each started as Lambda starts the function and loading it as Lambda's runtime does
+ * (`lambdaLoad`): the module-initialisation part of a cold start. The environment is only PATH, a region and the functions' NODE_OPTIONS, as the handlers
  * wire their clients on the first event and read nothing else at import.
  */
 export function importTimes(file: string, runs: number, options: ImportTimesOptions = {}): ImportTimes {
-  const url = JSON.stringify(pathToFileURL(file).href);
+  const load = lambdaLoad(file);
   const interval = options.profileIntervalUs;
   const script =
     interval === undefined
-      ? `const t = performance.now(); await import(${url}); process.stdout.write(JSON.stringify({ ms: performance.now() - t, sourceMaps: process.sourceMapsEnabled }));`
+      ? `${LOAD_PRELUDE} const t = performance.now(); ${load}; process.stdout.write(JSON.stringify({ ms: performance.now() - t, sourceMaps: process.sourceMapsEnabled }));`
       : [
+          LOAD_PRELUDE,
           "import { Session } from 'node:inspector/promises';",
           // The global `performance` loads perf_hooks on first use: before the profile, as before the time.
           'performance.now();',
@@ -52,7 +67,7 @@ export function importTimes(file: string, runs: number, options: ImportTimesOpti
           "await session.post('Profiler.enable');",
           `await session.post('Profiler.setSamplingInterval', { interval: ${Math.max(1, Math.round(interval))} });`,
           "await session.post('Profiler.start');",
-          `const t = performance.now(); await import(${url}); const ms = performance.now() - t;`,
+          `const t = performance.now(); ${load}; const ms = performance.now() - t;`,
           "const { profile } = await session.post('Profiler.stop');",
           'process.stdout.write(JSON.stringify({ ms, sourceMaps: process.sourceMapsEnabled, profile }));',
         ].join('\n');

@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bundleEntryAs } from '../../infra/bundle-report.ts';
+import { bundleEntryAs, codeFileName } from '../../infra/bundle-report.ts';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { ask, forkWithConfig } from './config-channel.ts';
 import type { InstanceConfig, InstanceReport } from './instance.ts';
@@ -106,7 +106,7 @@ function routeProfiles(reports: readonly InstanceReport[]): MultiDrainResult['ro
  * booting together took from the drain's first seconds on the shared cores).
  */
 export async function bundleInstance(dir: string, profile: boolean): Promise<string> {
-  const outfile = join(dir, 'instance.mjs');
+  const outfile = join(dir, codeFileName().replace(/^index/, 'instance'));
   await bundleEntryAs(
     'worker',
     fileURLToPath(new URL('./instance.ts', import.meta.url)),

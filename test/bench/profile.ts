@@ -169,7 +169,9 @@ export type ImportPhase =
 /** Busy microseconds by phase, and within a phase by part (a built-in's name, a package); `''` when it has none. */
 export type ImportPhases = Map<ImportPhase, Map<string, number>>;
 
-const ESM_LOADER = 'node:internal/modules/esm/';
+const MODULE_LOADERS = 'node:internal/modules/';
+/** Where Node has V8 compile a module: an ES module's source text, a CommonJS module's wrapper. */
+const MODULE_COMPILERS: ReadonlySet<string> = new Set(['compileSourceTextModule', 'wrapSafe']);
 const SOURCE_MAP = 'node:internal/source_map/';
 const BUILTIN_LOADERS: ReadonlySet<string> = new Set(['compileForPublicLoader', 'compileForInternalLoader']);
 
@@ -178,14 +180,15 @@ const BUILTIN_LOADERS: ReadonlySet<string> = new Set(['compileForPublicLoader', 
  * function's bundle: the bench's cold start). A sample goes to the first of these its stack shows,
  * looking from the root:
  * - `source map`: Node reading the bundle's map (`--enable-source-maps`, as deployed);
- * - `compile`: V8 compiling the bundle (`compileSourceTextModule`);
+ * - `compile`: V8 compiling the bundle (`compileSourceTextModule` for an ES module, `wrapSafe` for
+ *   CommonJS);
  * - `built-in`: Node loading a built-in module the bundle imports (its static imports, or a
  *   `require` as a package runs), by the public built-in asked for (`https` counts the `tls` it
  *   loads); `fs: ESM exports` is what `import … from 'node:fs'` adds to a `require`: Node reads every
  *   export of the built-in for its ES module facade, which loads the lazy ones (fs's streams);
  * - `evaluation`: the bundle's code running, by the owner `bundleFrameOwner` names for the nearest
  *   bundle frame (Node's own code it calls counts for it, as in `busyByOwner`);
- * - `loader`: the rest of Node's ES module loader (reading and decoding the file, resolving);
+ * - `loader`: the rest of Node's module loaders (reading and decoding the file, resolving, linking);
  * - `garbage collection`, and `other` for the rest.
  * Idle samples are left out, and so is the time before the first sample.
  */
@@ -223,7 +226,7 @@ function phaseOf(
   if (leaf === '(idle)') return undefined;
   if (leaf === '(garbage collector)') return ['garbage collection', ''];
   if (stack.some((f) => f.url.startsWith(SOURCE_MAP))) return ['source map', ''];
-  if (stack.some((f) => f.functionName === 'compileSourceTextModule')) return ['compile', ''];
+  if (stack.some((f) => MODULE_COMPILERS.has(f.functionName))) return ['compile', ''];
   const loading = stack.findIndex((f) => BUILTIN_LOADERS.has(f.functionName));
   if (loading >= 0) {
     // An `import` of a built-in goes through its translator; a `require` as a package runs does not.
@@ -240,7 +243,7 @@ function phaseOf(
   }
   const owner = stack.reduce<string | undefined>((nearest, f) => bundleFrameOwner(f) ?? nearest, undefined);
   if (owner !== undefined) return ['evaluation', owner];
-  if (stack.some((f) => f.url.startsWith(ESM_LOADER))) return ['loader', ''];
+  if (stack.some((f) => f.url.startsWith(MODULE_LOADERS))) return ['loader', ''];
   return ['other', ''];
 }
 

@@ -229,7 +229,7 @@ async function coldStart(runs: number, profileRuns: number): Promise<ColdStartRe
   try {
     for (const fn of ['webhook', 'refunds', 'worker'] as const) {
       const bundle = await bundleFunction(fn);
-      const file = join(dir, fn, 'index.mjs');
+      const file = join(dir, fn, bundle.fileName);
       mkdirSync(join(dir, fn), { recursive: true });
       writeFileSync(file, bundle.code);
       if (bundle.sourceMap !== undefined) writeFileSync(`${file}.map`, bundle.sourceMap);

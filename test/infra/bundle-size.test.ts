@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +14,8 @@ import {
   type FunctionBundle,
   formatReport,
 } from '../../infra/bundle-report.ts';
-import { CONNECTOR_BUNDLING, ESM_REQUIRE_BANNER } from '../../infra/connector-stack.ts';
+import { CONNECTOR_BUNDLING } from '../../infra/connector-stack.ts';
+import { LOAD_PRELUDE, lambdaLoad, lambdaProcessEnv } from '../bench/lambda-process.ts';
 import { connectorApp, exampleConfig } from './support.ts';
 
 const NAMES = Object.keys(BUNDLED_FUNCTIONS) as BundledFunctionName[];
@@ -26,6 +28,7 @@ const WITH_CATCH_UP = {
 
 /** What CDK built for each function: the asset directory named by the template's S3 key. */
 interface Asset {
+  readonly file: string;
   readonly code: Buffer;
   readonly map: string;
 }
@@ -39,18 +42,20 @@ describe('function bundles', () => {
     const { app, stack } = connectorApp(exampleConfig(WITH_CATCH_UP), { bundle: true, outdir });
     app.synth();
     const resources = Template.fromStack(stack).toJSON().Resources;
+    report = await bundleAll();
     for (const name of NAMES) {
       const fn = name === 'catchUp' ? stack.catchUp : stack.functions[name];
       if (fn === undefined) throw new Error(`the stack built no ${name} function`);
       const id = stack.getLogicalId(fn.node.defaultChild as CfnElement);
       const key = resources[id].Properties.Code.S3Key as string;
       const dir = join(outdir, `asset.${key.replace(/\.zip$/, '')}`);
+      const file = report.find((b) => b.name === name)?.fileName ?? '';
       assets.set(name, {
-        code: readFileSync(join(dir, 'index.mjs')),
-        map: readFileSync(join(dir, 'index.mjs.map'), 'utf8'),
+        file: join(dir, file),
+        code: readFileSync(join(dir, file)),
+        map: readFileSync(join(dir, `${file}.map`), 'utf8'),
       });
     }
-    report = await bundleAll();
   });
 
   afterAll(() => {
@@ -118,16 +123,41 @@ describe('function bundles', () => {
     expect(Buffer.from(reported.code).equals(assets.get(name)!.code)).toBe(true);
   });
 
+  it.each(NAMES)("%s: Lambda's Node.js runtime loads the asset and finds its handler", (name) => {
+    // Act: the asset as the runtime loads it (`require` for CommonJS), with the functions' NODE_OPTIONS
+    const { file } = assets.get(name)!;
+    const run = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `${LOAD_PRELUDE} process.stdout.write(typeof ${lambdaLoad(file)}.handler);`,
+      ],
+      {
+        encoding: 'utf8',
+        env: lambdaProcessEnv({ PATH: process.env['PATH'] ?? '', AWS_REGION: 'us-east-1' }),
+      },
+    );
+
+    // Assess
+    expect(run.stderr).toBe('');
+    expect(run.stdout).toBe('function');
+  });
+
   it.each(NAMES)(
-    '%s is a minified ESM bundle with the require banner, the AWS SDK inside, a lean source map',
+    '%s is a minified CommonJS bundle (no ES module loader at init), the AWS SDK inside, a lean source map',
     (name) => {
       const { code, map } = assets.get(name)!;
       const text = code.toString('utf8');
 
-      expect(text.startsWith(ESM_REQUIRE_BANNER)).toBe(true);
-      expect(text).toMatch(/export\s*\{[^}]*\bhandler\b/);
-      expect(text).not.toMatch(/from\s*["']@aws-sdk\//);
-      expect(text).toContain('//# sourceMappingURL=index.mjs.map');
+      // Lambda's runtime requires it; Node's built-ins come through `require`, without their ES
+      // module facades, which read every export of a built-in and so load its lazy parts.
+      expect(report.find((b) => b.name === name)?.fileName).toBe('index.js');
+      expect(text).not.toMatch(/(?:^|[;}\n])import\s*[\w{*]/);
+      expect(text).toMatch(/\bmodule\.exports\s*=/);
+      expect(text).toMatch(/require\("node:crypto"\)/);
+      expect(text).not.toMatch(/require\(["']@aws-sdk\//);
+      expect(text).toContain('//# sourceMappingURL=index.js.map');
       // Minified code is a few very long lines (unminified code averages under 40 characters a line).
       expect(code.byteLength / text.split('\n').length).toBeGreaterThan(1000);
       expect(JSON.parse(map)).not.toHaveProperty('sourcesContent');
@@ -156,6 +186,7 @@ describe('function bundles', () => {
 describe('bundle report', () => {
   const bundle = (codeBytes: number): FunctionBundle => ({
     name: 'worker',
+    fileName: 'index.js',
     code: new Uint8Array(),
     codeBytes,
     sourceMapBytes: 10,

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deployedSourceMap, esbuildOptionsFor } from '../../infra/bundle-report.ts';
+import { codeFileName, deployedSourceMap, esbuildOptionsFor } from '../../infra/bundle-report.ts';
 import { CONNECTOR_BUNDLING, FUNCTION_NODE_OPTIONS, PROJECT_ROOT } from '../../infra/connector-stack.ts';
 import { isOwnSource, ownCodeSourceMap, ownCodeSourceMapCommand } from '../../infra/own-code-source-map.ts';
 
@@ -20,7 +20,7 @@ import { isOwnSource, ownCodeSourceMap, ownCodeSourceMapCommand } from '../../in
  */
 const ENTRY = fileURLToPath(new URL('../fixtures/source-map/entry.ts', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'own-code-source-map-test-'));
-const bundle = join(dir, 'index.mjs');
+const bundle = join(dir, codeFileName());
 let code: string;
 let full: string;
 let own: string;
@@ -118,7 +118,7 @@ describe("a function's source map cut to the project's own code", () => {
     expect(before).toMatch(/node_modules\/zod\//);
     expect(after).toMatch(/entry\.ts:15:\d+/);
     expect(after).not.toMatch(/node_modules/);
-    expect(after).toMatch(/index\.mjs:\d+:\d+/);
+    expect(after).toMatch(/index\.js:\d+:\d+/);
   });
 
   it('refuses what is not a version 3 source map', () => {
@@ -159,7 +159,7 @@ describe('the deployed maps', () => {
     }
 
     // Assess
-    expect(commands).toEqual([ownCodeSourceMapCommand(PROJECT_ROOT, `${dir}/index.mjs.map`)]);
+    expect(commands).toEqual([ownCodeSourceMapCommand(PROJECT_ROOT, `${dir}/index.js.map`)]);
     expect(readFileSync(`${bundle}.map`, 'utf8')).toBe(own);
   });
 
@@ -197,10 +197,10 @@ describe('the deployed maps', () => {
   });
 
   it('refuses a path the bundling shell would read, rather than run something else', () => {
-    expect(() => ownCodeSourceMapCommand('project-$HOME', 'asset/index.mjs.map')).toThrow(/cannot quote/);
-    expect(() => ownCodeSourceMapCommand('project', 'asset-"x"/index.mjs.map')).toThrow(/cannot quote/);
-    expect(ownCodeSourceMapCommand('my project', 'asset/index.mjs.map')).toBe(
-      'node "my project/infra/own-code-source-map.ts" "asset/index.mjs.map"',
+    expect(() => ownCodeSourceMapCommand('project-$HOME', 'asset/index.js.map')).toThrow(/cannot quote/);
+    expect(() => ownCodeSourceMapCommand('project', 'asset-"x"/index.js.map')).toThrow(/cannot quote/);
+    expect(ownCodeSourceMapCommand('my project', 'asset/index.js.map')).toBe(
+      'node "my project/infra/own-code-source-map.ts" "asset/index.js.map"',
     );
   });
 });

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bundleEntryAs } from '../../infra/bundle-report.ts';
+import { bundleEntryAs, codeFileName } from '../../infra/bundle-report.ts';
 import { FUNCTION_NODE_OPTIONS } from '../../infra/connector-stack.ts';
 import { importTimes, lambdaProcessEnv } from '../bench/lambda-process.ts';
 import { importPhases, mappedBundleOwner } from '../bench/profile.ts';
@@ -20,9 +20,9 @@ import { importPhases, mappedBundleOwner } from '../bench/profile.ts';
  */
 const dir = mkdtempSync(join(tmpdir(), 'bench-lambda-process-test-'));
 const entry = join(dir, 'entry.ts');
-const bundle = join(dir, 'index.mjs');
+const bundle = join(dir, codeFileName());
 const busyEntry = join(dir, 'busy.ts');
-const busyBundle = join(dir, 'busy', 'index.mjs');
+const busyBundle = join(dir, 'busy', codeFileName());
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 beforeAll(async () => {
@@ -75,7 +75,7 @@ describe('a stand-in for a Lambda function', () => {
     // Assess: the map was read; without the options the trace points into the minified bundle
     expect(asLambda).toMatch(/entry\.ts:2:\d+/);
     expect(plain).not.toMatch(/entry\.ts/);
-    expect(plain).toMatch(/index\.mjs/);
+    expect(plain).toMatch(/index\.js/);
   });
 
   it('imports a bundle for the cold start with its map read, as Lambda does', () => {

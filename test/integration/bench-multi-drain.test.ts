@@ -47,7 +47,7 @@ describe('a multi-instance row', () => {
   }
 
   it('fails with the reason when its instances cannot start, instead of waiting for them', async () => {
-    await expect(multiDrain(row({ instanceModule: join(dir, 'missing.mjs') }))).rejects.toThrow(
+    await expect(multiDrain(row({ instanceModule: join(dir, 'missing.js') }))).rejects.toThrow(
       /a bench instance exited with 1/,
     );
   }, 60_000);

@@ -2,20 +2,20 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleFunction } from '../../infra/bundle-report.ts';
 import { type Emulators, startEmulators } from '../../infra/local/emulators.ts';
+import { LOAD_PRELUDE, lambdaLoad } from '../bench/lambda-process.ts';
 import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
 import { sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
 
 /**
- * The webhook as CDK deploys it: index.mjs built by infra/bundle-report.ts (byte for byte CDK's
- * asset, test/infra/bundle-size.test.ts), imported and invoked in a fresh Node process with only
- * the environment Lambda and CDK give it, against fauxqs and a wire-level Secrets Manager. The
- * bundle carries no default credential chain but the environment provider
+ * The webhook as CDK deploys it: index.js built by infra/bundle-report.ts (byte for byte CDK's
+ * asset, test/infra/bundle-size.test.ts), loaded as Lambda's runtime loads it and invoked in a fresh
+ * Node process with only the environment Lambda and CDK give it, against fauxqs and a wire-level
+ * Secrets Manager. The bundle carries no default credential chain but the environment provider
  * (shared/adapters/lambda-credentials.ts); this is where that substitution meets real SDK clients.
  */
 
@@ -33,15 +33,15 @@ const SOURCES = [
 ];
 
 let dir: string;
-let bundleUrl: string;
+let bundleFile: string;
 let emulators: Emulators;
 let secretsManager: FakeSecretsManager;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'lambda-bundles-'));
-  const file = join(dir, 'index.mjs');
-  writeFileSync(file, (await bundleFunction('webhook')).code);
-  bundleUrl = pathToFileURL(file).href;
+  const bundle = await bundleFunction('webhook');
+  bundleFile = join(dir, bundle.fileName);
+  writeFileSync(bundleFile, bundle.code);
   emulators = await startEmulators();
   secretsManager = await startFakeSecretsManager({ [SECRET_REF]: WEBHOOK_SECRET });
 });
@@ -76,7 +76,7 @@ async function invokeBundle(
   credentials: Record<string, string>,
   event: APIGatewayProxyEventV2,
 ): Promise<{ statusCode?: number }> {
-  const script = `const { handler } = await import(${JSON.stringify(bundleUrl)});
+  const script = `${LOAD_PRELUDE} const { handler } = ${lambdaLoad(bundleFile)};
 const result = await handler(JSON.parse(process.env.EVENT));
 process.stdout.write('\\nRESULT ' + JSON.stringify(result) + '\\n');`;
   const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
@@ -100,7 +100,7 @@ process.stdout.write('\\nRESULT ' + JSON.stringify(result) + '\\n');`;
   return JSON.parse(line.slice('RESULT '.length)) as { statusCode?: number };
 }
 
-describe('the bundled webhook (index.mjs as deployed)', () => {
+describe('the bundled webhook (index.js as deployed)', () => {
   it('signs its AWS calls with the credentials Lambda puts in the environment and queues the order', async () => {
     // Prepare
     const before = emulators.messages(emulators.queueName).length;

@@ -186,8 +186,25 @@ describe('bench profile', () => {
       [frame('', BUNDLE_URL)],
       [frame('(garbage collector)', '')],
       [frame('(program)', '')],
+      // The same for a CommonJS bundle: Node's CJS loader compiles it in `wrapSafe`, reads it in `loadSource`
+      [
+        frame('require', 'node:internal/modules/helpers'),
+        frame('', 'node:internal/modules/cjs/loader'),
+        frame('wrapSafe', 'node:internal/modules/cjs/loader'),
+      ],
+      [
+        frame('require', 'node:internal/modules/helpers'),
+        frame('', 'node:internal/modules/cjs/loader'),
+        frame('wrapSafe', 'node:internal/modules/cjs/loader'),
+        frame('maybeCacheSourceMap', 'node:internal/source_map/source_map_cache'),
+      ],
+      [
+        frame('require', 'node:internal/modules/helpers'),
+        frame('loadSource', 'node:internal/modules/cjs/loader'),
+        frame('readFileSync', 'node:fs'),
+      ],
     ];
-    const profile = profileOf(stacks, [500, 10, 10, 4, 3, 2, 9, 1, 7, 5, 6, 2, 8, 1]);
+    const profile = profileOf(stacks, [500, 10, 10, 4, 3, 2, 9, 1, 7, 5, 6, 2, 8, 1, 30, 3, 2]);
     // The bundle as esbuild maps it: line 4 from column 0 is zod, from column 50 the SQS client
     const map = new SourceMap({
       version: 3,
@@ -212,10 +229,10 @@ describe('bench profile', () => {
     expect(
       Object.fromEntries([...phases].map(([phase, parts]) => [phase, Object.fromEntries(parts)])),
     ).toEqual({
-      compile: { '': 20 },
-      'source map': { '': 4 },
+      compile: { '': 50 },
+      'source map': { '': 7 },
       'built-in': { https: 3, crypto: 2, 'fs: ESM exports': 9, zlib: 6 },
-      loader: { '': 1 },
+      loader: { '': 3 },
       evaluation: { zod: 7, '@aws-sdk/client-sqs': 5, '(the bundle top level)': 2 },
       'garbage collection': { '': 8 },
       other: { '': 1 },
