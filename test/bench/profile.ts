@@ -177,8 +177,8 @@ const BUILTIN_LOADERS: ReadonlySet<string> = new Set(['compileForPublicLoader', 
 
 /**
  * Where a module's import spent its time, from a V8 CPU profile of it (a fresh process importing a
- * function's bundle: the bench's cold start). A sample goes to the first of these its stack shows,
- * looking from the root:
+ * function's bundle: the bench's cold start). A sample goes to the first of these that its stack
+ * shows:
  * - `source map`: Node reading the bundle's map (`--enable-source-maps`, as deployed);
  * - `compile`: V8 compiling the bundle (`compileSourceTextModule` for an ES module, `wrapSafe` for
  *   CommonJS);
