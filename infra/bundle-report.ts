@@ -185,8 +185,6 @@ export async function bundleEntryAs(
 
 export interface FunctionBundle {
   readonly name: BundledFunctionName;
-  /** The file CDK writes the code to in the function's asset, for the bundling's format (its handler's module). */
-  readonly fileName: string;
   /** The bundled code, as Lambda loads it. */
   readonly code: Uint8Array;
   readonly codeBytes: number;
@@ -219,7 +217,6 @@ export async function bundleFunction(name: BundledFunctionName): Promise<Functio
   const maps = map && { deployed: Buffer.from(deployedSourceMap(map.text)), esbuild: map.text };
   return {
     name,
-    fileName: codeFileName(),
     code: code.contents,
     codeBytes: code.contents.byteLength,
     ...(maps === undefined ? {} : { sourceMap: maps.deployed, esbuildSourceMap: maps.esbuild }),

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type autocannon from 'autocannon';
 import { Command } from 'commander';
-import { bundleFunction } from '../../infra/bundle-report.ts';
+import { bundleFunction, codeFileName } from '../../infra/bundle-report.ts';
 import type { ConnectorFunctionName } from '../../infra/connector-stack.ts';
 import { isWorkerBatchSize, WORKER_DEFAULTS } from '../../infra/deploy-config.ts';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
@@ -229,7 +229,7 @@ async function coldStart(runs: number, profileRuns: number): Promise<ColdStartRe
   try {
     for (const fn of ['webhook', 'refunds', 'worker'] as const) {
       const bundle = await bundleFunction(fn);
-      const file = join(dir, fn, bundle.fileName);
+      const file = join(dir, fn, codeFileName());
       mkdirSync(join(dir, fn), { recursive: true });
       writeFileSync(file, bundle.code);
       if (bundle.sourceMap !== undefined) writeFileSync(`${file}.map`, bundle.sourceMap);

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bundleFunction } from '../../infra/bundle-report.ts';
+import { bundleFunction, codeFileName } from '../../infra/bundle-report.ts';
 import { type Emulators, startEmulators } from '../../infra/local/emulators.ts';
 import { LOAD_PRELUDE, lambdaLoad } from '../bench/lambda-process.ts';
 import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
@@ -40,7 +40,7 @@ let secretsManager: FakeSecretsManager;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'lambda-bundles-'));
   const bundle = await bundleFunction('webhook');
-  bundleFile = join(dir, bundle.fileName);
+  bundleFile = join(dir, codeFileName());
   writeFileSync(bundleFile, bundle.code);
   emulators = await startEmulators();
   secretsManager = await startFakeSecretsManager({ [SECRET_REF]: WEBHOOK_SECRET });
