@@ -73,6 +73,7 @@ const KNOWN_OPTIONS: ReadonlySet<string> = new Set([
   'logLevel',
   'esbuildArgs',
   'commandHooks',
+  'inject',
 ]);
 
 /** `esbuildArgs` this translation knows: `--alias:<package>` (CDK passes `--alias:<package>=<target>`). */
@@ -128,6 +129,8 @@ export function esbuildOptionsFor(
     ...(bundling.keepNames === undefined ? {} : { keepNames: bundling.keepNames }),
     ...(bundling.charset === undefined ? {} : { charset: bundling.charset }),
     ...(Object.keys(alias).length === 0 ? {} : { alias }),
+    // CDK passes each as `--inject:<path>`, which esbuild resolves from its working directory.
+    ...(bundling.inject === undefined ? {} : { inject: [...bundling.inject] }),
     metafile: true,
     write: false,
     logLevel: 'silent',

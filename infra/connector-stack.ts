@@ -93,6 +93,9 @@ export const CATCH_UP_FUNCTION: ConnectorFunctionSpec = {
 /** The AWS SDK's default credential chain, which the Lambda bundles replace (CONNECTOR_BUNDLING). */
 export const CREDENTIAL_CHAIN_PACKAGE = '@aws-sdk/credential-provider-node';
 
+/** The code esbuild puts before every function's own (CONNECTOR_BUNDLING's `inject`), from the project root. */
+export const BUNDLE_PRELUDE = './functions/bundle-prelude.ts';
+
 /**
  * How every function is bundled. `infra/bundle-report.ts` translates exactly these settings to
  * esbuild's API, and a test checks that its output equals the asset CDK built.
@@ -118,9 +121,14 @@ export const CONNECTOR_BUNDLING: nodejs.BundlingOptions = {
   // (see shared/adapters/lambda-credentials.ts). esbuild resolves the target from the project root.
   esbuildArgs: { [`--alias:${CREDENTIAL_CHAIN_PACKAGE}`]: './shared/adapters/lambda-credentials.ts' },
   minify: true,
-  // Stack traces point at the TypeScript (FUNCTION_NODE_OPTIONS). Node reads and parses a module's
-  // map while it loads it, so the map is kept small: no sources content, and after esbuild only the
-  // project's own files (infra/own-code-source-map.ts: 30 to 114 KiB instead of 622 to 633).
+  // Stack traces name the TypeScript: the bundle's first code installs a formatter that reads the
+  // map on the first stack printed (shared/adapters/source-mapped-stacks.ts). The functions run
+  // without --enable-source-maps, with which Node read the map at every cold start (7 to 12 ms of
+  // it here, docs/benchmarks.md). esbuild resolves the file from the project root.
+  inject: [BUNDLE_PRELUDE],
+  // The map is kept small, for the deployment and for that first stack: no sources content, and
+  // after esbuild only the project's own files (infra/own-code-source-map.ts: 30 to 114 KiB instead
+  // of 622 to 633).
   sourceMap: true,
   sourcesContent: false,
   commandHooks: {
@@ -129,15 +137,6 @@ export const CONNECTOR_BUNDLING: nodejs.BundlingOptions = {
     afterBundling: (inputDir, outputDir) => [ownCodeSourceMapCommand(inputDir, `${outputDir}/index.js.map`)],
   },
 };
-
-/**
- * How Lambda starts Node for every function (its NODE_OPTIONS): stack traces through the bundle's
- * source map, so a logged error names the TypeScript. Reading the map is part of each cold start:
- * esbuild's whole map cost 10 to 20 ms of it on the bench's machines, the map cut to our own files
- * (CONNECTOR_BUNDLING) a third to a half of that (docs/benchmarks.md). The bench starts its stand-ins for the
- * functions with these options too (test/bench/lambda-process.ts), so that what it measures includes it.
- */
-export const FUNCTION_NODE_OPTIONS = '--enable-source-maps';
 
 /** Lambda's limit on all environment variables of one function, names and values together. */
 const LAMBDA_ENVIRONMENT_LIMIT_BYTES = 4096;
@@ -221,7 +220,6 @@ export class ConnectorStack extends Stack {
       POWERTOOLS_LOG_LEVEL: config.powertools.logLevel,
       SOURCES: JSON.stringify(compactSources(config.sources)),
       SECRETS_MAX_AGE_SECONDS: String(config.secretsMaxAgeSeconds),
-      NODE_OPTIONS: FUNCTION_NODE_OPTIONS,
     };
     const make = (name: ConnectorFunctionName, environment: Record<string, string>) =>
       this.#function(

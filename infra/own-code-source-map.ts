@@ -4,11 +4,12 @@ import { decode, encode, type SourceMapSegment } from '@jridgewell/sourcemap-cod
 /**
  * The functions' source maps cut down to the project's own code (issue 16, the cold start).
  *
- * Lambda starts every function with `--enable-source-maps` (FUNCTION_NODE_OPTIONS), and Node reads
- * and parses a module's whole map while it loads the module, before the handler runs: for a bundle
- * of about 380 KiB the map esbuild writes is about 620 KiB, nine tenths of it the AWS SDK's, zod's
- * and the other packages' code. A stack trace is read for the frames of our own code; a package's
- * frames then name the bundle (`index.js:1:23456`) instead of the package's file. esbuild has no
+ * Until 2026-11-28 every function ran with `--enable-source-maps`, and Node read and parsed a
+ * module's whole map while it loaded the module, before the handler ran; now a bundle reads its map
+ * on its first stack trace (shared/adapters/source-mapped-stacks.ts), and the cut keeps that read and
+ * the deployment small. For a bundle of about 380 KiB the map esbuild writes is about 620 KiB, nine
+ * tenths of it the AWS SDK's, zod's and the other packages' code. A stack trace is read for the
+ * frames of our own code; a package's frames then name the bundle (`index.js:1:23456`) instead of the package's file. esbuild has no
  * option to leave packages out of a map (evanw/esbuild#1685; the plugin suggested there stopped
  * working in 0.25.2, #4130, and CDK's bundling takes no plugins), so the stack rewrites the map
  * after esbuild wrote it (CONNECTOR_BUNDLING's `afterBundling`, which runs this file) and the bundle

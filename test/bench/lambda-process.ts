@@ -1,17 +1,18 @@
 import { spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
-import { FUNCTION_NODE_OPTIONS } from '../../infra/connector-stack.ts';
 import type { CpuProfile } from './profile.ts';
 
 /**
- * The bench's stand-ins for a Lambda function run its bundle as Lambda runs it: Node started with
- * the NODE_OPTIONS the stack gives every function (FUNCTION_NODE_OPTIONS: source maps on), the
- * bundle's map beside it. Until 2026-11-27 they ran with the bench's own options, and so left out
- * what a deployed function pays for its readable stack traces: reading the map, 10 to 17 ms of each
- * cold start here, and about 50 ms of each of ten worker processes booting at once on 2 cores.
+ * The bench's stand-ins for a Lambda function run its bundle as Lambda runs it: Node started with no
+ * NODE_OPTIONS, as the stack starts every function, whatever the bench itself runs with; the
+ * bundle's map beside it. On 2026-11-27 the functions ran with `--enable-source-maps`, and so did
+ * the stand-ins, which paid what a deployed function paid for its readable stack traces: reading the
+ * map at every cold start. Since 2026-11-28 the bundles read it on their first stack trace
+ * (shared/adapters/source-mapped-stacks.ts).
  */
 export function lambdaProcessEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  return { ...env, NODE_OPTIONS: FUNCTION_NODE_OPTIONS };
+  const { NODE_OPTIONS: _bench, ...rest } = env;
+  return rest;
 }
 
 /** The first line of a script that loads a function's module (`lambdaLoad`): a `require` of its own. */
@@ -31,8 +32,11 @@ export function lambdaLoad(file: string): string {
 export interface ImportTimes {
   /** Milliseconds each fresh process took to import the bundle. */
   readonly times: readonly number[];
-  /** Whether those processes had source maps on, as the deployed functions have. */
-  readonly sourceMaps: boolean;
+  /**
+   * Whether, in every process, loading the bundle installed its own stack formatter (the deployed
+   * bundles map their stack traces themselves: shared/adapters/source-mapped-stacks.ts).
+   */
+  readonly mapsStacks: boolean;
   /** With `profileIntervalUs`: each import's V8 CPU profile, from just before it to its end. */
   readonly profiles: readonly CpuProfile[];
 }
@@ -49,9 +53,8 @@ export interface ImportTimesOptions {
 /**
  * Loads a bundle (its map beside it, if it has one) in `runs` fresh Node processes, one after
  * another, each started as Lambda starts the function and loading it as Lambda's runtime does
- * (`lambdaLoad`): the module-initialisation part of a cold start. The environment is only PATH, a
- * region and the functions' NODE_OPTIONS, as the handlers wire their clients on the first event and
- * read nothing else at import. The profiling script starts V8's profiler itself rather than through
+ * (`lambdaLoad`): the module-initialisation part of a cold start. The environment is only PATH and a
+ * region, as the handlers wire their clients on the first event and read nothing else at import. The profiling script starts V8's profiler itself rather than through
  * `startProfiler` (profile.ts): importing that TypeScript module would load `node:url` and Node's
  * type stripping before the timed import, and the bundle would find them loaded.
  */
@@ -60,9 +63,10 @@ export function importTimes(file: string, runs: number, options: ImportTimesOpti
   const interval = options.profileIntervalUs;
   const script =
     interval === undefined
-      ? `${LOAD_PRELUDE} const t = performance.now(); ${load}; process.stdout.write(JSON.stringify({ ms: performance.now() - t, sourceMaps: process.sourceMapsEnabled }));`
+      ? `${LOAD_PRELUDE} const before = Error.prepareStackTrace; const t = performance.now(); ${load}; process.stdout.write(JSON.stringify({ ms: performance.now() - t, mapsStacks: Error.prepareStackTrace !== before }));`
       : [
           LOAD_PRELUDE,
+          'const before = Error.prepareStackTrace;',
           "import { Session } from 'node:inspector/promises';",
           // The global `performance` loads perf_hooks on first use: before the profile, as before the time.
           'performance.now();',
@@ -72,11 +76,11 @@ export function importTimes(file: string, runs: number, options: ImportTimesOpti
           "await session.post('Profiler.start');",
           `const t = performance.now(); ${load}; const ms = performance.now() - t;`,
           "const { profile } = await session.post('Profiler.stop');",
-          'process.stdout.write(JSON.stringify({ ms, sourceMaps: process.sourceMapsEnabled, profile }));',
+          'process.stdout.write(JSON.stringify({ ms, mapsStacks: Error.prepareStackTrace !== before, profile }));',
         ].join('\n');
   const times: number[] = [];
   const profiles: CpuProfile[] = [];
-  let sourceMaps = true;
+  let mapsStacks = true;
   for (let i = 0; i < runs; i++) {
     const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
       encoding: 'utf8',
@@ -85,10 +89,10 @@ export function importTimes(file: string, runs: number, options: ImportTimesOpti
       maxBuffer: 256 * 1024 * 1024,
     });
     if (child.status !== 0) throw new Error(`importing ${file} failed: ${child.stderr.slice(0, 500)}`);
-    const measured = JSON.parse(child.stdout) as { ms: number; sourceMaps: boolean; profile?: CpuProfile };
+    const measured = JSON.parse(child.stdout) as { ms: number; mapsStacks: boolean; profile?: CpuProfile };
     times.push(measured.ms);
     if (measured.profile !== undefined) profiles.push(measured.profile);
-    sourceMaps &&= measured.sourceMaps;
+    mapsStacks &&= measured.mapsStacks;
   }
-  return { times, sourceMaps, profiles };
+  return { times, mapsStacks, profiles };
 }

@@ -203,7 +203,7 @@ export async function multiDrain(options: MultiDrainOptions): Promise<MultiDrain
     for (let i = 0; i < instances; i++) {
       // Its settings, secrets included, go over IPC, not on its command line (`ps` shows that).
       const child = forkWithConfig(options.instanceModule, config, {
-        // Node as Lambda starts the worker (the stack's NODE_OPTIONS), the bundle's map beside it.
+        // Node as Lambda starts the worker (no NODE_OPTIONS), the bundle's map beside it.
         env: lambdaProcessEnv(process.env),
         execArgv: [
           ...process.execArgv,

@@ -124,26 +124,29 @@ describe('function bundles', () => {
     expect(Buffer.from(reported.code).equals(assets.get(name)!.code)).toBe(true);
   });
 
-  it.each(NAMES)("%s: Lambda's Node.js runtime loads the asset and finds its handler", (name) => {
-    // Act: the asset as the runtime loads it (`require` for CommonJS), with the functions' NODE_OPTIONS
-    const { file } = assets.get(name)!;
-    const run = spawnSync(
-      process.execPath,
-      [
-        '--input-type=module',
-        '-e',
-        `${LOAD_PRELUDE} process.stdout.write(typeof ${lambdaLoad(file)}.handler);`,
-      ],
-      {
-        encoding: 'utf8',
-        env: lambdaProcessEnv({ PATH: process.env['PATH'] ?? '', AWS_REGION: 'us-east-1' }),
-      },
-    );
+  it.each(NAMES)(
+    "%s: Lambda's Node.js runtime loads the asset, finds its handler and maps its stack traces",
+    (name) => {
+      // Act: the asset as the runtime loads it (`require` for CommonJS), in Node started as the functions are
+      const { file } = assets.get(name)!;
+      const run = spawnSync(
+        process.execPath,
+        [
+          '--input-type=module',
+          '-e',
+          `${LOAD_PRELUDE} const before = Error.prepareStackTrace; const { handler } = ${lambdaLoad(file)}; process.stdout.write(typeof handler + ' ' + (Error.prepareStackTrace !== before));`,
+        ],
+        {
+          encoding: 'utf8',
+          env: lambdaProcessEnv({ PATH: process.env['PATH'] ?? '', AWS_REGION: 'us-east-1' }),
+        },
+      );
 
-    // Assess
-    expect(run.stderr).toBe('');
-    expect(run.stdout).toBe('function');
-  });
+      // Assess: and the bundle's prelude installed its stack formatter (functions/bundle-prelude.ts)
+      expect(run.stderr).toBe('');
+      expect(run.stdout).toBe('function true');
+    },
+  );
 
   it.each(NAMES)(
     '%s is a minified CommonJS bundle (no ES module loader at init), the AWS SDK inside, a lean source map',

@@ -3,12 +3,7 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import {
-  CATCH_UP_FUNCTION,
-  type ConnectorStack,
-  compactSources,
-  FUNCTION_NODE_OPTIONS,
-} from '../../infra/connector-stack.ts';
+import { CATCH_UP_FUNCTION, type ConnectorStack, compactSources } from '../../infra/connector-stack.ts';
 import type { DeployConfig } from '../../infra/deploy-config.ts';
 import { CONNECTOR_METRICS } from '../../infra/monitoring.ts';
 import { SourcesFile } from '../../shared/config/sources.ts';
@@ -116,9 +111,10 @@ describe('ConnectorStack (example config)', () => {
   });
 
   describe('functions', () => {
-    it('every function runs Node 24 on ARM with the Node options the bench runs it with and its own log group with retention', () => {
-      // The bench's stand-ins for the functions start Node with FUNCTION_NODE_OPTIONS (test/bench/lambda-process.ts).
-      expect(FUNCTION_NODE_OPTIONS.split(' ')).toContain('--enable-source-maps');
+    it('every function runs Node 24 on ARM without NODE_OPTIONS, as the bench runs it, and its own log group with retention', () => {
+      // No --enable-source-maps: Node would read each bundle's map at every cold start; the bundle
+      // maps its own stack traces, on the first one (shared/adapters/source-mapped-stacks.ts). The
+      // bench's stand-ins start Node without NODE_OPTIONS too (test/bench/lambda-process.ts).
       const resources = s.template.toJSON().Resources;
       for (const fn of Object.values(s.stack.functions)) {
         // Each function's own resource, not any function of the template.
@@ -128,9 +124,9 @@ describe('ConnectorStack (example config)', () => {
           Runtime: 'nodejs24.x',
           Architectures: ['arm64'],
           Handler: 'index.handler',
-          Environment: { Variables: { NODE_OPTIONS: FUNCTION_NODE_OPTIONS } },
           LoggingConfig: { LogGroup: { Ref: expect.stringMatching(/Logs/) } },
         });
+        expect(properties.Environment.Variables).not.toHaveProperty('NODE_OPTIONS');
         expect(resources[properties.LoggingConfig.LogGroup.Ref]).toMatchObject({
           Type: 'AWS::Logs::LogGroup',
           Properties: { RetentionInDays: 30 },
@@ -147,7 +143,7 @@ describe('ConnectorStack (example config)', () => {
 
     it('each function gets exactly the environment it reads', () => {
       const powertools = ['POWERTOOLS_LOG_LEVEL', 'POWERTOOLS_METRICS_NAMESPACE', 'POWERTOOLS_SERVICE_NAME'];
-      const common = [...powertools, 'NODE_OPTIONS', 'SECRETS_MAX_AGE_SECONDS', 'SOURCES'];
+      const common = [...powertools, 'SECRETS_MAX_AGE_SECONDS', 'SOURCES'];
       expect(Object.keys(environmentOf(s, 'webhook')).sort()).toEqual([...common, 'QUEUE_URL'].sort());
       expect(Object.keys(environmentOf(s, 'refunds')).sort()).toEqual(
         [...common, 'QUEUE_URL', 'LEDGER_TABLE', 'FINANCE_API_KEY_SECRET'].sort(),

@@ -2,14 +2,15 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { SourceMap } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { codeFileName, deployedSourceMap, esbuildOptionsFor } from '../../infra/bundle-report.ts';
-import { CONNECTOR_BUNDLING, FUNCTION_NODE_OPTIONS, PROJECT_ROOT } from '../../infra/connector-stack.ts';
+import { CONNECTOR_BUNDLING, PROJECT_ROOT } from '../../infra/connector-stack.ts';
 import { isOwnSource, ownCodeSourceMap, ownCodeSourceMapCommand } from '../../infra/own-code-source-map.ts';
+import { lambdaProcessEnv } from '../bench/lambda-process.ts';
 
 /**
  * The functions' maps keep only the project's own files (infra/own-code-source-map.ts), so that
@@ -44,9 +45,25 @@ function stackWith(map: string, mode: 'own' | 'package'): string {
   writeFileSync(`${bundle}.map`, map);
   const run = spawnSync(process.execPath, [bundle, mode], {
     encoding: 'utf8',
-    env: { PATH: process.env['PATH'] ?? '', NODE_OPTIONS: FUNCTION_NODE_OPTIONS },
+    env: lambdaProcessEnv({ PATH: process.env['PATH'] ?? '' }),
   });
   return run.stdout;
+}
+
+/**
+ * Runs `script` (CommonJS, `bundle` the bundle's path) in Node started with `nodeOptions`, and
+ * returns what it printed as JSON.
+ */
+function runScript(script: string, nodeOptions?: string): Record<string, string> {
+  const run = spawnSync(process.execPath, ['-e', `const bundle = ${JSON.stringify(bundle)};\n${script}`], {
+    encoding: 'utf8',
+    env: {
+      PATH: process.env['PATH'] ?? '',
+      ...(nodeOptions === undefined ? {} : { NODE_OPTIONS: nodeOptions }),
+    },
+  });
+  expect(run.stderr).toBe('');
+  return JSON.parse(run.stdout) as Record<string, string>;
 }
 
 interface Entry {
@@ -59,10 +76,13 @@ describe("a function's source map cut to the project's own code", () => {
     const before = JSON.parse(full) as { sources: string[] };
     const after = JSON.parse(own) as { sources: string[]; names: string[] };
 
-    // Assess: zod was in the map, and is gone; the entry stays
+    // Assess: zod was in the map, and is gone; the entry stays, with the bundles' prelude
     expect(before.sources.some((s) => s.includes('node_modules/zod/'))).toBe(true);
-    expect(after.sources).toHaveLength(1);
-    expect(after.sources[0]).toMatch(/test\/fixtures\/source-map\/entry\.ts$/);
+    expect(after.sources.map((s) => relative(PROJECT_ROOT, resolve(dir, s))).sort()).toEqual([
+      'functions/bundle-prelude.ts',
+      'shared/adapters/source-mapped-stacks.ts',
+      'test/fixtures/source-map/entry.ts',
+    ]);
     expect(own.length).toBeLessThan(full.length / 4);
   });
 
@@ -120,6 +140,53 @@ describe("a function's source map cut to the project's own code", () => {
     expect(after).not.toMatch(/node_modules/);
     expect(after).toMatch(/index\.js:\d+:\d+/);
   });
+
+  it('is read when a stack trace is first printed, not while the bundle loads', () => {
+    // Prepare: no map beside the bundle while it loads; it is back before the error's stack is read
+    writeFileSync(`${bundle}.map`, own);
+    const script = [
+      "const { renameSync } = require('node:fs');",
+      "renameSync(bundle + '.map', bundle + '.map.away');",
+      'const program = require(bundle);',
+      "renameSync(bundle + '.map.away', bundle + '.map');",
+      'let stack = "";',
+      'try { program.failInOwnCode(); } catch (error) { stack = error.stack; }',
+      'process.stdout.write(JSON.stringify({ stack }));',
+    ].join('\n');
+
+    // Act: as Lambda starts a function, without NODE_OPTIONS
+    const { stack } = runScript(script);
+
+    // Assess: the map read at load would have been none, and the frame would name the bundle
+    expect(stack).toMatch(/entry\.ts:11:\d+/);
+  });
+
+  it.each(['own', 'package'] as const)(
+    "prints, for an error thrown in %s code, the stack Node's --enable-source-maps printed",
+    (mode) => {
+      // Prepare: the same error's frames, printed by the bundle's formatter and by Node's own, which
+      // --enable-source-maps makes map through the map read while the bundle loaded
+      writeFileSync(`${bundle}.map`, own);
+      const script = [
+        'const node = Error.prepareStackTrace;',
+        'const program = require(bundle);',
+        'const bundled = Error.prepareStackTrace;',
+        'let frames;',
+        'Error.prepareStackTrace = (_, trace) => { frames = trace; return ""; };',
+        'let thrown;',
+        `try { ${mode === 'own' ? 'program.failInOwnCode()' : 'program.parseAmount({ amount: 12 })'}; } catch (error) { thrown = error; void thrown.stack; }`,
+        'process.stdout.write(JSON.stringify({ bundled: bundled(thrown, frames), node: node(thrown, frames), same: String(bundled === node) }));',
+      ].join('\n');
+
+      // Act
+      const printed = runScript(script, '--enable-source-maps');
+
+      // Assess: the bundle brings its own formatter, and it prints what Node printed, line for line
+      expect(printed['same']).toBe('false');
+      expect(printed['bundled']).toMatch(mode === 'own' ? /entry\.ts:11:\d+/ : /entry\.ts:15:\d+/);
+      expect(printed['bundled']?.split('\n')).toEqual(printed['node']?.split('\n'));
+    },
+  );
 
   it('refuses what is not a version 3 source map', () => {
     expect(() => ownCodeSourceMap('{"version":2,"sources":[],"mappings":""}')).toThrow(/version 3/);

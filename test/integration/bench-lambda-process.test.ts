@@ -6,17 +6,15 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleEntryAs, codeFileName } from '../../infra/bundle-report.ts';
-import { FUNCTION_NODE_OPTIONS } from '../../infra/connector-stack.ts';
 import { importTimes, lambdaProcessEnv } from '../bench/lambda-process.ts';
 import { importPhases, mappedBundleOwner } from '../bench/profile.ts';
 
 /**
  * The bench's stand-ins for a function (the multi-instance drain's worker processes, the cold
- * start's imports) run its bundle as Lambda runs it: Node started with the NODE_OPTIONS the stack
- * gives every function, the bundle's source map beside it, cut to the project's files as deployed.
- * Until 2026-11-27 they ran without, so the bench left out what a deployed function pays for its
- * readable stack traces (reading the map at init). A bundle made with the stack's settings, in a
- * folder of its own, is the function here.
+ * start's imports) run its bundle as Lambda runs it: Node started without NODE_OPTIONS, as the stack
+ * starts every function, the bundle's source map beside it, cut to the project's files as deployed,
+ * and read by the bundle itself on its first stack trace. A bundle made with the stack's settings,
+ * in a folder of its own, is the function here.
  */
 const dir = mkdtempSync(join(tmpdir(), 'bench-lambda-process-test-'));
 const entry = join(dir, 'entry.ts');
@@ -56,36 +54,35 @@ beforeAll(async () => {
 });
 
 describe('a stand-in for a Lambda function', () => {
-  it('runs with the NODE_OPTIONS the stack gives every function', () => {
+  it('runs without NODE_OPTIONS, as the stack starts every function, whatever the bench runs with', () => {
     // Prepare: what the bench starts its worker processes with, from its own environment
-    const env = lambdaProcessEnv({ PATH: process.env['PATH'] ?? '', NODE_OPTIONS: '--trace-warnings' });
+    const env = lambdaProcessEnv({ PATH: process.env['PATH'] ?? '', NODE_OPTIONS: '--enable-source-maps' });
 
-    // Assess: the stack's options, not the bench's own
-    expect(env.NODE_OPTIONS).toBe(FUNCTION_NODE_OPTIONS);
+    // Assess: none of the bench's own options
+    expect(env).not.toHaveProperty('NODE_OPTIONS');
     expect(env.PATH).toBe(process.env['PATH'] ?? '');
   });
 
   it('names the TypeScript in a stack trace, as a deployed function does', () => {
-    // Act: the bundle run as the bench runs a worker process, and as plain Node runs it
-    const run = (env: NodeJS.ProcessEnv) =>
-      spawnSync(process.execPath, [bundle, 'print'], { encoding: 'utf8', env }).stdout;
-    const asLambda = run(lambdaProcessEnv({ PATH: process.env['PATH'] ?? '' }));
-    const plain = run({ PATH: process.env['PATH'] ?? '' });
+    // Act: the bundle run as the bench runs a worker process
+    const run = spawnSync(process.execPath, [bundle, 'print'], {
+      encoding: 'utf8',
+      env: lambdaProcessEnv({ PATH: process.env['PATH'] ?? '' }),
+    });
 
-    // Assess: the map was read; without the options the trace points into the minified bundle
-    expect(asLambda).toMatch(/entry\.ts:2:\d+/);
-    expect(plain).not.toMatch(/entry\.ts/);
-    expect(plain).toMatch(/index\.js/);
+    // Assess: the bundle mapped its own frame through the map beside it
+    expect(run.stdout).toMatch(/entry\.ts:2:\d+/);
+    expect(run.stdout).not.toMatch(/index\.js:/);
   });
 
-  it('imports a bundle for the cold start with its map read, as Lambda does', () => {
+  it('imports a bundle for the cold start as Lambda does, and reports that it maps its own stacks', () => {
     // Act
     const measured = importTimes(bundle, 2);
 
-    // Assess: two imports timed, each in a process with source maps on
+    // Assess: two imports timed, each bundle installing its stack formatter while it loaded
     expect(measured.times).toHaveLength(2);
     for (const ms of measured.times) expect(ms).toBeGreaterThan(0);
-    expect(measured.sourceMaps).toBe(true);
+    expect(measured.mapsStacks).toBe(true);
   });
 
   it("profiles an import on request, with V8's profiler on only around it", () => {

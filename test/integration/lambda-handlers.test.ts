@@ -126,8 +126,7 @@ function lambdaContext(name: FunctionName): Context {
 beforeAll(async () => {
   // infra/connector-stack.ts `common`, set before the functions' modules load: their loggers and
   // metrics read the Powertools variables then, as in a Lambda's init phase. infra/local/stack.ts
-  // imports the functions too, so it is imported only now. (NODE_OPTIONS is left out: it only acts
-  // at process start.)
+  // imports the functions too, so it is imported only now.
   Object.assign(process.env, {
     POWERTOOLS_SERVICE_NAME: SERVICE,
     POWERTOOLS_METRICS_NAMESPACE: NAMESPACE,
