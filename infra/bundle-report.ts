@@ -25,10 +25,11 @@ export const BUNDLED_FUNCTIONS: Readonly<Record<BundledFunctionName, ConnectorFu
  *
  * Lambda loads, parses and compiles the whole bundle during the cold start, before the handler runs,
  * so init time grows with bundle size; the webhook answers shops that give up after 5 s, and every
- * cold start is billed. At the time of writing the bundles are 307 to 392 KiB (they were 495 to
+ * cold start is billed. At the time of writing the bundles are 311 to 396 KiB (they were 495 to
  * 550 KiB): the AWS SDK v3 clients and their shared runtime about 215 KiB (bundled on purpose, see
  * CONNECTOR_BUNDLING, which also swaps the SDK's credential chain for the environment provider:
- * -130 KiB), zod/mini 36 to 41 KiB, Powertools under 40 KiB, and 18 to 81 KiB of our own code.
+ * -130 KiB), zod/mini 36 to 41 KiB, Powertools under 40 KiB, and 22 to 84 KiB of our own code (2 KiB
+ * of it the stack formatter every bundle carries, functions/bundle-prelude.ts).
  *
  * zod: every file imports it as a namespace (`import * as z from 'zod/mini'`); a single `import { z }
  * from 'zod'`, or a `z.locales` reached through the namespace, makes esbuild keep every locale and
