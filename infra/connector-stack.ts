@@ -93,7 +93,10 @@ export const CATCH_UP_FUNCTION: ConnectorFunctionSpec = {
 /** The AWS SDK's default credential chain, which the Lambda bundles replace (CONNECTOR_BUNDLING). */
 export const CREDENTIAL_CHAIN_PACKAGE = '@aws-sdk/credential-provider-node';
 
-/** The code esbuild puts before every function's own (CONNECTOR_BUNDLING's `inject`), from the project root. */
+/**
+ * The code esbuild puts before every function's own (CONNECTOR_BUNDLING's `inject`), a path from the
+ * project root.
+ */
 export const BUNDLE_PRELUDE = './functions/bundle-prelude.ts';
 
 /**

@@ -9,11 +9,11 @@ import { decode, encode, type SourceMapSegment } from '@jridgewell/sourcemap-cod
  * on its first stack trace (shared/adapters/source-mapped-stacks.ts), and the cut keeps that read and
  * the deployment small. For a bundle of about 380 KiB the map esbuild writes is about 620 KiB, nine
  * tenths of it the AWS SDK's, zod's and the other packages' code. A stack trace is read for the
- * frames of our own code; a package's frames then name the bundle (`index.js:1:23456`) instead of the package's file. esbuild has no
- * option to leave packages out of a map (evanw/esbuild#1685; the plugin suggested there stopped
- * working in 0.25.2, #4130, and CDK's bundling takes no plugins), so the stack rewrites the map
- * after esbuild wrote it (CONNECTOR_BUNDLING's `afterBundling`, which runs this file) and the bundle
- * report does the same in process.
+ * frames of our own code; a package's frames then name the bundle (`index.js:1:23456`) instead of
+ * the package's file. esbuild has no option to leave packages out of a map (evanw/esbuild#1685; the
+ * plugin suggested there stopped working in 0.25.2, #4130, and CDK's bundling takes no plugins), so
+ * the stack rewrites the map after esbuild wrote it (CONNECTOR_BUNDLING's `afterBundling`, which
+ * runs this file) and the bundle report does the same in process.
  *
  * The rewrite keeps every mapping of a project file as it was, and marks where a run of package code
  * begins with an unmapped segment, so a position in a package's code maps to nothing rather than to

@@ -54,9 +54,10 @@ export interface ImportTimesOptions {
  * Loads a bundle (its map beside it, if it has one) in `runs` fresh Node processes, one after
  * another, each started as Lambda starts the function and loading it as Lambda's runtime does
  * (`lambdaLoad`): the module-initialisation part of a cold start. The environment is only PATH and a
- * region, as the handlers wire their clients on the first event and read nothing else at import. The profiling script starts V8's profiler itself rather than through
- * `startProfiler` (profile.ts): importing that TypeScript module would load `node:url` and Node's
- * type stripping before the timed import, and the bundle would find them loaded.
+ * region, as the handlers wire their clients on the first event and read nothing else at import.
+ * The profiling script starts V8's profiler itself rather than through `startProfiler` (profile.ts):
+ * importing that TypeScript module would load `node:url` and Node's type stripping before the timed
+ * import, and the bundle would find them loaded.
  */
 export function importTimes(file: string, runs: number, options: ImportTimesOptions = {}): ImportTimes {
   const load = lambdaLoad(file);
