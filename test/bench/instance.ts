@@ -6,6 +6,7 @@ import type { Env } from '../../shared/config/env.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import { receiveConfig } from './config-channel.ts';
 import { exitWithParent } from './leftovers.ts';
+import type { TimedCall } from './phases.ts';
 
 /**
  * One worker instance of the multi-instance drain, in its own process as a Lambda container is:
@@ -49,7 +50,28 @@ export interface InstanceReport {
   readonly routes: Record<string, RouteProfile>;
   /** CPU time of this process, user + system. */
   readonly cpuMs: number;
+  /** Every call to DynamoDB (ledger, pacing record) and to SQS (receives, deletes, sends), timed. */
+  readonly awsCalls: { readonly dynamodb: TimedCall[]; readonly sqs: TimedCall[] };
 }
+
+/**
+ * An SDK v3 middleware (for the first step of a client's stack, so retries are inside it) that
+ * records in `into` when each call began and how long it took. The emulators run in the bench's
+ * process, on the cores the instances share: how fast they answer is part of where a drain's time
+ * goes.
+ */
+function timeCalls(into: TimedCall[]) {
+  return <A, R>(next: (args: A) => Promise<R>) =>
+    async (args: A): Promise<R> => {
+      const startedAt = Date.now();
+      try {
+        return await next(args);
+      } finally {
+        into.push([startedAt, Date.now() - startedAt]);
+      }
+    };
+}
+const CALL_TIMING = { step: 'initialize', name: 'benchCallTiming' } as const;
 
 /**
  * The functions' clients (`sqsClient`, `dynamoClient`) with a time budget the emulators can meet: at
@@ -76,6 +98,9 @@ async function main(): Promise<void> {
   };
   const sqs = sqsClient(EMULATOR_BUDGET, { ...LOCAL_AWS, endpoint: config.sqsEndpoint });
   const dynamo = dynamoClient(EMULATOR_BUDGET, { ...LOCAL_AWS, endpoint: config.dynamoEndpoint });
+  const awsCalls: InstanceReport['awsCalls'] = { dynamodb: [], sqs: [] };
+  sqs.middlewareStack.add(timeCalls(awsCalls.sqs), CALL_TIMING);
+  dynamo.middlewareStack.add(timeCalls(awsCalls.dynamodb), CALL_TIMING);
   const deps = await buildWorkerDeps({
     sqs,
     dynamo,
@@ -110,7 +135,7 @@ async function main(): Promise<void> {
     if (message.type !== 'stop') return;
     void pollers.stop().then(() => {
       const cpu = process.cpuUsage();
-      const report: InstanceReport = { adds, routes, cpuMs: (cpu.user + cpu.system) / 1000 };
+      const report: InstanceReport = { adds, routes, cpuMs: (cpu.user + cpu.system) / 1000, awsCalls };
       process.send?.({ type: 'report', report }, () => process.exit(0));
     });
   });

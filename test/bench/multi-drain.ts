@@ -7,7 +7,7 @@ import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { ask, forkWithConfig } from './config-channel.ts';
 import type { InstanceConfig, InstanceReport } from './instance.ts';
 import { lambdaProcessEnv } from './lambda-process.ts';
-import { type DrainPhase, drainPhases } from './phases.ts';
+import { callsByPhase, type DrainPhase, drainPhases, type PhaseCalls } from './phases.ts';
 import { type CpuProfile, projectShares, startProfiler } from './profile.ts';
 import { startSandboxProcess } from './sandbox-host.ts';
 import { check, LIMIT_PER_SECOND, PLATFORM_FAULTS, postBurst } from './workload.ts';
@@ -61,6 +61,13 @@ export interface MultiDrainResult {
   readonly instanceDoneBeforeEndS: number[];
   /** The start, the middle and the tail against the route's budget, its limit less the foreign client (`test/bench/phases.ts`). */
   readonly phases: DrainPhase[];
+  /**
+   * The instances' calls to DynamoDB (the ledger, the pacing record: dynalite) and to SQS (fauxqs)
+   * by phase, with the mean time each took: both emulators run in the bench's process, on the
+   * cores the instances share, and answer far slower while the instances start than later on. A
+   * receive from an empty queue long-polls (up to a second): the tail's SQS times are those.
+   */
+  readonly awsByPhase: { readonly dynamodb: PhaseCalls[]; readonly sqs: PhaseCalls[] };
   readonly cpuInstances: number;
   readonly cpuParent: number;
   readonly cpuSandbox: number;
@@ -252,6 +259,16 @@ export async function multiDrain(options: MultiDrainOptions): Promise<MultiDrain
         reports.map((r) => r.adds),
         LIMIT_PER_SECOND - foreignPerSecond,
       ),
+      awsByPhase: {
+        dynamodb: callsByPhase(
+          reports.map((r) => r.adds),
+          reports.flatMap((r) => r.awsCalls.dynamodb),
+        ),
+        sqs: callsByPhase(
+          reports.map((r) => r.adds),
+          reports.flatMap((r) => r.awsCalls.sqs),
+        ),
+      },
       steadyAddsPerSecond: steady.length > 0 ? steady.reduce((a, b) => a + b, 0) / steady.length : 0,
       cpuInstances: reports.reduce((n, r) => n + r.cpuMs, 0) / coreSeconds,
       cpuParent: (parent.user + parent.system) / 1000 / coreSeconds,

@@ -16,7 +16,7 @@ import type { IngestLoadConfig } from './ingest-load.ts';
 import { importTimes } from './lambda-process.ts';
 import { scratchDir } from './leftovers.ts';
 import { bundleInstance, type MultiDrainResult, multiDrain } from './multi-drain.ts';
-import { phasesLine } from './phases.ts';
+import { callsLine, phasesLine } from './phases.ts';
 import {
   addBusy,
   bundleOwner,
@@ -360,6 +360,10 @@ function markdown(
       '',
       ...multi.map((m) => `- ${rowLabel(m)}: ${phasesLine(m.phases)}`),
       '',
+      "How fast the emulators answered the workers, by the phase each call began in (mean ms, and calls): DynamoDB is dynalite (the ledger's leases and settles, the pacing record), SQS is fauxqs (receives, deletes; a receive from an empty queue waits up to a second for a message, as the tail's do); both run in the bench process, on the cores the workers share, where AWS answers in milliseconds. A phase where they answered slowly is missing the adds that waited on them:",
+      '',
+      ...multi.map((m) => `- ${rowLabel(m)}: ${awsLine(m)}`),
+      '',
     );
     const profiled = multi.filter((m) => m.cpuByOwner !== undefined);
     if (profiled.length > 0) {
@@ -531,6 +535,7 @@ async function main(): Promise<void> {
           cpuByOwner,
           parentCpuByOwner,
           sandboxCpuByOwner,
+          awsByPhase: _awsByPhase,
           ...summary
         } = result;
         console.table([summary]);
@@ -541,7 +546,7 @@ async function main(): Promise<void> {
             )
             .join(
               ', ',
-            )}\n  adds by second: ${addsBySecond.join(' ')}\n  per instance, adds (first add s after the drain's first, last add s before its end): ${instanceLine(result)}${cpuByOwner ? `\n  workers' busy CPU by owner: ${ownersLine(cpuByOwner)}` : ''}${parentCpuByOwner ? `\n  the bench process's busy CPU by owner (fauxqs, dynalite): ${ownersLine(parentCpuByOwner)}` : ''}${sandboxCpuByOwner ? `\n  the sandbox process's busy CPU by owner: ${ownersLine(sandboxCpuByOwner)}` : ''}`,
+            )}\n  AWS calls by phase, mean ms (calls): ${awsLine(result)}\n  adds by second: ${addsBySecond.join(' ')}\n  per instance, adds (first add s after the drain's first, last add s before its end): ${instanceLine(result)}${cpuByOwner ? `\n  workers' busy CPU by owner: ${ownersLine(cpuByOwner)}` : ''}${parentCpuByOwner ? `\n  the bench process's busy CPU by owner (fauxqs, dynalite): ${ownersLine(parentCpuByOwner)}` : ''}${sandboxCpuByOwner ? `\n  the sandbox process's busy CPU by owner: ${ownersLine(sandboxCpuByOwner)}` : ''}`,
         );
         multi.push(result);
       }
@@ -594,6 +599,11 @@ function ownersLine(cpuByOwner: readonly [string, number][], most = 12): string 
 }
 
 /** Each instance's adds, when it made its first (after the drain's first) and its last (before the end). */
+/** `DynamoDB before the first add 420 ms (40); … · SQS …`. */
+function awsLine(m: Pick<MultiDrainResult, 'awsByPhase'>): string {
+  return `DynamoDB ${callsLine(m.awsByPhase.dynamodb)} · SQS ${callsLine(m.awsByPhase.sqs)}`;
+}
+
 function instanceLine(
   m: Pick<MultiDrainResult, 'instanceAdds' | 'instanceStartS' | 'instanceDoneBeforeEndS'>,
 ): string {

@@ -43,6 +43,11 @@ describe('a multi-instance row', () => {
       expect(result.addsPerSecond).toBeGreaterThan(0);
       // The sandbox answered from its own process, as the platform is its own server.
       expect(result.cpuSandbox).toBeGreaterThan(0);
+      // Each instance's calls to the emulators were timed: ledger writes for each order, receives.
+      const count = (phases: readonly { calls: number }[]) => phases.reduce((n, p) => n + p.calls, 0);
+      expect(count(result.awsByPhase.dynamodb)).toBeGreaterThanOrEqual(40);
+      expect(count(result.awsByPhase.sqs)).toBeGreaterThanOrEqual(4);
+      expect(result.awsByPhase.dynamodb.some((p) => p.meanMs > 0)).toBe(true);
     }, 60_000);
   }
 

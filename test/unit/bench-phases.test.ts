@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { drainPhases, phasesLine } from '../bench/phases.ts';
+import { callsByPhase, callsLine, drainPhases, phasesLine } from '../bench/phases.ts';
 
 /** The bench's multi-instance rows: where a drain's time goes against the route's limit. */
 
@@ -66,5 +66,59 @@ describe('phasesLine', () => {
 
     expect(line).toContain('all adding 1.00 s, 120 adds (−0.20 s lost)');
     expect(line).toContain('−0.20 s lost in all');
+  });
+});
+
+describe('callsByPhase', () => {
+  it("counts each AWS call in the phase it began in, with the mean of its answers' times", () => {
+    // Prepare: the drain of the first test (start to 500 ms, tail from 1,500 ms); calls that began
+    // before the first add (-300), in the start (0 and 499: slow, the emulator under the start's
+    // load), in the middle (800), in the tail and after the last add (1,600 and 2,100)
+    const adds = [spaced(1000, 101, 20), spaced(1500, 51, 20)];
+    const calls: [number, number][] = [
+      [700, 900],
+      [1000, 600],
+      [1499, 400],
+      [1800, 20],
+      [2600, 10],
+      [3100, 30],
+    ];
+
+    // Act
+    const phases = callsByPhase(adds, calls);
+
+    // Assess
+    expect(phases).toEqual([
+      { name: 'before the first add', calls: 1, meanMs: 900 },
+      { name: 'start', calls: 2, meanMs: 500 },
+      { name: 'all adding', calls: 1, meanMs: 20 },
+      { name: 'tail', calls: 2, meanMs: 20 },
+    ]);
+  });
+
+  it('gives a phase without calls a mean of 0, and a drain without adds no phases', () => {
+    expect(callsByPhase([spaced(0, 11, 100)], [[500, 12]]).map((p) => [p.calls, p.meanMs])).toEqual([
+      [0, 0],
+      [0, 0],
+      [1, 12],
+      [0, 0],
+    ]);
+    expect(callsByPhase([[]], [[0, 5]])).toEqual([]);
+  });
+
+  it('prints the phases with calls, their mean times and counts', () => {
+    const line = callsLine(
+      callsByPhase(
+        [spaced(1000, 101, 20), spaced(1500, 51, 20)],
+        [
+          [700, 900.4],
+          [1000, 600],
+          [1499, 400],
+          [1800, 20],
+        ],
+      ),
+    );
+
+    expect(line).toBe('before the first add 900 ms (1); start 500 ms (2); all adding 20 ms (1)');
   });
 });
