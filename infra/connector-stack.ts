@@ -93,6 +93,9 @@ export const CATCH_UP_FUNCTION: ConnectorFunctionSpec = {
 /** The AWS SDK's default credential chain, which the Lambda bundles replace (CONNECTOR_BUNDLING). */
 export const CREDENTIAL_CHAIN_PACKAGE = '@aws-sdk/credential-provider-node';
 
+/** The SDK's event stream codec, loaded on demand, which the Lambda bundles replace (CONNECTOR_BUNDLING). */
+export const EVENT_STREAMS_MODULE = '@smithy/core/event-streams';
+
 /**
  * The code esbuild puts before every function's own (CONNECTOR_BUNDLING's `inject`), a path from the
  * project root.
@@ -121,8 +124,14 @@ export const CONNECTOR_BUNDLING: nodejs.BundlingOptions = {
   bundleAwsSDK: true,
   // Every SDK client's default credential chain becomes the environment, where Lambda puts the
   // role's credentials: the rest of the chain never runs in Lambda and was a quarter of each bundle
-  // (see shared/adapters/lambda-credentials.ts). esbuild resolves the target from the project root.
-  esbuildArgs: { [`--alias:${CREDENTIAL_CHAIN_PACKAGE}`]: './shared/adapters/lambda-credentials.ts' },
+  // (see shared/adapters/lambda-credentials.ts). The SDK's event streams, which no operation the
+  // functions call uses, become a stand-in that fails: their `import()` made esbuild wrap about 150
+  // of @smithy/core's modules in functions run at load (shared/adapters/no-event-streams.ts).
+  // esbuild resolves each target from the project root.
+  esbuildArgs: {
+    [`--alias:${CREDENTIAL_CHAIN_PACKAGE}`]: './shared/adapters/lambda-credentials.ts',
+    [`--alias:${EVENT_STREAMS_MODULE}`]: './shared/adapters/no-event-streams.ts',
+  },
   minify: true,
   // Stack traces name the TypeScript: the bundle's first code installs a formatter that reads the
   // map on the first stack printed (shared/adapters/source-mapped-stacks.ts). The functions run

@@ -85,6 +85,21 @@ describe('function bundles', () => {
   );
 
   it.each(NAMES)(
+    "%s leaves out the SDK's event streams (no operation it calls has one): the stand-in instead",
+    (name) => {
+      const { outputs } = report.find((b) => b.name === name)!.metafile;
+      const modules = Object.values(outputs).flatMap((o) =>
+        Object.entries(o.inputs).flatMap(([path, input]) => (input.bytesInOutput > 0 ? [path] : [])),
+      );
+
+      expect(modules.filter((m) => m.includes('@smithy/core/dist-es/submodules/event-streams/'))).toEqual([]);
+      expect(modules).toContain('shared/adapters/no-event-streams.ts');
+      // The protocols that load it on demand are there: the alias, not the SDK, left them out.
+      expect(modules).toContain('node_modules/@smithy/core/dist-es/submodules/protocols/HttpProtocol.js');
+    },
+  );
+
+  it.each(NAMES)(
     '%s carries none of classic zod: every schema a function loads is zod/mini (infra/bundle-report.ts)',
     (name) => {
       const { outputs } = report.find((b) => b.name === name)!.metafile;
@@ -222,6 +237,7 @@ describe('bundle report', () => {
 
     expect(esbuildOptionsFor('webhook').alias).toEqual({
       '@aws-sdk/credential-provider-node': './shared/adapters/lambda-credentials.ts',
+      '@smithy/core/event-streams': './shared/adapters/no-event-streams.ts',
     });
     expect(() => translate({ '--tree-shaking': 'false' })).toThrow(/--tree-shaking/);
   });
