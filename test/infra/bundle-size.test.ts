@@ -63,6 +63,12 @@ describe('function bundles', () => {
     rmSync(outdir, { recursive: true, force: true });
   });
 
+  /** The modules that put code in `name`'s bundle (esbuild's metafile), by path. */
+  const bundledModules = (name: BundledFunctionName): string[] =>
+    Object.values(report.find((b) => b.name === name)!.metafile.outputs).flatMap((o) =>
+      Object.entries(o.inputs).flatMap(([path, input]) => (input.bytesInOutput > 0 ? [path] : [])),
+    );
+
   it.each(NAMES)('%s stays within its bundle budget', (name) => {
     const bytes = assets.get(name)!.code.byteLength;
 
@@ -87,10 +93,7 @@ describe('function bundles', () => {
   it.each(NAMES)(
     "%s leaves out the SDK's event streams (no operation it calls has one): the stand-in instead",
     (name) => {
-      const { outputs } = report.find((b) => b.name === name)!.metafile;
-      const modules = Object.values(outputs).flatMap((o) =>
-        Object.entries(o.inputs).flatMap(([path, input]) => (input.bytesInOutput > 0 ? [path] : [])),
-      );
+      const modules = bundledModules(name);
 
       expect(modules.filter((m) => m.includes('@smithy/core/dist-es/submodules/event-streams/'))).toEqual([]);
       expect(modules).toContain('shared/adapters/no-event-streams.ts');
@@ -102,10 +105,7 @@ describe('function bundles', () => {
   it.each(NAMES)(
     '%s carries none of classic zod: every schema a function loads is zod/mini (infra/bundle-report.ts)',
     (name) => {
-      const { outputs } = report.find((b) => b.name === name)!.metafile;
-      const modules = Object.values(outputs).flatMap((o) =>
-        Object.entries(o.inputs).flatMap(([path, input]) => (input.bytesInOutput > 0 ? [path] : [])),
-      );
+      const modules = bundledModules(name);
 
       expect(modules.filter((m) => m.includes('node_modules/zod/v4/mini/'))).not.toEqual([]);
       expect(modules.filter((m) => m.includes('node_modules/zod/v4/classic/'))).toEqual([]);
