@@ -598,12 +598,12 @@ function ownersLine(cpuByOwner: readonly [string, number][], most = 12): string 
     .join(', ');
 }
 
-/** Each instance's adds, when it made its first (after the drain's first) and its last (before the end). */
 /** `DynamoDB before the first add 420 ms (40); … · SQS …`. */
 function awsLine(m: Pick<MultiDrainResult, 'awsByPhase'>): string {
   return `DynamoDB ${callsLine(m.awsByPhase.dynamodb)} · SQS ${callsLine(m.awsByPhase.sqs)}`;
 }
 
+/** Each instance's adds, when it made its first (after the drain's first) and its last (before the end). */
 function instanceLine(
   m: Pick<MultiDrainResult, 'instanceAdds' | 'instanceStartS' | 'instanceDoneBeforeEndS'>,
 ): string {
