@@ -103,6 +103,20 @@ describe('function bundles', () => {
   );
 
   it.each(NAMES)(
+    '%s loads no web streams at its cold start (@middy/core 6 did, for streamed responses no function gives)',
+    (name) => {
+      const { inputs } = report.find((b) => b.name === name)!.metafile;
+      const builtins = Object.values(inputs).flatMap((input) =>
+        input.imports.flatMap((i) => (i.external ? [i.path] : [])),
+      );
+
+      // Built-ins are the bundle's only external imports: they are found, and web streams are not.
+      expect(builtins).toContain('node:https');
+      expect(builtins.filter((path) => /^(node:)?stream\/web$/.test(path))).toEqual([]);
+    },
+  );
+
+  it.each(NAMES)(
     '%s carries none of classic zod: every schema a function loads is zod/mini (infra/bundle-report.ts)',
     (name) => {
       const modules = bundledModules(name);

@@ -81,4 +81,31 @@ describe('lambdaPipeline', () => {
     ]);
     expect(parsed.filter((line) => !('_aws' in line))).toEqual([]);
   });
+
+  it("ends an invocation that overruns 5 ms before Lambda's deadline with a TimeoutError, its metrics flushed", async () => {
+    // Prepare: Lambda gives 30 ms; the handler counts a metric, then never answers
+    const logger = makeLogger(ENV);
+    const metrics = makeMetrics(ENV, logger);
+    const handler = lambdaPipeline(
+      async () => async () => {
+        metrics.addMetric('Overran', 'Count', 1);
+        return new Promise<never>(() => {});
+      },
+      { logger, metrics },
+    );
+    const context = { getRemainingTimeInMillis: () => 30 };
+
+    // Act
+    let failure: unknown;
+    const lines = await written(async () => {
+      await handler({}, context).catch((error: unknown) => {
+        failure = error;
+      });
+    });
+
+    // Assess: middy's own timeout ended it, and the invocation's metric went out with it
+    expect(failure).toMatchObject({ name: 'TimeoutError' });
+    const parsed = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(parsed.filter((line) => 'Overran' in line)).toEqual([expect.objectContaining({ Overran: 1 })]);
+  });
 });
