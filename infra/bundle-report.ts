@@ -9,9 +9,13 @@ import {
   CONNECTOR_FUNCTIONS,
   type ConnectorFunctionName,
   type ConnectorFunctionSpec,
+  codeFileName,
   PROJECT_ROOT,
 } from './connector-stack.ts';
 import { ownCodeSourceMap, ownCodeSourceMapCommand } from './own-code-source-map.ts';
+
+/** Where a bundle's code goes (defined beside the stack's bundling, whose hook names its map). */
+export { codeFileName };
 
 /** Every function the stack may deploy: the four it always has and the optional catch-up. */
 export type BundledFunctionName = ConnectorFunctionName | 'catchUp';
@@ -137,11 +141,6 @@ export function esbuildOptionsFor(
     write: false,
     logLevel: 'silent',
   };
-}
-
-/** The file CDK's `NodejsFunction` writes a bundle to: `index.mjs` for ESM, `index.js` for CommonJS. */
-export function codeFileName(bundling: nodejs.BundlingOptions = CONNECTOR_BUNDLING): string {
-  return bundling.format === 'esm' ? 'index.mjs' : 'index.js';
 }
 
 /**

@@ -146,9 +146,16 @@ export const CONNECTOR_BUNDLING: nodejs.BundlingOptions = {
   commandHooks: {
     beforeBundling: () => [],
     beforeInstall: () => [],
-    afterBundling: (inputDir, outputDir) => [ownCodeSourceMapCommand(inputDir, `${outputDir}/index.js.map`)],
+    afterBundling: (inputDir, outputDir) => [
+      ownCodeSourceMapCommand(inputDir, `${outputDir}/${codeFileName(CONNECTOR_BUNDLING)}.map`),
+    ],
   },
 };
+
+/** The file CDK's `NodejsFunction` writes a bundle to: `index.mjs` for ESM, `index.js` for CommonJS. */
+export function codeFileName(bundling: nodejs.BundlingOptions = CONNECTOR_BUNDLING): string {
+  return bundling.format === 'esm' ? 'index.mjs' : 'index.js';
+}
 
 /** Lambda's limit on all environment variables of one function, names and values together. */
 const LAMBDA_ENVIRONMENT_LIMIT_BYTES = 4096;

@@ -60,14 +60,13 @@ export interface ImportTimesOptions {
  * import, and the bundle would find them loaded.
  */
 export function importTimes(file: string, runs: number, options: ImportTimesOptions = {}): ImportTimes {
-  const load = lambdaLoad(file);
   const interval = options.profileIntervalUs;
-  const script =
-    interval === undefined
-      ? `${LOAD_PRELUDE} const before = Error.prepareStackTrace; const t = performance.now(); ${load}; process.stdout.write(JSON.stringify({ ms: performance.now() - t, mapsStacks: Error.prepareStackTrace !== before }));`
-      : [
-          LOAD_PRELUDE,
-          'const before = Error.prepareStackTrace;',
+  const profiled = interval !== undefined;
+  const script = [
+    LOAD_PRELUDE,
+    'const before = Error.prepareStackTrace;',
+    ...(profiled
+      ? [
           "import { Session } from 'node:inspector/promises';",
           // The global `performance` loads perf_hooks on first use: before the profile, as before the time.
           'performance.now();',
@@ -75,10 +74,12 @@ export function importTimes(file: string, runs: number, options: ImportTimesOpti
           "await session.post('Profiler.enable');",
           `await session.post('Profiler.setSamplingInterval', { interval: ${Math.max(1, Math.round(interval))} });`,
           "await session.post('Profiler.start');",
-          `const t = performance.now(); ${load}; const ms = performance.now() - t;`,
-          "const { profile } = await session.post('Profiler.stop');",
-          'process.stdout.write(JSON.stringify({ ms, mapsStacks: Error.prepareStackTrace !== before, profile }));',
-        ].join('\n');
+        ]
+      : []),
+    `const t = performance.now(); ${lambdaLoad(file)}; const ms = performance.now() - t;`,
+    ...(profiled ? ["const { profile } = await session.post('Profiler.stop');"] : []),
+    `process.stdout.write(JSON.stringify({ ms, mapsStacks: Error.prepareStackTrace !== before${profiled ? ', profile' : ''} }));`,
+  ].join('\n');
   const times: number[] = [];
   const profiles: CpuProfile[] = [];
   let mapsStacks = true;

@@ -92,6 +92,17 @@ export function fileOwner(root: string): (frame: Frame) => string | undefined {
   };
 }
 
+/** A profile's nodes by id, and each node's parent's id. */
+function profileTree(profile: CpuProfile): {
+  nodes: Map<number, CpuProfile['nodes'][number]>;
+  parent: Map<number, number>;
+} {
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const child of n.children ?? []) parent.set(child, n.id);
+  return { nodes, parent };
+}
+
 /**
  * Busy microseconds by owner. Each sample goes to the nearest frame up its stack that `ownerOfFrame`
  * names, so Node's own code (http, crypto, streams) counts for the package that called it; a sample
@@ -102,9 +113,7 @@ export function busyByOwner(
   profile: CpuProfile,
   ownerOfFrame: (frame: Frame) => string | undefined,
 ): Map<string, number> {
-  const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
-  const parent = new Map<number, number>();
-  for (const n of profile.nodes) for (const child of n.children ?? []) parent.set(child, n.id);
+  const { nodes, parent } = profileTree(profile);
   const owner = new Map<number, string>();
   const ownerOfNode = (id: number): string => {
     const known = owner.get(id);
@@ -197,9 +206,7 @@ export function importPhases(
   bundleFrameOwner: (frame: Frame) => string | undefined,
   into: ImportPhases = new Map(),
 ): ImportPhases {
-  const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
-  const parent = new Map<number, number>();
-  for (const n of profile.nodes) for (const child of n.children ?? []) parent.set(child, n.id);
+  const { nodes, parent } = profileTree(profile);
   profile.samples.forEach((id, i) => {
     if (i === 0) return;
     const stack: Frame[] = [];
