@@ -97,6 +97,38 @@ export interface SecretStore {
   accepted(ref: string): Promise<readonly string[]>;
 }
 
+// Outbound HTTP.
+
+/** What the platform clients read of an answer's headers: fetch's `Headers` has it. */
+export interface ResponseHeaders extends Iterable<[string, string]> {
+  /** The header's value (names are case-insensitive), repeated ones joined by ", "; null when absent. */
+  get(name: string): string | null;
+}
+
+/** An answer, as the platform clients read it: fetch's `Response` is one. */
+export interface HttpAnswer {
+  readonly status: number;
+  readonly headers: ResponseHeaders;
+  /** The body as UTF-8 text; rejects when the signal aborts before it has all come. */
+  text(): Promise<string>;
+}
+
+/** One request: a redirect is never followed (it comes back as the 3xx it is). */
+export interface HttpRequestInit {
+  readonly method: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body?: string | undefined;
+  /** Ends the request, and the reading of its answer, when it aborts. */
+  readonly signal: AbortSignal;
+  readonly redirect?: 'manual';
+}
+
+/**
+ * Sends one HTTP request: fetch-shaped, so `globalThis.fetch` is one. The platform clients use
+ * `nodeHttpFetch` (shared/adapters/node-http-transport.ts).
+ */
+export type HttpFetch = (url: URL, init: HttpRequestInit) => Promise<HttpAnswer>;
+
 // The affiliate platform.
 
 /** Bounds of one call to the platform. */

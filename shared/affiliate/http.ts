@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import { nodeHttpFetch } from '../adapters/node-http-transport.ts';
 import {
   BadInputError,
   ConfigurationError,
@@ -7,6 +8,7 @@ import {
   PermanentError,
   TransientError,
 } from '../errors.ts';
+import type { HttpFetch, ResponseHeaders } from '../ports.ts';
 import { firstIssue } from '../validation.ts';
 import { type FleetPaces, RateLimiter } from './rate-limiter.ts';
 import { type RetryAttempt, sleep as realSleep, type Sleep, withRetry } from './retry.ts';
@@ -70,7 +72,8 @@ export interface HttpClientOptions {
    * @default false
    */
   readonly retryAmbiguousAdds?: boolean;
-  readonly fetch?: typeof fetch;
+  /** Sends each request. @default nodeHttpFetch (node:http and node:https, not Node's fetch) */
+  readonly fetch?: HttpFetch;
   /** @default Date.now */
   readonly now?: () => number;
   readonly sleep?: Sleep;
@@ -116,7 +119,7 @@ export interface HttpClientProfile<R extends string> {
 /** An answer of the affiliate platform (current or legacy API), as the client reads it. */
 export interface PlatformResponse {
   readonly status: number;
-  readonly headers: Headers;
+  readonly headers: ResponseHeaders;
   readonly text: string;
   /** The parsed body; undefined when it is empty or not JSON. */
   readonly json: unknown;
@@ -170,7 +173,7 @@ export class PlatformHttp<R extends string> {
   private readonly baseDelayMs: number;
   private readonly maxDelayMs: number;
   private readonly retryAmbiguousAdds: boolean;
-  private readonly fetchFn: typeof fetch;
+  private readonly fetchFn: HttpFetch;
   private readonly now: () => number;
   private readonly sleep: Sleep;
   private readonly random: () => number;
@@ -185,7 +188,7 @@ export class PlatformHttp<R extends string> {
     this.baseDelayMs = nonNegative(client, 'baseDelayMs', options.baseDelayMs ?? 100);
     this.maxDelayMs = nonNegative(client, 'maxDelayMs', options.maxDelayMs ?? 2000);
     this.retryAmbiguousAdds = options.retryAmbiguousAdds ?? false;
-    this.fetchFn = options.fetch ?? globalThis.fetch;
+    this.fetchFn = options.fetch ?? nodeHttpFetch;
     this.now = options.now ?? Date.now;
     this.sleep = options.sleep ?? realSleep;
     this.random = options.random ?? Math.random;
@@ -532,7 +535,11 @@ function isAmbiguousStatus(status: number): boolean {
  * API's `x-<vendor>-ratelimit-route-second-retry-after`; the vendor word is not fixed, so matched by
  * suffix), else `Retry-After` (seconds or an HTTP date).
  */
-function retryAfter(headers: Headers, now: number, vendorSuffix: string | undefined): number | undefined {
+function retryAfter(
+  headers: ResponseHeaders,
+  now: number,
+  vendorSuffix: string | undefined,
+): number | undefined {
   if (vendorSuffix !== undefined) {
     for (const [name, value] of headers) {
       if (!name.endsWith(vendorSuffix)) continue;
@@ -550,7 +557,7 @@ function retryAfter(headers: Headers, now: number, vendorSuffix: string | undefi
 
 /** The route window's `limit`, `remaining` and length (`reset`) from vendor headers matched by suffix. */
 function windowState(
-  headers: Headers,
+  headers: ResponseHeaders,
   suffix: string,
 ): { limit?: number; remaining?: number; windowMs?: number } {
   let limit: number | undefined;
