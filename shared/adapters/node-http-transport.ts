@@ -5,9 +5,9 @@ import type { HttpAnswer, HttpFetch, ResponseHeaders } from '../ports.ts';
 /**
  * The platform clients' HTTP transport: node:http and node:https, which the AWS SDK's clients load
  * anyway, instead of Node's fetch. Fetch is undici, which Node loads on the first call: on this
- * project's bench machine 15–30 ms more at a worker container's first platform call, and about
- * three times the CPU per call over a container's first few hundred calls (1.3 ms against 0.3;
- * docs/benchmarks.md). Lambda gives a worker a share of a core, so CPU is latency there.
+ * project's bench machine a container's first call took 25–43 ms against 10–13, and its first 400
+ * calls three and a half times the CPU (1.6 ms a call against 0.5; docs/benchmarks.md). Lambda gives
+ * a worker a share of a core, so CPU is latency there.
  *
  * It does what the clients asked of fetch: the body sent with its length, the answer read whole
  * as UTF-8 (a byte order mark dropped, as fetch's `text()` does), the signal ending the request or

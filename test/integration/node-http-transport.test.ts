@@ -294,7 +294,7 @@ describe('the affiliate client as the worker bundles it, on its default transpor
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("adds a conversion without loading Node's fetch (undici: tens of ms at a container's first call, and three times the CPU per call)", async () => {
+  it("adds a conversion without loading Node's fetch (undici: slower at a container's first call, and over three times the CPU per call)", async () => {
     // Prepare: a fresh Node process, as a worker container is, loading the bundle as Lambda does
     const script = `${LOAD_PRELUDE} const { AffiliateClient } = ${lambdaLoad(bundle)};
 const client = new AffiliateClient({ baseUrl: process.env.BASE_URL, token: process.env.TOKEN });
