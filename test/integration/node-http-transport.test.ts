@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleEntryAs } from '../../infra/bundle-report.ts';
 import { DEFAULT_SEED, type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
 import { nodeHttpFetch } from '../../shared/adapters/node-http-transport.ts';
+import type { HttpAnswer } from '../../shared/ports.ts';
 import { LOAD_PRELUDE, lambdaLoad } from '../bench/lambda-process.ts';
 import { startHungServer } from '../support/hung-server.ts';
 
@@ -54,6 +55,11 @@ afterAll(async () => {
 function answering(next: Answer): void {
   seen.length = 0;
   answer = next;
+}
+
+/** A GET of `path` through the transport, with a timeout no test here reaches. */
+function get(path: string, headers: Record<string, string> = {}): Promise<HttpAnswer> {
+  return nodeHttpFetch(new URL(path, base), { method: 'GET', headers, signal: AbortSignal.timeout(5000) });
 }
 
 describe('nodeHttpFetch', () => {
@@ -108,11 +114,7 @@ describe('nodeHttpFetch', () => {
     });
 
     // Act
-    const response = await nodeHttpFetch(new URL(`${base}/advertiser/info`), {
-      method: 'GET',
-      headers: { accept: 'application/json' },
-      signal: AbortSignal.timeout(5000),
-    });
+    const response = await get('/advertiser/info', { accept: 'application/json' });
 
     // Assess
     expect(response.status).toBe(204);
@@ -126,11 +128,7 @@ describe('nodeHttpFetch', () => {
     answering((_req, res) => res.end('\uFEFF{"ok":true}'));
 
     // Act
-    const response = await nodeHttpFetch(new URL(base), {
-      method: 'GET',
-      headers: {},
-      signal: AbortSignal.timeout(5000),
-    });
+    const response = await get('/');
 
     // Assess
     expect(JSON.parse(await response.text())).toEqual({ ok: true });
@@ -144,11 +142,7 @@ describe('nodeHttpFetch', () => {
     });
 
     // Act
-    const response = await nodeHttpFetch(new URL(`${base}/advertiser/info`), {
-      method: 'GET',
-      headers: { authorization: 'Bearer t0k3n' },
-      signal: AbortSignal.timeout(5000),
-    });
+    const response = await get('/advertiser/info', { authorization: 'Bearer t0k3n' });
 
     // Assess
     expect(response.status).toBe(302);
