@@ -4,7 +4,7 @@ import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type autocannon from 'autocannon';
-import { Command } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { bundleFunction, codeFileName } from '../../infra/bundle-report.ts';
 import type { ConnectorFunctionName } from '../../infra/connector-stack.ts';
 import { isWorkerBatchSize, WORKER_DEFAULTS } from '../../infra/deploy-config.ts';
@@ -418,30 +418,99 @@ function markdown(
   return lines.join('\n');
 }
 
+/** Commander's parser of a whole number of at least `min`: the bench cannot run a fraction or a NaN. */
+function wholeNumber(min: number): (value: string) => number {
+  return (value) => {
+    if (!/^\d+$/.test(value) || Number(value) < min)
+      throw new InvalidArgumentError(`a whole number of at least ${min} is needed.`);
+    return Number(value);
+  };
+}
+
+/** Commander's parser of a comma-separated list of whole numbers of at least `min`. */
+function wholeNumbers(min: number): (value: string) => number[] {
+  const one = wholeNumber(min);
+  return (value) => value.split(',').map(one);
+}
+
+/** Commander's parser of a comma-separated subset of `allowed`. */
+function subsetOf<T extends string>(allowed: readonly T[]): (value: string) => T[] {
+  return (value) => {
+    const parts = value.split(',');
+    const unknown = parts.filter((part) => !(allowed as readonly string[]).includes(part));
+    if (unknown.length > 0)
+      throw new InvalidArgumentError(`${unknown.join(', ')}: not one of ${allowed.join(', ')}.`);
+    return parts as T[];
+  };
+}
+
+const PARTS = ['drain', 'multi', 'ingest', 'cold'] as const;
+const PACINGS = ['static', 'adaptive'] as const;
+
+/** The options as the parsers above leave them. */
+interface BenchOptions {
+  readonly orders: number;
+  readonly pollers: number;
+  readonly baseline?: true;
+  readonly baselineOrders: number;
+  readonly ingestSeconds: number;
+  readonly connections: number;
+  readonly coldRuns: number;
+  readonly coldProfileRuns: number;
+  readonly instances: readonly number[];
+  readonly multiOrders: number;
+  readonly multiPollers?: number;
+  readonly warm?: true;
+  readonly profile?: true;
+  readonly maxConcurrency: number;
+  readonly batchSize: string;
+  readonly foreign: number;
+  readonly foreignInstances: number;
+  readonly pacing: readonly (typeof PACINGS)[number][];
+  readonly only: readonly (typeof PARTS)[number][];
+}
+
 async function main(): Promise<void> {
   const program = new Command()
     .name('bench')
-    .option('--orders <n>', 'orders in the drain (plus refunds for a tenth)', '2000')
-    .option('--pollers <n>', 'concurrent pollers of the one-process drain (10 records each)', '10')
+    .option('--orders <n>', 'orders in the drain (plus refunds for a tenth)', wholeNumber(1), 2000)
+    .option(
+      '--pollers <n>',
+      'concurrent pollers of the one-process drain (10 records each)',
+      wholeNumber(1),
+      10,
+    )
     .option('--baseline', 'also drain through the simplest connector (test/bench/baseline.ts)')
     .option(
       '--baseline-orders <n>',
       'orders for the baseline drain (it runs about 10 calls per second)',
-      '300',
+      wholeNumber(1),
+      300,
     )
-    .option('--ingest-seconds <n>', 'autocannon duration', '10')
-    .option('--connections <n>', 'autocannon connections', '20')
-    .option('--cold-runs <n>', 'fresh processes per bundle', '10')
+    .option('--ingest-seconds <n>', 'autocannon duration', wholeNumber(1), 10)
+    .option('--connections <n>', 'autocannon connections', wholeNumber(1), 20)
+    .option('--cold-runs <n>', 'fresh processes per bundle', wholeNumber(1), 10)
     .option(
       '--cold-profile-runs <n>',
       "more fresh processes per bundle that import it with V8's CPU profiler on, to report where the import's time goes (0: none)",
-      '5',
+      wholeNumber(0),
+      5,
     )
-    .option('--instances <list>', 'worker processes of the multi-instance drain', '1,2,5,10')
-    .option('--multi-orders <n>', 'orders per multi-instance drain (plus refunds for a tenth)', '2000')
+    .addOption(
+      new Option('--instances <list>', 'worker processes of the multi-instance drain')
+        .argParser(wholeNumbers(1))
+        .default([1, 2, 5, 10], '1,2,5,10'),
+    )
+    .option(
+      '--multi-orders <n>',
+      'orders per multi-instance drain (plus refunds for a tenth)',
+      wholeNumber(1),
+      2000,
+    )
     .option(
       '--multi-pollers <n>',
       'pollers (batches held at once) per worker process (default: its part of --max-concurrency, rounded up)',
+      wholeNumber(1),
     )
     .option('--warm', 'boot every worker process before any polls (warm containers), not one after another')
     .option(
@@ -451,27 +520,38 @@ async function main(): Promise<void> {
     .option(
       '--max-concurrency <n>',
       "batches the worker fleet holds at once, as the event source maxConcurrency: the instances share them, and each starts at their containers' share of 80% of the limit (the deployed default)",
-      String(WORKER_DEFAULTS.maxConcurrency),
+      wholeNumber(1),
+      WORKER_DEFAULTS.maxConcurrency,
     )
     .option(
       '--batch-size <n>',
       'messages per batch of the multi-instance drain, as the event source batchSize (1 to 10; the deployed default)',
       String(WORKER_DEFAULTS.batchSize),
     )
-    .option('--foreign <n>', 'req/s a foreign client takes of conversions.add in the extra rows', '30')
-    .option('--foreign-instances <n>', 'worker processes in the foreign-consumer rows', '5')
-    .option('--pacing <list>', 'pacings of the multi-instance drain', 'static,adaptive')
-    .option('--only <parts>', 'comma-separated subset of drain,multi,ingest,cold', 'drain,multi,ingest,cold')
+    .option(
+      '--foreign <n>',
+      'req/s a foreign client takes of conversions.add in the extra rows (0: no such rows)',
+      wholeNumber(0),
+      30,
+    )
+    .option('--foreign-instances <n>', 'worker processes in the foreign-consumer rows', wholeNumber(1), 5)
+    .addOption(
+      new Option('--pacing <list>', `pacings of the multi-instance drain (${PACINGS.join(', ')})`)
+        .argParser(subsetOf(PACINGS))
+        .default([...PACINGS], PACINGS.join(',')),
+    )
+    .addOption(
+      new Option('--only <parts>', `the parts to run, comma-separated (${PARTS.join(', ')})`)
+        .argParser(subsetOf(PARTS))
+        .default([...PARTS], PARTS.join(',')),
+    )
     .parse();
-  const o = program.opts<Record<string, string | boolean | undefined>>();
-  const only = new Set(String(o['only']).split(','));
-  // Commander stores `--baseline-orders` as `baselineOrders`.
-  const int = (name: string) =>
-    Number.parseInt(String(o[name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())]), 10);
-  const batchSize = Number(o['batchSize']);
+  const o = program.opts<BenchOptions>();
+  const only = new Set(o.only);
+  const batchSize = Number(o.batchSize);
   if (!isWorkerBatchSize(batchSize))
     program.error(
-      `--batch-size must be a whole number from 1 to 10 (the event source's range), got ${String(o['batchSize'])}`,
+      `--batch-size must be a whole number from 1 to 10 (the event source's range), got ${o.batchSize}`,
     );
 
   const date = new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19);
@@ -481,44 +561,43 @@ async function main(): Promise<void> {
 
   const drains: DrainResult[] = [];
   if (only.has('drain')) {
-    console.log(`drain: ${int('orders')} orders through the connector…`);
-    drains.push(await drain('connector', int('orders'), int('pollers')));
-    if (o['baseline']) {
-      console.log(`drain: ${int('baseline-orders')} orders through the baseline…`);
-      drains.push(await drain('baseline', int('baseline-orders'), 1));
+    console.log(`drain: ${o.orders} orders through the connector…`);
+    drains.push(await drain('connector', o.orders, o.pollers));
+    if (o.baseline) {
+      console.log(`drain: ${o.baselineOrders} orders through the baseline…`);
+      drains.push(await drain('baseline', o.baselineOrders, 1));
     }
     console.table(drains);
   }
   const multi: MultiDrainResult[] = [];
   if (only.has('multi')) {
     const bundleDir = scratchDir('bench-instance-');
-    const profiling = o['profile'] === true;
+    const profiling = o.profile === true;
     const instanceModule = await bundleInstance(bundleDir, profiling);
-    const pacings = String(o['pacing']).split(',') as ('static' | 'adaptive')[];
-    const runs = String(o['instances'])
-      .split(',')
-      .map((n) => ({ instances: Number.parseInt(n, 10), foreignPerSecond: 0 }));
-    if (int('foreign') > 0)
-      runs.push({ instances: int('foreign-instances'), foreignPerSecond: int('foreign') });
+    const runs = o.instances.map((instances) => ({
+      instances,
+      foreignPerSecond: 0,
+    }));
+    if (o.foreign > 0) runs.push({ instances: o.foreignInstances, foreignPerSecond: o.foreign });
     for (const run of runs) {
       const fleet = fleetShape({
         instances: run.instances,
-        maxConcurrency: int('max-concurrency'),
+        maxConcurrency: o.maxConcurrency,
         batchSize,
         limitPerSecond: LIMIT_PER_SECOND,
-        ...(o['multiPollers'] === undefined ? {} : { pollers: int('multi-pollers') }),
+        ...(o.multiPollers === undefined ? {} : { pollers: o.multiPollers }),
       });
-      for (const pacing of pacings) {
+      for (const pacing of o.pacing) {
         console.log(
-          `multi-instance drain: ${run.instances} instances of ${fleet.pollers} pollers (batches of ${fleet.batchSize}), ${pacing}${run.foreignPerSecond > 0 ? `, foreign ${run.foreignPerSecond}/s` : ''}${o['warm'] ? ', warm' : ''}…`,
+          `multi-instance drain: ${run.instances} instances of ${fleet.pollers} pollers (batches of ${fleet.batchSize}), ${pacing}${run.foreignPerSecond > 0 ? `, foreign ${run.foreignPerSecond}/s` : ''}${o.warm ? ', warm' : ''}…`,
         );
         const profileDir = profiling ? mkdtempSync(join(bundleDir, 'profile-')) : undefined;
         const drained = await multiDrain({
           pacing,
           ...run,
           ...fleet,
-          orders: int('multi-orders'),
-          warm: o['warm'] === true,
+          orders: o.multiOrders,
+          warm: o.warm === true,
           instanceModule,
           ...(profileDir === undefined ? {} : { profileDir }),
         });
@@ -554,14 +633,14 @@ async function main(): Promise<void> {
   }
   let ing: IngestResult | undefined;
   if (only.has('ingest')) {
-    console.log(`ingest: autocannon ${int('connections')} connections for ${int('ingest-seconds')} s…`);
-    ing = await ingest(int('ingest-seconds'), int('connections'));
+    console.log(`ingest: autocannon ${o.connections} connections for ${o.ingestSeconds} s…`);
+    ing = await ingest(o.ingestSeconds, o.connections);
     console.table([ing]);
   }
   let cold: ColdStartResult[] = [];
   if (only.has('cold')) {
-    console.log(`cold start: bundling and importing each function ${int('cold-runs')} times…`);
-    cold = await coldStart(int('cold-runs'), int('cold-profile-runs'));
+    console.log(`cold start: bundling and importing each function ${o.coldRuns} times…`);
+    cold = await coldStart(o.coldRuns, o.coldProfileRuns);
     console.table(cold.map(({ profile, ...row }) => row));
     for (const c of cold)
       if (c.profile) console.log(`  ${c.fn}, where an import's time goes: ${coldProfileLine(c.profile)}`);
