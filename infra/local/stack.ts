@@ -23,6 +23,7 @@ import { EnvSecretStore } from '../../shared/secrets.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
 import { WORKER_DEFAULTS } from '../deploy-config.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
+import { functionClients } from './function-clients.ts';
 import { Pollers } from './pollers.ts';
 import { recoverAfterCrash } from './recover.ts';
 
@@ -159,7 +160,10 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   };
   const secretStore = new EnvSecretStore(wiringEnv);
   const log = options.log ?? (() => undefined);
-  const clients = { sqs: emulators.sqs, dynamo: emulators.dynamo, secrets: secretStore, env: wiringEnv };
+  // The functions' own clients, as the Lambda handlers build them; the emulators' plain ones are for
+  // the stack's own work (the pollers' receives, set-up, counts).
+  const functionAws = functionClients(emulators);
+  const clients = { ...functionAws, secrets: secretStore, env: wiringEnv };
 
   const webhook = makeWebhookHandler(
     buildWebhookDeps({
@@ -284,6 +288,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       await sandbox?.close();
+      functionAws.sqs.destroy();
+      functionAws.dynamo.destroy();
       await emulators.close();
     },
   };

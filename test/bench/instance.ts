@@ -1,7 +1,6 @@
 import { buildWorkerDeps, makeHandler as makeWorkerHandler } from '../../functions/worker.ts';
+import { functionClients } from '../../infra/local/function-clients.ts';
 import { Pollers } from '../../infra/local/pollers.ts';
-import { LOCAL_AWS } from '../../local/defaults.ts';
-import { type AwsCallBudget, dynamoClient, sqsClient } from '../../shared/adapters/aws-clients.ts';
 import type { Env } from '../../shared/config/env.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import { receiveConfig } from './config-channel.ts';
@@ -73,20 +72,6 @@ function timeCalls(into: TimedCall[]) {
 }
 const CALL_TIMING = { step: 'initialize', name: 'benchCallTiming' } as const;
 
-/**
- * The functions' clients (`sqsClient`, `dynamoClient`) with a time budget the emulators can meet: at
- * the start of a ten-instance drain a thousand ledger writes reach dynalite at once, on the 2 cores
- * the workers share with it, and some take seconds (DynamoDB answers in milliseconds). Under the
- * functions' 1.5 s budget they time out; a create that timed out but was written leaves the order
- * leased with no add sent, which the worker treats as an add without a clear answer: the lease's two
- * minutes, then the verification window (10 minutes) before the order is added.
- */
-const EMULATOR_BUDGET: AwsCallBudget = {
-  connectionTimeoutMs: 10_000,
-  requestTimeoutMs: 60_000,
-  maxAttempts: 3,
-};
-
 async function main(): Promise<void> {
   exitWithParent();
   const config = await receiveConfig<InstanceConfig>();
@@ -96,8 +81,8 @@ async function main(): Promise<void> {
     routes[name] ??= { requests: 0, waited: 0, waitMs: 0, requestMs: 0, refused: 0, answers: [] };
     return routes[name];
   };
-  const sqs = sqsClient(EMULATOR_BUDGET, { ...LOCAL_AWS, endpoint: config.sqsEndpoint });
-  const dynamo = dynamoClient(EMULATOR_BUDGET, { ...LOCAL_AWS, endpoint: config.dynamoEndpoint });
+  // The functions' clients, as the local stack gives them (infra/local/function-clients.ts).
+  const { sqs, dynamo } = functionClients(config);
   const awsCalls: InstanceReport['awsCalls'] = { dynamodb: [], sqs: [] };
   sqs.middlewareStack.add(timeCalls(awsCalls.sqs), CALL_TIMING);
   dynamo.middlewareStack.add(timeCalls(awsCalls.dynamodb), CALL_TIMING);

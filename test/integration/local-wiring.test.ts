@@ -1,5 +1,6 @@
-import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { type LocalStack, type LocalStackOptions, startLocalStack } from '../../infra/local/stack.ts';
 import type { OrderRecord } from '../../shared/ledger.ts';
 import type { Ledger } from '../../shared/ports.ts';
@@ -12,6 +13,7 @@ import { genericWebhook, post } from '../support/webhooks.ts';
 
 let stack: LocalStack | undefined;
 afterEach(async () => {
+  vi.restoreAllMocks();
   await stack?.close();
   stack = undefined;
 });
@@ -78,6 +80,25 @@ describe('the local stack, wired like the deployed functions', () => {
     expect(leaseAhead).toHaveLength(1);
     expect(leaseAhead[0]).toBeGreaterThan(80_000);
     expect(leaseAhead[0]).toBeLessThanOrEqual(90_000);
+  });
+
+  it('gives the functions the deployed AWS clients: each command’s middleware chain built once, not per call', async () => {
+    // Prepare: the builders the Lambda handlers use (sqsClient, dynamoClient) cache each command
+    // type's chain; a plain SDK client, as the stack gave the functions until 2026-11-28, builds it
+    // on every call (and runs the SDK's logger middleware, and has no time budget).
+    stack = await startLocalStack({ port: 0, sandbox: { port: 0 }, autoPoll: false });
+    const sends = vi.spyOn(SendMessageCommand.prototype, 'resolveMiddleware');
+    const gets = vi.spyOn(GetItemCommand.prototype, 'resolveMiddleware');
+    const puts = vi.spyOn(PutItemCommand.prototype, 'resolveMiddleware');
+    // Act: four orders through the webhook, then the worker adds them (its ledger reads and writes).
+    for (const id of ['W-4', 'W-5', 'W-6', 'W-7']) await placeOrder(stack, id);
+    stack.startPolling();
+    await stack.waitForIdle();
+    // Assess
+    expect(stack.sandbox?.control.conversions()).toHaveLength(4);
+    expect(sends).toHaveBeenCalledTimes(1);
+    expect(gets.mock.calls.length).toBeLessThanOrEqual(1);
+    expect(puts).toHaveBeenCalledTimes(1);
   });
 
   it('follows AFFILIATE_ROUTES: an add sent to a path the platform does not serve is parked naming it', async () => {
