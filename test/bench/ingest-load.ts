@@ -7,7 +7,7 @@ import { exitWithParent } from './leftovers.ts';
  * The ingest bench's load generator, in a process of its own (run.ts forks it): autocannon and the
  * HMAC signing of every request then take none of the event loop that serves the requests, as a
  * shop's deliveries come from elsewhere. Takes its settings on IPC (`forkWithConfig`) and answers
- * there with autocannon's result.
+ * there with autocannon's result and the CPU it spent generating the load.
  */
 export interface IngestLoadConfig {
   readonly url: string;
@@ -17,9 +17,18 @@ export interface IngestLoadConfig {
   readonly clickId: string;
 }
 
+export interface IngestLoadAnswer {
+  readonly result: autocannon.Result;
+  /** This process's CPU (user and system) from autocannon's start to its result. */
+  readonly loadCpuMicros: number;
+  readonly loadMs: number;
+}
+
 exitWithParent();
 const config = await receiveConfig<IngestLoadConfig>();
 let n = 0;
+const cpuAtStart = process.cpuUsage();
+const startedAt = performance.now();
 const result = await autocannon({
   url: config.url,
   connections: config.connections,
@@ -42,4 +51,10 @@ const result = await autocannon({
     },
   ],
 });
-process.send?.(result, () => process.exit(0));
+const cpu = process.cpuUsage(cpuAtStart);
+const answer: IngestLoadAnswer = {
+  result,
+  loadCpuMicros: cpu.user + cpu.system,
+  loadMs: performance.now() - startedAt,
+};
+process.send?.(answer, () => process.exit(0));

@@ -261,6 +261,38 @@ export function shares(busy: ReadonlyMap<string, number>): [string, number][] {
   return [...busy.entries()].map(([k, v]): [string, number] => [k, v / total]).sort((a, b) => b[1] - a[1]);
 }
 
+/** Who the busy time of the ingest bench's serving process works for (`ingestParts`). */
+export type IngestPart = 'the webhook function' | 'the local stand-ins' | 'Node, no caller of ours';
+
+/** What the deployed webhook function runs: the project's function code and the packages it bundles. */
+const FUNCTION_OWNER =
+  /^(?:shared\/|functions\/|zod$|@aws-sdk\/|@smithy\/|@aws-lambda-powertools\/|@middy\/)/;
+
+/**
+ * The ingest bench's serving process (`--profile`) by part: what the webhook function itself runs
+ * (its code, zod, the AWS SDK's client with the Node code it calls), what stands in locally for
+ * AWS's side (`infra/local/`, the HTTP server in front of the handler that API Gateway is in AWS;
+ * fauxqs and its fastify server, SQS; anything else a package or file of the project), and Node's own
+ * work that no frame of ours called (`(garbage collector)`, `(writev)` flushing sockets, …). Largest
+ * part first, each with its owners as given (largest first when `busy` is, as `shares` gives it).
+ */
+export function ingestParts(
+  busy: readonly [string, number][],
+): { part: IngestPart; share: number; owners: [string, number][] }[] {
+  const parts = new Map<IngestPart, [string, number][]>();
+  for (const [owner, share] of busy) {
+    const part: IngestPart = owner.startsWith('(')
+      ? 'Node, no caller of ours'
+      : FUNCTION_OWNER.test(owner)
+        ? 'the webhook function'
+        : 'the local stand-ins';
+    parts.set(part, [...(parts.get(part) ?? []), [owner, share]]);
+  }
+  return [...parts]
+    .map(([part, owners]) => ({ part, share: owners.reduce((sum, [, s]) => sum + s, 0), owners }))
+    .sort((a, b) => b.share - a.share);
+}
+
 /** Adds `more` into `into`. */
 export function addBusy(into: Map<string, number>, more: ReadonlyMap<string, number>): void {
   for (const [k, v] of more) into.set(k, (into.get(k) ?? 0) + v);

@@ -3,7 +3,6 @@ import { SourceMap } from 'node:module';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type autocannon from 'autocannon';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { bundleFunction, codeFileName } from '../../infra/bundle-report.ts';
 import type { ConnectorFunctionName } from '../../infra/connector-stack.ts';
@@ -12,7 +11,7 @@ import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { runBaseline } from './baseline.ts';
 import { forkWithConfig } from './config-channel.ts';
 import { fleetShape } from './fleet.ts';
-import type { IngestLoadConfig } from './ingest-load.ts';
+import type { IngestLoadAnswer, IngestLoadConfig } from './ingest-load.ts';
 import { importTimes } from './lambda-process.ts';
 import { scratchDir } from './leftovers.ts';
 import { bundleInstance, type MultiDrainResult, multiDrain } from './multi-drain.ts';
@@ -25,9 +24,12 @@ import {
   type ImportPhase,
   type ImportPhases,
   importPhases,
+  ingestParts,
   mappedBundleOwner,
   moduleStarts,
+  projectShares,
   shares,
+  startProfiler,
 } from './profile.ts';
 import { CLICK, check, LIMIT_PER_SECOND, PLATFORM_FAULTS, postBurst } from './workload.ts';
 
@@ -60,6 +62,13 @@ interface IngestResult {
   readonly p99Ms: number;
   readonly non2xx: number;
   readonly errors: number;
+  /** CPU of the serving process over the run, user and system, all its threads: % of one core. */
+  readonly servingCpuPercent: number;
+  readonly servingCpuMicrosPerRequest: number;
+  /** CPU of the load generator's process over its run: % of one core. */
+  readonly loadCpuPercent: number;
+  /** `--profile`: the serving process's busy time by package or project file (`projectShares`). */
+  readonly servingCpuByOwner?: [string, number][];
 }
 
 interface ColdStartResult {
@@ -182,18 +191,31 @@ function profileShares(dir: string, instanceModule: string): [string, number][] 
   return shares(busy);
 }
 
-async function ingest(seconds: number, connections: number): Promise<IngestResult> {
+/**
+ * autocannon against the local stack's `POST /webhooks/generic` from a process of its own, with the
+ * CPU of the serving process (the ingress server, the webhook handler and its SQS client, fauxqs)
+ * and of the load generator over the run; with `profile`, V8's profiler in the serving process says
+ * where its busy time went.
+ */
+async function ingest(seconds: number, connections: number, profile: boolean): Promise<IngestResult> {
   const stack = await startLocalStack({ port: 0, sandbox: { port: 0 }, autoPoll: false });
   const secret = stack.secrets['GENERIC_WEBHOOK_SECRET'] ?? '';
   try {
     const config: IngestLoadConfig = { url: stack.url, secret, seconds, connections, clickId: CLICK };
+    const profiler = profile ? await startProfiler() : undefined;
+    const cpuAtStart = process.cpuUsage();
+    const startedAt = performance.now();
     // Its settings, the signing secret included, go over IPC, not on its command line.
     const child = forkWithConfig(fileURLToPath(new URL('./ingest-load.ts', import.meta.url)), config);
-    const result = await new Promise<autocannon.Result>((resolve, reject) => {
-      child.once('message', (message) => resolve(message as autocannon.Result));
+    const { result, loadCpuMicros, loadMs } = await new Promise<IngestLoadAnswer>((resolve, reject) => {
+      child.once('message', (message) => resolve(message as IngestLoadAnswer));
       child.once('error', reject);
       child.once('exit', (code) => reject(new Error(`the load generator exited with code ${code}`)));
     });
+    const servingMs = performance.now() - startedAt;
+    const cpu = process.cpuUsage(cpuAtStart);
+    const servingCpuMicros = cpu.user + cpu.system;
+    const busy = profiler === undefined ? undefined : projectShares(await profiler.stop());
     return {
       connections,
       seconds,
@@ -203,6 +225,10 @@ async function ingest(seconds: number, connections: number): Promise<IngestResul
       p99Ms: result.latency.p99,
       non2xx: result.non2xx,
       errors: result.errors + result.timeouts,
+      servingCpuPercent: servingCpuMicros / 10 / servingMs,
+      servingCpuMicrosPerRequest: servingCpuMicros / Math.max(1, result.requests.total),
+      loadCpuPercent: loadCpuMicros / 10 / loadMs,
+      ...(busy === undefined ? {} : { servingCpuByOwner: busy }),
     };
   } finally {
     await stack.close();
@@ -387,11 +413,21 @@ function markdown(
     lines.push(
       '## Ingest (autocannon, POST /webhooks/generic, signed, distinct order ids)',
       '',
-      '| connections | seconds | requests | req/s | p50 ms | p99 ms | non-2xx | errors |',
-      '|---:|---:|---:|---:|---:|---:|---:|---:|',
-      `| ${ing.connections} | ${ing.seconds} | ${ing.requests} | ${f1(ing.requestsPerSecond)} | ${ing.p50Ms} | ${ing.p99Ms} | ${ing.non2xx} | ${ing.errors} |`,
+      "The serving process is the bench's: the local HTTP server in front of the webhook handler (API Gateway's part in AWS), the handler with its SQS client, and fauxqs, on one event loop; its CPU is all its threads' (V8's garbage collector, libuv's), as a share of one core. The load generator runs in a process of its own.",
+      '',
+      '| connections | seconds | requests | req/s | p50 ms | p99 ms | non-2xx | errors | serving CPU % of a core | serving CPU µs per request | load generator CPU % |',
+      '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      `| ${ing.connections} | ${ing.seconds} | ${ing.requests} | ${f1(ing.requestsPerSecond)} | ${ing.p50Ms} | ${ing.p99Ms} | ${ing.non2xx} | ${ing.errors} | ${Math.round(ing.servingCpuPercent)} | ${Math.round(ing.servingCpuMicrosPerRequest)} | ${Math.round(ing.loadCpuPercent)} |`,
       '',
     );
+    if (ing.servingCpuByOwner) {
+      lines.push(
+        "Where the serving process's busy time went (`--profile`: V8's profiler in the process, each sample given to the nearest frame of a package or project file, so Node's own code counts for the package that called it; by what it works for):",
+        '',
+        `- ${ingestPartsLine(ing.servingCpuByOwner)}`,
+        '',
+      );
+    }
   }
   if (cold.length > 0) {
     lines.push(
@@ -515,7 +551,7 @@ async function main(): Promise<void> {
     .option('--warm', 'boot every worker process before any polls (warm containers), not one after another')
     .option(
       '--profile',
-      'CPU-profile every worker process of the multi-instance drain, the bench process over it (fauxqs, dynalite) and the sandbox process, and print where their busy time goes, by package (an unminified bundle: compare shares, not adds/s)',
+      'CPU-profile every worker process of the multi-instance drain, the bench process over it (fauxqs, dynalite) and the sandbox process, and the process that serves the ingest run, and print where their busy time goes, by package (an unminified bundle: compare shares, not adds/s)',
     )
     .option(
       '--max-concurrency <n>',
@@ -634,8 +670,11 @@ async function main(): Promise<void> {
   let ing: IngestResult | undefined;
   if (only.has('ingest')) {
     console.log(`ingest: autocannon ${o.connections} connections for ${o.ingestSeconds} s…`);
-    ing = await ingest(o.ingestSeconds, o.connections);
-    console.table([ing]);
+    ing = await ingest(o.ingestSeconds, o.connections, o.profile === true);
+    const { servingCpuByOwner, ...row } = ing;
+    console.table([row]);
+    if (servingCpuByOwner)
+      console.log(`  where the serving process's time went: ${ingestPartsLine(servingCpuByOwner)}`);
   }
   let cold: ColdStartResult[] = [];
   if (only.has('cold')) {
@@ -675,6 +714,13 @@ function ownersLine(cpuByOwner: readonly [string, number][], most = 12): string 
     .slice(0, most)
     .map(([owner, share]) => `${owner} ${f1(share * 100)}%`)
     .join(', ');
+}
+
+/** `the webhook function 58% (@smithy/core 25%, …) · the local stand-ins 27% (…) · …`, from `ingestParts`. */
+function ingestPartsLine(busy: readonly [string, number][], most = 6): string {
+  return ingestParts(busy)
+    .map(({ part, share, owners }) => `${part} ${f1(share * 100)}% (${ownersLine(owners, most)})`)
+    .join(' · ');
 }
 
 /** `DynamoDB before the first add 420 ms (40); … · SQS …`. */

@@ -6,6 +6,7 @@ import {
   type CpuProfile,
   fileOwner,
   importPhases,
+  ingestParts,
   mappedBundleOwner,
   moduleStarts,
   ownerOf,
@@ -258,6 +259,54 @@ describe('bench profile', () => {
     expect(owner(frame('__esm', BUNDLE_URL, 2, 2))).toBe('(esbuild wrappers)');
     expect(owner(frame('', BUNDLE_URL, 0, 0))).toBe('(the bundle top level)');
     expect(owner(frame('send', 'file:///tmp/other.mjs', 1, 9))).toBeUndefined();
+  });
+
+  it("splits the ingest bench's serving process into the webhook function, the local stand-ins and Node's own work", () => {
+    // Prepare: owners as `projectShares` names them in the process that serves the ingest bench.
+    const busy: [string, number][] = [
+      ['@smithy/core', 0.25],
+      ['infra/local/stack.ts', 0.1],
+      ['(garbage collector)', 0.07],
+      ['fastify', 0.06],
+      ['@aws-sdk/core', 0.05],
+      ['fauxqs', 0.04],
+      ['zod', 0.04],
+      ['shared/platforms/signature.ts', 0.02],
+      ['functions/webhook.ts', 0.01],
+      ['@aws-lambda-powertools/logger', 0.01],
+      ['(writev)', 0.06],
+      ['toad-cache', 0.005],
+      ['sandbox/server.ts', 0.005],
+    ];
+    // Act
+    const parts = ingestParts(busy);
+    // Assess: largest part first, each with its owners largest first.
+    expect(parts.map((p) => p.part)).toEqual([
+      'the webhook function',
+      'the local stand-ins',
+      'Node, no caller of ours',
+    ]);
+    const [fn, standIns, node] = parts;
+    expect(fn?.share).toBeCloseTo(0.38);
+    expect(fn?.owners.map(([o]) => o)).toEqual([
+      '@smithy/core',
+      '@aws-sdk/core',
+      'zod',
+      'shared/platforms/signature.ts',
+      'functions/webhook.ts',
+      '@aws-lambda-powertools/logger',
+    ]);
+    expect(standIns?.share).toBeCloseTo(0.21);
+    expect(standIns?.owners.map(([o]) => o)).toEqual([
+      'infra/local/stack.ts',
+      'fastify',
+      'fauxqs',
+      'toad-cache',
+      'sandbox/server.ts',
+    ]);
+    expect(node?.share).toBeCloseTo(0.13);
+    expect(node?.owners.map(([o]) => o)).toEqual(['(garbage collector)', '(writev)']);
+    expect(ingestParts([])).toEqual([]);
   });
 });
 
