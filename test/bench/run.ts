@@ -53,7 +53,7 @@ interface DrainResult {
   readonly wrongAmounts: number;
 }
 
-interface IngestResult {
+export interface IngestResult {
   readonly connections: number;
   readonly seconds: number;
   readonly requests: number;

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import type { IngestResult } from '../bench/run.ts';
 
 /**
  * `npm run bench -- --only ingest --profile`, run for real and briefly: autocannon from its own
@@ -29,16 +30,9 @@ function bench(...args: string[]): Promise<{ status: number | null; stderr: stri
   });
 }
 
+/** The part of the bench's JSON report read here. */
 interface IngestReport {
-  readonly ingest: {
-    readonly requests: number;
-    readonly non2xx: number;
-    readonly errors: number;
-    readonly servingCpuPercent: number;
-    readonly servingCpuMicrosPerRequest: number;
-    readonly loadCpuPercent: number;
-    readonly servingCpuByOwner?: [string, number][];
-  };
+  readonly ingest: IngestResult;
 }
 
 describe('npm run bench -- --only ingest', () => {
