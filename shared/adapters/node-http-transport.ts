@@ -2,6 +2,19 @@ import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage 
 import { request as httpsRequest } from 'node:https';
 import type { HttpAnswer, HttpFetch, ResponseHeaders } from '../ports.ts';
 
+/** The most of an answer's body the transport reads by default (`NodeHttpTransportOptions`). */
+export const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+
+export interface NodeHttpTransportOptions {
+  /**
+   * The most bytes of an answer's body it reads; past them it closes the connection and the answer's
+   * `text()` rejects, naming the cap. The platform's largest answers are pages of conversions (the
+   * CLI's reconcile and the accept job ask 1,000 at a time), far under the default, 16 MiB; a body
+   * past it is a fault, which would otherwise fill the function's memory within its 5 s timeout.
+   */
+  readonly maxAnswerBytes?: number;
+}
+
 /**
  * The platform clients' HTTP transport: node:http and node:https, which the AWS SDK's clients load
  * anyway, instead of Node's fetch. Fetch is undici, which Node loads on the first call: on this
@@ -14,9 +27,15 @@ import type { HttpAnswer, HttpFetch, ResponseHeaders } from '../ports.ts';
  * the reading of its answer, and no redirect followed (http.request never follows one). Sockets
  * are kept alive by Node's global agents, which close an idle one a second before the server's
  * `Keep-Alive: timeout` hint (Node 24.7 and later). A failure to connect rejects with the system
- * error (its `code`, as ECONNREFUSED), which the clients read to know nothing was sent.
+ * error (its `code`, as ECONNREFUSED), which the clients read to know nothing was sent. It reads at
+ * most `maxAnswerBytes` of an answer (`MAX_ANSWER_BYTES` by default).
  */
-export const nodeHttpFetch: HttpFetch = (url, init) =>
+export function nodeHttpTransport(options: NodeHttpTransportOptions = {}): HttpFetch {
+  const maxAnswerBytes = options.maxAnswerBytes ?? MAX_ANSWER_BYTES;
+  return (url, init) => sendOnce(url, init, maxAnswerBytes);
+}
+
+const sendOnce = (url: URL, init: Parameters<HttpFetch>[1], maxAnswerBytes: number) =>
   new Promise<HttpAnswer>((resolve, reject) => {
     const body = init.body === undefined ? undefined : Buffer.from(init.body, 'utf8');
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
@@ -27,17 +46,37 @@ export const nodeHttpFetch: HttpFetch = (url, init) =>
         headers: body === undefined ? init.headers : { ...init.headers, 'content-length': body.length },
         signal: init.signal,
       },
-      (response) => resolve(answerOf(response)),
+      (response) => resolve(answerOf(response, maxAnswerBytes)),
     );
     // After the answer came, a failure is the body's: `text()` rejects with it.
     request.on('error', reject);
     request.end(body);
   });
 
-function answerOf(response: IncomingMessage): HttpAnswer {
+/** The transport the platform clients use by default: `nodeHttpTransport()`. */
+export const nodeHttpFetch: HttpFetch = nodeHttpTransport();
+
+function answerOf(response: IncomingMessage, maxAnswerBytes: number): HttpAnswer {
   const chunks: Buffer[] = [];
+  let size = 0;
+  const tooLarge = () =>
+    new Error(`the answer passed ${sizeText(maxAnswerBytes)}, the most this client reads`);
   const text = new Promise<string>((resolve, reject) => {
-    response.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const declared = Number(response.headers['content-length']);
+    if (declared > maxAnswerBytes) {
+      reject(tooLarge());
+      response.destroy();
+      return;
+    }
+    response.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxAnswerBytes) {
+        reject(tooLarge());
+        response.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
     response.on('end', () => resolve(UTF8.decode(Buffer.concat(chunks))));
     response.on('error', reject);
     response.on('close', () => {
@@ -48,6 +87,10 @@ function answerOf(response: IncomingMessage): HttpAnswer {
   text.catch(() => undefined);
   return { status: response.statusCode ?? 0, headers: new AnswerHeaders(response.headers), text: () => text };
 }
+
+const MIB = 1024 * 1024;
+const sizeText = (bytes: number) =>
+  bytes % MIB === 0 ? `${bytes / MIB} MiB` : `${Math.floor(bytes / 1024)} KiB`;
 
 /** Drops a leading byte order mark, as fetch's `text()` does. */
 const UTF8 = new TextDecoder();

@@ -10,7 +10,13 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleEntryAs } from '../../infra/bundle-report.ts';
 import { DEFAULT_SEED, type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
-import { nodeHttpFetch } from '../../shared/adapters/node-http-transport.ts';
+import {
+  MAX_ANSWER_BYTES,
+  nodeHttpFetch,
+  nodeHttpTransport,
+} from '../../shared/adapters/node-http-transport.ts';
+import { AffiliateClient } from '../../shared/affiliate/client.ts';
+import { TransientError } from '../../shared/errors.ts';
 import type { HttpAnswer } from '../../shared/ports.ts';
 import { LOAD_PRELUDE, lambdaLoad } from '../bench/lambda-process.ts';
 import { startHungServer } from '../support/hung-server.ts';
@@ -188,6 +194,118 @@ describe('nodeHttpFetch', () => {
     expect(response.status).toBe(200);
     await expect(response.text()).rejects.toThrow();
     expect(signal.aborted).toBe(true);
+  });
+
+  it('stops reading an answer that passes its cap and fails naming the cap, however the server streams it', async () => {
+    // Prepare: a body without a length, 64 KiB at a time, until the client goes or 4 MiB are out
+    let written = 0;
+    let serverSawClose: (closedEarly: boolean) => void = () => undefined;
+    const closed = new Promise<boolean>((resolve) => {
+      serverSawClose = resolve;
+    });
+    answering((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const chunk = Buffer.alloc(64 * 1024, 0x20);
+      const more = () => {
+        while (written < 4 * 1024 * 1024) {
+          written += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', more);
+        }
+        res.end();
+      };
+      res.on('close', () => serverSawClose(!res.writableFinished));
+      more();
+    });
+    const capped = nodeHttpTransport({ maxAnswerBytes: 256 * 1024 });
+
+    // Act
+    const response = await capped(new URL(base), {
+      method: 'GET',
+      headers: {},
+      signal: AbortSignal.timeout(5000),
+    });
+
+    // Assess
+    expect(response.status).toBe(200);
+    await expect(response.text()).rejects.toThrow('the answer passed 256 KiB, the most this client reads');
+    expect(await closed).toBe(true);
+    expect(written).toBeLessThan(4 * 1024 * 1024);
+  });
+
+  it('refuses at once an answer whose declared length passes its cap', async () => {
+    // Prepare
+    answering((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(2 * 1024 * 1024) });
+      res.write('{');
+    });
+    const capped = nodeHttpTransport({ maxAnswerBytes: 1024 * 1024 });
+
+    // Act
+    const response = await capped(new URL(base), {
+      method: 'GET',
+      headers: {},
+      signal: AbortSignal.timeout(5000),
+    });
+
+    // Assess: no waiting for the two megabytes that will not come
+    await expect(response.text()).rejects.toThrow('the answer passed 1 MiB, the most this client reads');
+  });
+
+  it('reads an answer of its cap whole (16 MiB by default: a page of 1,000 conversions at 16 KiB each)', async () => {
+    // Prepare
+    expect(MAX_ANSWER_BYTES).toBe(16 * 1024 * 1024);
+    const text = 'x'.repeat(64 * 1024);
+    answering((_req, res) => res.end(text));
+    const capped = nodeHttpTransport({ maxAnswerBytes: text.length });
+
+    // Act
+    const response = await capped(new URL(base), {
+      method: 'GET',
+      headers: {},
+      signal: AbortSignal.timeout(5000),
+    });
+
+    // Assess
+    expect(await response.text()).toBe(text);
+  });
+
+  it('gives the client a failure naming the cap: an add is not sent again blind, a lookup is tried again', async () => {
+    // Prepare: a platform that answers every call with 8 KiB, a client that reads 4 KiB at most
+    answering((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'abcdefabcdefabcdefabcdef', padding: 'x'.repeat(8 * 1024) }));
+    });
+    const client = new AffiliateClient({
+      baseUrl: base,
+      token: 't0k3n',
+      maxAttempts: 2,
+      baseDelayMs: 1,
+      maxDelayMs: 2,
+      fetch: nodeHttpTransport({ maxAnswerBytes: 4 * 1024 }),
+    });
+    const add = {
+      kind: 'tracking' as const,
+      program: DEFAULT_SEED.programs[0] ?? '',
+      rule: DEFAULT_SEED.rules[0] ?? '',
+      externalId: 'capped-1',
+      amount: 4990,
+      currency: 'EUR' as const,
+      cids: ['c1c1c1c1c1c1c1c1c1c1c1c1'],
+      ip: '203.0.113.7',
+    };
+
+    // Act
+    const adding = client.addConversion(add);
+    await expect(adding).rejects.toThrow(/the answer passed 4 KiB, the most this client reads.*not retried/);
+    const addsSent = seen.length;
+    const looking = client.conversionInfo({ program: add.program, externalId: 'capped-1' });
+
+    // Assess: the add went once and is marked ambiguous; the lookup was tried again, then gave up.
+    await expect(adding).rejects.toMatchObject({ ambiguous: true });
+    expect(addsSent).toBe(1);
+    await expect(looking).rejects.toBeInstanceOf(TransientError);
+    await expect(looking).rejects.toThrow('the answer passed 4 KiB');
+    expect(seen.length - addsSent).toBe(2);
   });
 
   it('fails with the system error code when nothing listens, so the caller knows nothing was sent', async () => {
