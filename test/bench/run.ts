@@ -62,7 +62,7 @@ export interface IngestResult {
   readonly p99Ms: number;
   readonly non2xx: number;
   readonly errors: number;
-  /** CPU of the serving process over the run, user and system, all its threads: % of one core. */
+  /** CPU of the serving process (user and system, all its threads) over the load's seconds: % of one core. */
   readonly servingCpuPercent: number;
   readonly servingCpuMicrosPerRequest: number;
   /** CPU of the load generator's process over its run: % of one core. */
@@ -204,7 +204,6 @@ async function ingest(seconds: number, connections: number, profile: boolean): P
     const config: IngestLoadConfig = { url: stack.url, secret, seconds, connections, clickId: CLICK };
     const profiler = profile ? await startProfiler() : undefined;
     const cpuAtStart = process.cpuUsage();
-    const startedAt = performance.now();
     // Its settings, the signing secret included, go over IPC, not on its command line.
     const child = forkWithConfig(fileURLToPath(new URL('./ingest-load.ts', import.meta.url)), config);
     const { result, loadCpuMicros, loadMs } = await new Promise<IngestLoadAnswer>((resolve, reject) => {
@@ -212,7 +211,6 @@ async function ingest(seconds: number, connections: number, profile: boolean): P
       child.once('error', reject);
       child.once('exit', (code) => reject(new Error(`the load generator exited with code ${code}`)));
     });
-    const servingMs = performance.now() - startedAt;
     const cpu = process.cpuUsage(cpuAtStart);
     const servingCpuMicros = cpu.user + cpu.system;
     const busy = profiler === undefined ? undefined : projectShares(await profiler.stop());
@@ -225,7 +223,8 @@ async function ingest(seconds: number, connections: number, profile: boolean): P
       p99Ms: result.latency.p99,
       non2xx: result.non2xx,
       errors: result.errors + result.timeouts,
-      servingCpuPercent: servingCpuMicros / 10 / servingMs,
+      // Over the load's own seconds: the serving process is all but idle while the generator boots.
+      servingCpuPercent: servingCpuMicros / 10 / loadMs,
       servingCpuMicrosPerRequest: servingCpuMicros / Math.max(1, result.requests.total),
       loadCpuPercent: loadCpuMicros / 10 / loadMs,
       ...(busy === undefined ? {} : { servingCpuByOwner: busy }),
