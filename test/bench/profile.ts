@@ -286,7 +286,9 @@ export function ingestParts(
       : FUNCTION_OWNER.test(owner)
         ? 'the webhook function'
         : 'the local stand-ins';
-    parts.set(part, [...(parts.get(part) ?? []), [owner, share]]);
+    const owners = parts.get(part) ?? [];
+    owners.push([owner, share]);
+    parts.set(part, owners);
   }
   return [...parts]
     .map(([part, owners]) => ({ part, share: owners.reduce((sum, [, s]) => sum + s, 0), owners }))
