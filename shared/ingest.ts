@@ -10,13 +10,13 @@ import {
   refusedBody,
 } from './http/answers.ts';
 import type { HttpAnswer, HttpRequest } from './http/types.ts';
-import type { AdapterResult, PlatformAdapter } from './platforms/types.ts';
+import type { AdapterLoader, AdapterResult } from './platforms/types.ts';
 import type { EventQueue, SecretStore } from './ports.ts';
 import { MAX_EVENT_BYTES, oversizedEvent, sendEvents } from './queueing.ts';
 
 export interface IngestDeps {
   readonly sources: ReadonlyMap<string, SourceConfig>;
-  readonly adapterFor: (platform: SourceConfig['platform']) => PlatformAdapter;
+  readonly adapterFor: AdapterLoader;
   readonly secrets: SecretStore;
   readonly queue: EventQueue;
   readonly now: () => Date;
@@ -81,7 +81,7 @@ async function ingest(
 
   let mapped: AdapterResult;
   try {
-    mapped = deps.adapterFor(source.platform).handle(request, { source, secrets, now: deps.now() });
+    mapped = (await deps.adapterFor(source.platform)).handle(request, { source, secrets, now: deps.now() });
   } catch (error) {
     return { result: refusalOf(error) };
   }

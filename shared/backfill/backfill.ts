@@ -2,7 +2,7 @@ import type { SourceConfig } from '../config/sources.ts';
 import type { ConnectorEvent } from '../domain/events.ts';
 import { describeError } from '../errors.ts';
 import { ledgerKey, type OrderRecord, refundOf } from '../ledger.ts';
-import type { PlatformAdapter } from '../platforms/types.ts';
+import type { AdapterLoader, PlatformAdapter } from '../platforms/types.ts';
 import type { EventQueue, Ledger } from '../ports.ts';
 import { MAX_EVENT_BYTES, oversizedEvent, sendEvents } from '../queueing.ts';
 import { CANCELLATION_REFUND_ID } from '../worker/flow.ts';
@@ -16,7 +16,7 @@ import type { Delivery } from './deliveries.ts';
  */
 
 export interface BackfillDeps {
-  readonly adapterFor: (platform: SourceConfig['platform']) => PlatformAdapter;
+  readonly adapterFor: AdapterLoader;
   readonly queue: EventQueue;
   /**
    * Read to tell what is already applied (and not queue it again). Without it everything mapped is
@@ -84,7 +84,7 @@ export async function backfill(
     skipped: [],
     notices: [...(options.notices ?? [])],
   };
-  const adapter = deps.adapterFor(source.platform);
+  const adapter = await deps.adapterFor(source.platform);
   for await (const delivery of deliveries) {
     summary.found += 1;
     const outcome = await one(deps, adapter, source, delivery, dryRun);

@@ -1,6 +1,6 @@
 import type { SourceConfig } from '../config/sources.ts';
 import { describeError } from '../errors.ts';
-import type { PlatformAdapter } from '../platforms/types.ts';
+import type { AdapterLoader } from '../platforms/types.ts';
 import type { EventQueue, SecretStore } from '../ports.ts';
 import { shopCredentials } from '../shops/credentials.ts';
 import type { ShopHttpOptions } from '../shops/http.ts';
@@ -19,7 +19,7 @@ export interface CatchUpDeps {
   readonly hours: number;
   readonly secrets: SecretStore;
   readonly queue: EventQueue;
-  readonly adapterFor: (platform: SourceConfig['platform']) => PlatformAdapter;
+  readonly adapterFor: AdapterLoader;
   readonly now: () => Date;
   readonly shopHttp?: ShopHttpOptions;
 }

@@ -1,5 +1,6 @@
 import type { SourceConfig } from '../config/sources.ts';
 import type { HttpRequest } from '../http/types.ts';
+import { STRIPE_EVENT_TYPES } from '../platforms/topics.ts';
 import type { ShopCredentials } from '../shops/credentials.ts';
 import type { ShopHttpOptions } from '../shops/http.ts';
 import { ShopifyClient } from '../shops/shopify.ts';
@@ -40,14 +41,6 @@ type Json = Record<string, unknown>;
 
 /** Stripe keeps events for 30 days; the Events API lists nothing older. */
 export const STRIPE_EVENTS_WINDOW_MS = 30 * 24 * 3600 * 1000;
-
-/** The Stripe event types the connector maps (shared/platforms/stripe.ts). */
-export const STRIPE_EVENT_TYPES = [
-  'checkout.session.completed',
-  'checkout.session.async_payment_succeeded',
-  'charge.refunded',
-  'refund.created',
-] as const;
 
 /** Shopify's financial statuses of an order that has been paid (for `orderTopic: orders/paid`). */
 const SHOPIFY_PAID = new Set(['paid', 'partially_refunded', 'refunded']);

@@ -1,24 +1,27 @@
 import type { SourceConfig } from '../config/sources.ts';
-import { genericAdapter } from './generic.ts';
-import { shopifyAdapter, shopifyTopics } from './shopify.ts';
-import { STRIPE_EVENT_TYPES, stripeAdapter } from './stripe.ts';
-import type { PlatformAdapter } from './types.ts';
-import { WOOCOMMERCE_TOPICS, woocommerceAdapter } from './woocommerce.ts';
+import { STRIPE_EVENT_TYPES, shopifyTopics, WOOCOMMERCE_TOPICS } from './topics.ts';
+import type { AdapterLoader, PlatformAdapter } from './types.ts';
 
-const ADAPTERS: Readonly<Record<SourceConfig['platform'], PlatformAdapter>> = {
-  shopify: shopifyAdapter,
-  woocommerce: woocommerceAdapter,
-  stripe: stripeAdapter,
-  generic: genericAdapter,
+/**
+ * Each adapter is loaded when a source of its platform first needs it: building a platform's
+ * schemas costs a function's cold start a few milliseconds, and a deployment mostly serves one
+ * platform. In a bundle the dynamic import stays in the file (esbuild wraps the module in a lazy
+ * initialiser); its top level runs on the first call only.
+ */
+const LOADERS: Readonly<Record<SourceConfig['platform'], () => Promise<PlatformAdapter>>> = {
+  shopify: async () => (await import('./shopify.ts')).shopifyAdapter,
+  woocommerce: async () => (await import('./woocommerce.ts')).woocommerceAdapter,
+  stripe: async () => (await import('./stripe.ts')).stripeAdapter,
+  generic: async () => (await import('./generic.ts')).genericAdapter,
 };
 
-/** The adapter of a source's platform. */
-export function adapterFor(platform: SourceConfig['platform']): PlatformAdapter {
-  const adapter = ADAPTERS[platform];
+/** The adapter of a source's platform, loaded on first use. */
+export const adapterFor: AdapterLoader = async (platform) => {
+  const load = Object.hasOwn(LOADERS, platform) ? LOADERS[platform] : undefined;
   // Sources are validated at start; this guards a platform name that came from elsewhere.
-  if (!adapter) throw new Error(`no adapter for platform ${String(platform)}`);
-  return adapter;
-}
+  if (load === undefined) throw new Error(`no adapter for platform ${String(platform)}`);
+  return load();
+};
 
 /**
  * The webhook topics (Stripe: event types) a source's shop must send for the connector to miss

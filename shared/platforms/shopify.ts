@@ -1,5 +1,4 @@
 import * as z from 'zod/mini';
-import type { SourceConfig } from '../config/sources.ts';
 import type { BasisLine, ConnectorEventInput, RefundBasis, RefundLine } from '../domain/events.ts';
 import { BadInputError } from '../errors.ts';
 import type { HttpRequest } from '../http/types.ts';
@@ -27,6 +26,7 @@ import {
   unique,
 } from './mapping.ts';
 import { verifyBase64HmacHeader } from './signature.ts';
+import { SHOPIFY_OTHER_TOPICS } from './topics.ts';
 import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts';
 
 /**
@@ -414,14 +414,6 @@ function eventIdOf(request: HttpRequest): string {
 }
 
 const ORDER_TOPICS = new Set(['orders/create', 'orders/paid']);
-/** The topics besides the order topic that the adapter acts on. */
-const OTHER_TOPICS = ['refunds/create', 'orders/cancelled'] as const;
-
-/** The topics a Shopify source must be subscribed to: its order topic, refunds and cancellations. */
-export function shopifyTopics(source: Pick<SourceConfig, 'orderTopic'>): readonly string[] {
-  return [source.orderTopic, ...OTHER_TOPICS];
-}
-
 /**
  * Shopify: `x-shopify-hmac-sha256` (base64 HMAC-SHA256 of the raw body), dedup key
  * `x-shopify-event-id` (else `x-shopify-webhook-id`, else a hash of the body). Topics: the
@@ -449,7 +441,7 @@ function mapShopify(request: HttpRequest, context: AdapterContext): AdapterResul
       reason: `${topic} is not the configured order topic (${context.source.orderTopic})`,
     };
   }
-  if (!isOrderTopic && !(OTHER_TOPICS as readonly string[]).includes(topic)) {
+  if (!isOrderTopic && !(SHOPIFY_OTHER_TOPICS as readonly string[]).includes(topic)) {
     return { kind: 'ignored', reason: `topic ${topic} is not handled` };
   }
   const body = parseJsonBody(request.rawBody);

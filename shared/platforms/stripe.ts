@@ -20,6 +20,7 @@ import {
   unixToIso,
 } from './mapping.ts';
 import { verifyStripeSignature } from './signature.ts';
+import type { StripeEventType } from './topics.ts';
 import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts';
 
 /**
@@ -318,19 +319,16 @@ function chargeRefunded(object: unknown, eventId: string, context: AdapterContex
  * the fields it needs, and a charge has every field a refund is read by: without this check a
  * charge sent as `refund.created` would refund the whole charge.
  */
-const OBJECT_OF: Readonly<Record<string, string>> = {
+const OBJECT_OF: Readonly<Record<StripeEventType, string>> = {
   'checkout.session.completed': 'checkout.session',
   'checkout.session.async_payment_succeeded': 'checkout.session',
   'refund.created': 'refund',
   'charge.refunded': 'charge',
 };
 
-/** The event types a Stripe endpoint must send to a Stripe source: every type the adapter handles. */
-export const STRIPE_EVENT_TYPES: readonly string[] = Object.keys(OBJECT_OF);
-
 /** @throws BadInputError naming `data.object.object` when the object is not the one `type` carries */
 function checkObjectType(type: string, object: Readonly<Record<string, unknown>>): void {
-  const expected = OBJECT_OF[type];
+  const expected = (OBJECT_OF as Readonly<Record<string, string | undefined>>)[type];
   if (expected === undefined || object['object'] === expected) return;
   const actual = typeof object['object'] === 'string' ? object['object'].slice(0, 40) : 'missing';
   throw new BadInputError(`data.object.object: a ${type} event carries a ${expected}, this one a ${actual}`, {

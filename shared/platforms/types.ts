@@ -31,3 +31,6 @@ export interface PlatformAdapter {
    */
   map(request: HttpRequest, context: AdapterContext): AdapterResult;
 }
+
+/** The adapter of a platform, loaded on first use (shared/platforms/registry.ts). */
+export type AdapterLoader = (platform: SourceConfig['platform']) => Promise<PlatformAdapter>;

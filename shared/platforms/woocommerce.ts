@@ -28,6 +28,7 @@ import {
   unique,
 } from './mapping.ts';
 import { verifyBase64HmacHeader } from './signature.ts';
+import { WOOCOMMERCE_TOPICS } from './topics.ts';
 import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts';
 
 /**
@@ -384,9 +385,6 @@ const NOT_A_SALE = new Set(['cancelled', 'refunded', 'failed', 'trash']);
 function isPing(rawBody: Buffer): boolean {
   return rawBody.length < 64 && /^webhook_id=[0-9]+$/.test(rawBody.toString('latin1').trim());
 }
-
-/** The topics a WooCommerce source must be subscribed to (refunds arrive as `order.updated`). */
-export const WOOCOMMERCE_TOPICS = ['order.created', 'order.updated'] as const;
 
 /**
  * WooCommerce: `x-wc-webhook-signature` (base64 HMAC-SHA256 of the raw body). The creation ping

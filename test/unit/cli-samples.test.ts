@@ -14,8 +14,15 @@ import {
   signedHeaders,
 } from '../../cli/samples.ts';
 import { UnauthorizedError } from '../../shared/errors.ts';
-import { adapterFor } from '../../shared/platforms/registry.ts';
-import { NOW, onlyEvent, SECRET, sampleRaw, signatureVector, sourceOf } from './platforms/support.ts';
+import {
+  ADAPTERS,
+  NOW,
+  onlyEvent,
+  SECRET,
+  sampleRaw,
+  signatureVector,
+  sourceOf,
+} from './platforms/support.ts';
 
 const CLICK = 'abcdef0123456789abcdef01';
 const IP = '198.51.100.9';
@@ -31,7 +38,7 @@ function sampleOf(
 
 /** What the connector's own adapter makes of a body signed by `send`. */
 function received(platform: Platform, body: string, headers: Record<string, string>, secret = SECRET) {
-  return adapterFor(platform).handle(
+  return ADAPTERS[platform].handle(
     { rawBody: Buffer.from(body), headers },
     { source: sourceOf(platform), secrets: [secret], now: NOW },
   );

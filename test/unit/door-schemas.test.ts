@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FinanceRefundRequest } from '../../shared/finance.ts';
-import { adapterFor } from '../../shared/platforms/registry.ts';
 import { firstIssue } from '../../shared/validation.ts';
-import { contextOf, request, sampleJson, sourceOf, thrown } from './platforms/support.ts';
+import { ADAPTERS, contextOf, request, sampleJson, sourceOf, thrown } from './platforms/support.ts';
 
 /**
  * The schemas the webhook and refunds functions load are zod/mini, as the worker's are
@@ -15,7 +14,7 @@ describe('door schemas on zod/mini', () => {
     const order = sampleJson('shopify/order_2026-07_docs_example.json') as { line_items: object[] };
     order.line_items[0] = { ...order.line_items[0], ...line };
     const delivery = request(JSON.stringify(order), { 'x-shopify-topic': 'orders/create' });
-    return thrown(() => adapterFor('shopify').map(delivery, contextOf(sourceOf('shopify'), [])));
+    return thrown(() => ADAPTERS.shopify.map(delivery, contextOf(sourceOf('shopify'), [])));
   }
 
   it.each([
@@ -33,9 +32,7 @@ describe('door schemas on zod/mini', () => {
     const order = { ...sampleJson('woocommerce/order_v3_docs_example.json'), prices_include_tax: 'yes' };
     const delivery = request(JSON.stringify(order), { 'x-wc-webhook-topic': 'order.created' });
 
-    const error = thrown(() =>
-      adapterFor('woocommerce').map(delivery, contextOf(sourceOf('woocommerce'), [])),
-    );
+    const error = thrown(() => ADAPTERS.woocommerce.map(delivery, contextOf(sourceOf('woocommerce'), [])));
 
     expect(error.message).toBe('prices_include_tax: Invalid input: expected boolean, received string');
   });

@@ -248,7 +248,7 @@ describe('amounts that only overflow once combined', () => {
     const queue = new MemoryQueue();
     const deps = {
       sources,
-      adapterFor: () => ({
+      adapterFor: async () => ({
         platform: 'generic' as const,
         handle: () => {
           throw new RangeError('Invalid time value');

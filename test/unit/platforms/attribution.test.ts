@@ -8,7 +8,6 @@ import {
   recordEntries,
   urlQueryEntries,
 } from '../../../shared/platforms/attribution.ts';
-import { adapterFor } from '../../../shared/platforms/registry.ts';
 import { sourceOf, thrown } from './support.ts';
 
 const names = sourceOf('shopify');
@@ -105,12 +104,5 @@ describe('attribution', () => {
     expect(attributeIp(recordEntries({ ip: 'unknown', buyer_ip: '2001:db8::1' }, 'm'))).toBe('2001:db8::1');
     expect(attributeIp(recordEntries({ ip: 'fe80::1%eth0', buyer_ip: '192.0.2.9' }, 'm'))).toBe('192.0.2.9');
     expect(attributeIp(recordEntries({ other: '192.0.2.1' }, 'm'))).toBeUndefined();
-  });
-});
-
-describe('adapterFor', () => {
-  it.each(['shopify', 'woocommerce', 'stripe', 'generic'] as const)('returns the %s adapter', (platform) => {
-    // Act / Assess
-    expect(adapterFor(platform).platform).toBe(platform);
   });
 });

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { parseSources } from '../../../shared/config/sources.ts';
 import { UnauthorizedError } from '../../../shared/errors.ts';
-import { adapterFor } from '../../../shared/platforms/registry.ts';
 import { type SignedPlatform, sampleFixture, signedHeaders } from '../../support/webhooks.ts';
+import { ADAPTERS } from './support.ts';
 
 /**
  * `map` is `handle` without the signature check (for deliveries the backfill rebuilds from a shop's
@@ -30,18 +30,18 @@ describe('PlatformAdapter.map', () => {
     const unsigned = Object.fromEntries(Object.entries(signed).filter(([k]) => !/signature|hmac/.test(k)));
     const context = { source, now: NOW };
 
-    const handled = adapterFor(platform).handle(
+    const handled = ADAPTERS[platform].handle(
       { headers: signed, rawBody: Buffer.from(body) },
       { ...context, secrets: [SECRET] },
     );
-    const mapped = adapterFor(platform).map(
+    const mapped = ADAPTERS[platform].map(
       { headers: unsigned, rawBody: Buffer.from(body) },
       { ...context, secrets: [] },
     );
 
     expect(mapped).toEqual(handled);
     expect(() =>
-      adapterFor(platform).handle(
+      ADAPTERS[platform].handle(
         { headers: unsigned, rawBody: Buffer.from(body) },
         { ...context, secrets: [SECRET] },
       ),

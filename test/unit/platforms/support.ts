@@ -4,7 +4,11 @@ import { expect } from 'vitest';
 import { SourceConfig, type SourceConfigInput } from '../../../shared/config/sources.ts';
 import type { ConnectorError } from '../../../shared/errors.ts';
 import type { HttpRequest } from '../../../shared/http/types.ts';
+import { genericAdapter } from '../../../shared/platforms/generic.ts';
+import { shopifyAdapter } from '../../../shared/platforms/shopify.ts';
+import { stripeAdapter } from '../../../shared/platforms/stripe.ts';
 import type { AdapterContext, AdapterResult, PlatformAdapter } from '../../../shared/platforms/types.ts';
+import { woocommerceAdapter } from '../../../shared/platforms/woocommerce.ts';
 
 /** The platforms' own samples and our variants of them (test/fixtures/platforms/SOURCES.md). */
 const SAMPLE_FIXTURES = new URL('../../fixtures/platforms/', import.meta.url);
@@ -36,6 +40,14 @@ export function signatureVector(platform: string): SignatureVector {
   if (!vector) throw new Error(`no signature vector for ${platform}`);
   return vector;
 }
+
+/** Each platform's adapter, for tests that call one directly (the registry loads them on demand). */
+export const ADAPTERS: Readonly<Record<SourceConfig['platform'], PlatformAdapter>> = {
+  shopify: shopifyAdapter,
+  woocommerce: woocommerceAdapter,
+  stripe: stripeAdapter,
+  generic: genericAdapter,
+};
 
 export const SECRET = 'test_webhook_secret';
 export const NOW = new Date('2026-06-01T12:00:00.000Z');
