@@ -1,5 +1,6 @@
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { answerTooLargeMessage } from '../http/answer-cap.ts';
 import type { HttpAnswer, HttpFetch, ResponseHeaders } from '../ports.ts';
 
 /** The most of an answer's body the transport reads by default (`NodeHttpTransportOptions`). */
@@ -59,8 +60,7 @@ export const nodeHttpFetch: HttpFetch = nodeHttpTransport();
 function answerOf(response: IncomingMessage, maxAnswerBytes: number): HttpAnswer {
   const chunks: Buffer[] = [];
   let size = 0;
-  const tooLarge = () =>
-    new Error(`the answer passed ${sizeText(maxAnswerBytes)}, the most this client reads`);
+  const tooLarge = () => new Error(answerTooLargeMessage(maxAnswerBytes));
   const text = new Promise<string>((resolve, reject) => {
     const declared = Number(response.headers['content-length']);
     if (declared > maxAnswerBytes) {
@@ -87,10 +87,6 @@ function answerOf(response: IncomingMessage, maxAnswerBytes: number): HttpAnswer
   text.catch(() => undefined);
   return { status: response.statusCode ?? 0, headers: new AnswerHeaders(response.headers), text: () => text };
 }
-
-const MIB = 1024 * 1024;
-const sizeText = (bytes: number) =>
-  bytes % MIB === 0 ? `${bytes / MIB} MiB` : `${Math.floor(bytes / 1024)} KiB`;
 
 /** Drops a leading byte order mark, as fetch's `text()` does. */
 const UTF8 = new TextDecoder();

@@ -1,5 +1,6 @@
 import { sleep as realSleep, type Sleep, withRetry } from '../affiliate/retry.ts';
 import { ConfigurationError, PermanentError, TransientError } from '../errors.ts';
+import { answerTooLargeMessage } from '../http/answer-cap.ts';
 import { parseJsonBody } from '../json.ts';
 
 /**
@@ -7,8 +8,18 @@ import { parseJsonBody } from '../json.ts';
  * a timeout per attempt, bounded retries with full jitter on network failures, 429 and 5xx (a
  * `Retry-After` is honoured), and every failure classified: 401/403 a `ConfigurationError` (the key
  * or its scopes), other 4xx `PermanentError`, the rest `TransientError`. Reads are idempotent, so
- * every transient failure may be retried.
+ * every transient failure may be retried. A redirect is never followed: it would carry the shop's
+ * credentials wherever it points (fetch drops only `authorization` on a cross-origin redirect, not
+ * `X-Shopify-Access-Token`), so it is a `ConfigurationError` naming where it points. At most
+ * `maxAnswerBytes` of an answer are read.
  */
+
+/**
+ * The most of one answer a shop client reads by default. The largest answers are pages of orders
+ * (250 Shopify orders, 100 WooCommerce orders, 100 Stripe events), a few MiB at most; a faulty or
+ * hostile shop URL must not fill a function's memory.
+ */
+export const SHOP_MAX_ANSWER_BYTES = 32 * 1024 * 1024;
 
 export interface ShopHttpOptions {
   /** Per attempt, including reading the answer. @default 10000 */
@@ -21,6 +32,11 @@ export interface ShopHttpOptions {
   readonly maxDelayMs?: number;
   /** A longer `Retry-After` ends the request as a transient failure instead. @default 60000 */
   readonly maxRetryAfterMs?: number;
+  /**
+   * The most bytes of an answer it reads; past them it closes the connection and the request fails
+   * as a `PermanentError` naming the cap. @default SHOP_MAX_ANSWER_BYTES
+   */
+  readonly maxAnswerBytes?: number;
   readonly signal?: AbortSignal;
   readonly fetch?: typeof fetch;
   readonly sleep?: Sleep;
@@ -101,7 +117,7 @@ export class ShopHttp {
     const timeout = AbortSignal.timeout(timeoutMs);
     const signal = o.signal ? AbortSignal.any([o.signal, timeout]) : timeout;
     let response: Response;
-    let text: string;
+    let body: Buffer;
     try {
       response = await (o.fetch ?? fetch)(url, {
         method,
@@ -111,15 +127,19 @@ export class ShopHttp {
           ...(request.body ? { 'content-type': request.body.contentType } : {}),
         },
         body: request.body?.text,
+        redirect: 'manual',
         signal,
       });
-      text = await response.text();
+      body = await readCapped(response, o.maxAnswerBytes ?? SHOP_MAX_ANSWER_BYTES);
     } catch (error) {
       if (o.signal?.aborted) throw o.signal.reason;
+      if (error instanceof AnswerTooLarge) {
+        throw new PermanentError(`${name} API: ${label}: ${error.message}`, { cause: error });
+      }
       const why = timeout.aborted ? `no answer within ${timeoutMs} ms` : `network failure (${codeOf(error)})`;
       throw new TransientError(`${name} API: ${label}: ${why}`, { cause: error });
     }
-    const json = parseJson(text);
+    const json = parseJson(body);
     const { status } = response;
     if (status >= 200 && status < 300) {
       // WordPress without pretty permalinks, or a URL that is the shop's storefront, answers 200 with HTML.
@@ -130,6 +150,12 @@ export class ShopHttp {
         );
       }
       return { status, headers: response.headers, json };
+    }
+    if (status >= 300 && status < 400) {
+      throw new ConfigurationError(
+        `${name} API: ${label} answered ${status}, ${redirectTarget(url, response.headers)}: set shopApi.url to where the API is (a redirect is not followed, as it would carry the credentials)`,
+        { status },
+      );
     }
     const platformMessage = this.#redact(this.#profile.messageOf(json));
     const suffix = platformMessage ? `: ${platformMessage}` : '';
@@ -173,11 +199,49 @@ function retryAfterMs(headers: Headers): number | undefined {
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
-/** As the webhooks: an integer beyond 2^53 (a Shopify id) comes back as its exact text. */
-function parseJson(text: string): unknown {
-  if (text.trim() === '') return undefined;
+class AnswerTooLarge extends Error {}
+
+/** The answer's body, at most `maxBytes` of it; past them the connection is closed. */
+async function readCapped(response: Response, maxBytes: number): Promise<Buffer> {
+  if (Number(response.headers.get('content-length')) > maxBytes) {
+    await response.body?.cancel();
+    throw new AnswerTooLarge(answerTooLargeMessage(maxBytes));
+  }
+  if (response.body === null) return Buffer.alloc(0);
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return Buffer.concat(chunks, size);
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel();
+      throw new AnswerTooLarge(answerTooLargeMessage(maxBytes));
+    }
+    chunks.push(value);
+  }
+}
+
+/** "a redirect to https://shop.example/path" (no query: it may hold anything), or that it named none. */
+function redirectTarget(from: URL, headers: Headers): string {
+  const location = headers.get('location');
+  if (location === null) return 'a redirect without a Location';
   try {
-    return parseJsonBody(Buffer.from(text, 'utf8'));
+    const to = new URL(location, from);
+    return `a redirect to ${to.origin}${to.pathname}`;
+  } catch {
+    return 'a redirect to an address that is not a URL';
+  }
+}
+
+/**
+ * As the webhooks: an integer beyond 2^53 (a Shopify id) comes back as its exact text. An empty
+ * body, or one that is not JSON (a storefront's HTML), is `undefined`.
+ */
+function parseJson(body: Buffer): unknown {
+  try {
+    return parseJsonBody(body);
   } catch {
     return undefined;
   }

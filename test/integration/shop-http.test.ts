@@ -1,0 +1,176 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ConfigurationError, PermanentError } from '../../shared/errors.ts';
+import { SHOP_MAX_ANSWER_BYTES } from '../../shared/shops/http.ts';
+import { ShopifyClient } from '../../shared/shops/shopify.ts';
+import { WooCommerceClient } from '../../shared/shops/woocommerce.ts';
+
+/**
+ * The shop API clients against real HTTP servers, through Node's own fetch: what a redirect and an
+ * answer too large to hold do to them (test/unit/shops/shop-clients.test.ts scripts the rest).
+ */
+
+interface Seen {
+  readonly url: string;
+  readonly headers: IncomingMessage['headers'];
+}
+
+interface Running {
+  readonly url: string;
+  readonly seen: Seen[];
+  /** Resolves when the server has seen the client close the connection of a request. */
+  readonly closed: Promise<void>;
+}
+
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const server of servers.splice(0)) {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+async function serve(answer: (request: IncomingMessage, response: ServerResponse) => void): Promise<Running> {
+  const seen: Seen[] = [];
+  let onClosed: () => void = () => {};
+  const closed = new Promise<void>((resolve) => {
+    onClosed = resolve;
+  });
+  const server = createServer((request, response) => {
+    seen.push({ url: request.url ?? '', headers: request.headers });
+    response.on('close', onClosed);
+    answer(request, response);
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, closed };
+}
+
+const noWait = { sleep: async () => {}, random: () => 0.5 };
+
+async function firstPage(pages: AsyncIterable<readonly unknown[]>): Promise<readonly unknown[]> {
+  for await (const page of pages) return page;
+  return [];
+}
+
+async function failure(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected a failure');
+}
+
+describe('a shop API that redirects', () => {
+  it('is not followed: the access token never reaches the other host, and the error names where it points', async () => {
+    // Arrange: the shop's URL answers 301 to another origin, which would take anything it is sent
+    const elsewhere = await serve((_request, response) => response.end('{"orders":[]}'));
+    const shop = await serve((_request, response) => {
+      response.writeHead(301, { location: `${elsewhere.url}/admin/api/orders.json?secret=1` }).end();
+    });
+    const client = new ShopifyClient({ url: shop.url, accessToken: 'shpat_do_not_leak' }, noWait);
+
+    // Act
+    const error = await failure(firstPage(client.list('orders.json', 'orders', {})));
+
+    // Assess
+    expect(elsewhere.seen).toEqual([]);
+    expect(shop.seen).toHaveLength(1);
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect(error.message).toContain(`answered 301, a redirect to ${elsewhere.url}/admin/api/orders.json`);
+    expect(error.message).toContain('set shopApi.url to where the API is');
+    expect(error.message).not.toContain('secret=1');
+    expect(error.message).not.toContain('shpat_do_not_leak');
+  });
+
+  it("is not followed to the same host either (WordPress's move to https): the error says so at once, not a 401", async () => {
+    // Arrange
+    const shop = await serve((request, response) => {
+      if (request.url?.startsWith('/moved')) return void response.end('[]');
+      response.writeHead(302, { location: '/moved/wp-json/wc/v3/orders' }).end();
+    });
+    const client = new WooCommerceClient(
+      { url: shop.url, consumerKey: 'ck_1', consumerSecret: 'cs_do_not_leak' },
+      noWait,
+    );
+
+    // Act
+    const error = await failure(firstPage(client.list('orders', {})));
+
+    // Assess
+    expect(shop.seen).toHaveLength(1);
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect(error.message).toContain(`answered 302, a redirect to ${shop.url}/moved/wp-json/wc/v3/orders`);
+  });
+});
+
+describe('a shop API answer larger than the client reads', () => {
+  const shopify = (url: string, maxAnswerBytes: number) =>
+    new ShopifyClient({ url, accessToken: 'shpat_1' }, { ...noWait, maxAnswerBytes });
+
+  it('reads at most 32 MiB by default', () => {
+    // Assess
+    expect(SHOP_MAX_ANSWER_BYTES).toBe(32 * 1024 * 1024);
+  });
+
+  it('stops reading a streamed answer past the cap, closes the connection, and fails permanently naming it', async () => {
+    // Arrange: a page streamed without a length, far over a 1 KiB cap
+    let written = 0;
+    const shop = await serve((_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.write('{"orders":[');
+      const more = () => {
+        while (written < 4 * 1024 * 1024) {
+          written += 1024;
+          if (!response.write(`"${'x'.repeat(1022)}",`)) return void response.once('drain', more);
+        }
+        response.end('"x"]}');
+      };
+      more();
+    });
+
+    // Act
+    const error = await failure(firstPage(shopify(shop.url, 1024).list('orders.json', 'orders', {})));
+    await shop.closed;
+
+    // Assess
+    expect(error).toBeInstanceOf(PermanentError);
+    expect(error.message).toMatch(
+      /^Shopify API: GET \/admin\/api\/[^ ]+\/orders\.json: the answer passed 1 KiB/,
+    );
+    expect(shop.seen).toHaveLength(1);
+    expect(written).toBeLessThan(4 * 1024 * 1024);
+  });
+
+  it('refuses an answer whose declared length is over the cap, without reading it', async () => {
+    // Arrange
+    const shop = await serve((_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json', 'content-length': String(2048) });
+      response.write('{"orders":[');
+    });
+
+    // Act
+    const error = await failure(firstPage(shopify(shop.url, 1024).list('orders.json', 'orders', {})));
+
+    // Assess
+    expect(error).toBeInstanceOf(PermanentError);
+    expect(error.message).toContain('the answer passed 1 KiB, the most this client reads');
+  });
+
+  it('reads an answer of exactly the cap whole', async () => {
+    // Arrange
+    const padded = JSON.stringify({ orders: [{ id: 1, note: 'x'.repeat(1024 - 31) }] });
+    const shop = await serve((_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json' }).end(padded);
+    });
+
+    // Act
+    const page = await firstPage(shopify(shop.url, 1024).list('orders.json', 'orders', {}));
+
+    // Assess
+    expect(Buffer.byteLength(padded)).toBe(1024);
+    expect(page).toEqual([{ id: 1, note: 'x'.repeat(1024 - 31) }]);
+  });
+});
