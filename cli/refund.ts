@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { BadInputError } from '../shared/errors.ts';
 import { FinanceRefundRequest, overRefundMessage } from '../shared/finance.ts';
+import { redirectTarget } from '../shared/http/client-answers.ts';
 import { ledgerKey, type OrderRecord } from '../shared/ledger.ts';
 import { formatMinor, parseMoney } from '../shared/money.ts';
 import { issuesOf } from '../shared/validation.ts';
@@ -450,6 +451,8 @@ async function postRefund(url: string, key: string, request: FinanceRefundReques
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-api-key': key, 'user-agent': 'connector-cli' },
         body: JSON.stringify(request),
+        // A redirect would carry the API key wherever it points (fetch keeps x-api-key across hosts).
+        redirect: 'manual',
         signal: AbortSignal.timeout(15_000),
       });
     } catch (error) {
@@ -457,6 +460,15 @@ async function postRefund(url: string, key: string, request: FinanceRefundReques
         ? `could not reach ${url}: ${explain(error)}. Is the connector running (npm start)?`
         : `could not reach ${url}: ${explain(error)}`;
       return { ok: false, text: `not sent (${reason})`, stop: reason };
+    }
+    if (response.status >= 300 && response.status < 400) {
+      await response.body?.cancel();
+      const where = redirectTarget(url, response.headers.get('location'));
+      return {
+        ok: false,
+        text: `${response.status} ${where}`,
+        stop: `the connector URL answered ${response.status}, ${where}: set CONNECTOR_URL (or --url) to where the connector is (a redirect is not followed, as it would carry the API key)`,
+      };
     }
     const body = await readJson(response);
     if (response.status === 202 || response.ok) {

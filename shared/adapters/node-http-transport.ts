@@ -1,6 +1,6 @@
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { answerTooLargeMessage } from '../http/answer-cap.ts';
+import { answerTooLargeMessage } from '../http/client-answers.ts';
 import type { HttpAnswer, HttpFetch, ResponseHeaders } from '../ports.ts';
 
 /** The most of an answer's body the transport reads by default (`NodeHttpTransportOptions`). */

@@ -1,6 +1,6 @@
 import { sleep as realSleep, type Sleep, withRetry } from '../affiliate/retry.ts';
 import { ConfigurationError, PermanentError, TransientError } from '../errors.ts';
-import { answerTooLargeMessage } from '../http/answer-cap.ts';
+import { answerTooLargeMessage, redirectTarget } from '../http/client-answers.ts';
 import { parseJsonBody } from '../json.ts';
 
 /**
@@ -153,7 +153,7 @@ export class ShopHttp {
     }
     if (status >= 300 && status < 400) {
       throw new ConfigurationError(
-        `${name} API: ${label} answered ${status}, ${redirectTarget(url, response.headers)}: set shopApi.url to where the API is (a redirect is not followed, as it would carry the credentials)`,
+        `${name} API: ${label} answered ${status}, ${redirectTarget(url, response.headers.get('location'))}: set shopApi.url to where the API is (a redirect is not followed, as it would carry the credentials)`,
         { status },
       );
     }
@@ -220,18 +220,6 @@ async function readCapped(response: Response, maxBytes: number): Promise<Buffer>
       throw new AnswerTooLarge(answerTooLargeMessage(maxBytes));
     }
     chunks.push(value);
-  }
-}
-
-/** "a redirect to https://shop.example/path" (no query: it may hold anything), or that it named none. */
-function redirectTarget(from: URL, headers: Headers): string {
-  const location = headers.get('location');
-  if (location === null) return 'a redirect without a Location';
-  try {
-    const to = new URL(location, from);
-    return `a redirect to ${to.origin}${to.pathname}`;
-  } catch {
-    return 'a redirect to an address that is not a URL';
   }
 }
 

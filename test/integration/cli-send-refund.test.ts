@@ -1,4 +1,6 @@
 import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ledgerKey } from '../../shared/ledger.ts';
@@ -263,6 +265,41 @@ describe('connector refund', () => {
     expect(refunded.stdout).toContain('→ 401');
     expect(refunded.stdout).toContain('3 refunds: 0 queued, 1 failed, 2 not sent');
     expect(refunded.stderr).toContain('stopped: the connector refused the API key');
+  });
+
+  it('follows no redirect: the API key never reaches where it points, and the run stops naming it', async () => {
+    // Prepare: the connector URL answers 307 (which keeps the POST and its headers) to another host
+    const seen: string[] = [];
+    const elsewhere = createServer((request, response) => {
+      seen.push(String(request.headers['x-api-key']));
+      response.writeHead(202, { 'content-type': 'application/json' }).end('{"status":"queued"}');
+    });
+    const redirector = createServer((_request, response) => {
+      const { port } = elsewhere.address() as AddressInfo;
+      response.writeHead(307, { location: `http://127.0.0.1:${port}/refunds?k=1` }).end();
+    });
+    for (const server of [elsewhere, redirector]) {
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    }
+    const url = `http://127.0.0.1:${(redirector.address() as AddressInfo).port}`;
+    try {
+      // Act
+      const refunded = await runCli(
+        ['refund', '--csv', SAMPLE_CSV, '--url', url, '--api-key', 'finance-key-do-not-leak'],
+        { cwd: local.dir },
+      );
+
+      // Assess
+      expect(seen).toEqual([]);
+      expect(refunded.code).toBe(1);
+      expect(refunded.stdout).toContain('3 refunds: 0 queued, 1 failed, 2 not sent');
+      expect(refunded.stderr).toContain(
+        `stopped: the connector URL answered 307, a redirect to http://127.0.0.1:${(elsewhere.address() as AddressInfo).port}/refunds: set CONNECTOR_URL (or --url) to where the connector is`,
+      );
+      expect(refunded.stderr + refunded.stdout).not.toContain('finance-key-do-not-leak');
+    } finally {
+      for (const server of [elsewhere, redirector]) await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it('exits 2 when flags give both an amount and --full', async () => {

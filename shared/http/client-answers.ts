@@ -1,0 +1,27 @@
+/** What the project's HTTP clients say of answers they will not take. */
+
+const MIB = 1024 * 1024;
+
+/**
+ * What a client says when an answer is larger than it reads (the platform's transport, the shop
+ * clients): "the answer passed 16 MiB, the most this client reads".
+ */
+export function answerTooLargeMessage(maxBytes: number): string {
+  const size = maxBytes % MIB === 0 ? `${maxBytes / MIB} MiB` : `${Math.floor(maxBytes / 1024)} KiB`;
+  return `the answer passed ${size}, the most this client reads`;
+}
+
+/**
+ * Where a redirect points, for a client that follows none (it would carry its credentials there):
+ * "a redirect to https://shop.example/path", without the query, which may hold anything; or that
+ * it named no address.
+ */
+export function redirectTarget(from: URL | string, location: string | null): string {
+  if (location === null) return 'a redirect without a Location';
+  try {
+    const to = new URL(location, from);
+    return `a redirect to ${to.origin}${to.pathname}`;
+  } catch {
+    return 'a redirect to an address that is not a URL';
+  }
+}
