@@ -15,12 +15,20 @@ const LOADERS: Readonly<Record<SourceConfig['platform'], () => Promise<PlatformA
   generic: async () => (await import('./generic.ts')).genericAdapter,
 };
 
+/** Each platform's adapter once asked for: every later request awaits a settled promise. */
+const loaded = new Map<SourceConfig['platform'], Promise<PlatformAdapter>>();
+
 /** The adapter of a source's platform, loaded on first use. */
-export const adapterFor: AdapterLoader = async (platform) => {
-  const load = Object.hasOwn(LOADERS, platform) ? LOADERS[platform] : undefined;
-  // Sources are validated at start; this guards a platform name that came from elsewhere.
-  if (load === undefined) throw new Error(`no adapter for platform ${String(platform)}`);
-  return load();
+export const adapterFor: AdapterLoader = (platform) => {
+  let adapter = loaded.get(platform);
+  if (adapter === undefined) {
+    const load = Object.hasOwn(LOADERS, platform) ? LOADERS[platform] : undefined;
+    // Sources are validated at start; this guards a platform name that came from elsewhere.
+    if (load === undefined) return Promise.reject(new Error(`no adapter for platform ${String(platform)}`));
+    adapter = load();
+    loaded.set(platform, adapter);
+  }
+  return adapter;
 };
 
 /**
