@@ -8,6 +8,7 @@ import {
   PermanentError,
   TransientError,
 } from '../errors.ts';
+import { redirectTarget } from '../http/client-answers.ts';
 import type { HttpFetch, ResponseHeaders } from '../ports.ts';
 import { firstIssue } from '../validation.ts';
 import { type FleetPaces, RateLimiter } from './rate-limiter.ts';
@@ -429,7 +430,14 @@ export class PlatformHttp<R extends string> {
         field: typeof name === 'string' ? name : undefined,
       });
     }
-    // 1xx and 3xx: the base URL points somewhere that is not the API (http to https, a login page).
+    // 3xx: the base URL points somewhere that is not the API (http to https, a login page).
+    if (status >= 300 && status < 400) {
+      const where = redirectTarget(request.url(), answer.headers.get('location'));
+      return new ConfigurationError(
+        `${head}, ${where}: set the base URL to where the API is (a redirect is not followed, as it would carry the token)`,
+        details,
+      );
+    }
     return new ConfigurationError(`${head}: unexpected for an API call (check the base URL)`, details);
   }
 

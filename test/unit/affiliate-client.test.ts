@@ -442,17 +442,21 @@ describe('AffiliateClient failures', () => {
     },
   );
 
-  it('treats a redirect as a wrong base URL', async () => {
+  it('treats a redirect as a wrong base URL, naming where it points without its query', async () => {
     // Prepare
     const { client, clock } = setup([
-      new Response(null, { status: 301, headers: { location: 'https://x/' } }),
+      new Response(null, { status: 301, headers: { location: 'https://api.example/v2/advertiser?token=t' } }),
     ]);
 
     // Act
-    const result = clock.run(client.advertiserInfo());
+    const error = await clock.run(client.advertiserInfo()).catch((e: unknown) => e);
 
     // Assess
-    await expect(result).rejects.toBeInstanceOf(ConfigurationError);
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect((error as Error).message).toContain(
+      'answered 301, a redirect to https://api.example/v2/advertiser: set the base URL to where the API is',
+    );
+    expect((error as Error).message).not.toContain('token=t');
   });
 });
 
