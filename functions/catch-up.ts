@@ -11,6 +11,7 @@ import { makeLogger } from '../shared/observability.ts';
 import { adapterFor } from '../shared/platforms/registry.ts';
 import type { SecretStore } from '../shared/ports.ts';
 import { awsSecretStore } from '../shared/secrets.ts';
+import { SHOP_MAX_ANSWER_BYTES } from '../shared/shops/http.ts';
 
 /** Hours read back from now when CATCH_UP_HOURS is not set. */
 export const DEFAULT_CATCH_UP_HOURS = 48;
@@ -42,6 +43,18 @@ export interface CatchUpWiring {
   readonly env: Env;
 }
 
+/**
+ * The most of one shop answer the function reads: a 32nd of its memory (Lambda's
+ * AWS_LAMBDA_FUNCTION_MEMORY_SIZE, in MB), at most SHOP_MAX_ANSWER_BYTES. Parsed, an answer takes
+ * about 13 times its size (32 MiB of Shopify orders with their 16-digit ids grew a process by 414
+ * MB), so the stack's 256 MB read 8 MiB: a page of 250 orders of 32 KB each.
+ */
+export function shopAnswerCap(env: Env): number {
+  const megabytes = Number(env['AWS_LAMBDA_FUNCTION_MEMORY_SIZE']);
+  if (!Number.isFinite(megabytes) || megabytes <= 0) return SHOP_MAX_ANSWER_BYTES;
+  return Math.min(SHOP_MAX_ANSWER_BYTES, Math.floor(megabytes / 32) * 1024 * 1024);
+}
+
 /** The catch-up's dependencies; fails fast naming a missing or wrong setting. */
 export function buildCatchUpDeps(wiring: CatchUpWiring): CatchUpDeps {
   const sources = sourcesFromEnv(wiring.env);
@@ -67,6 +80,7 @@ export function buildCatchUpDeps(wiring: CatchUpWiring): CatchUpDeps {
     queue: new SqsEventQueue(wiring.sqs, requireEnv(wiring.env, 'QUEUE_URL')),
     adapterFor,
     now: () => new Date(),
+    shopHttp: { maxAnswerBytes: shopAnswerCap(wiring.env) },
   };
 }
 
