@@ -17,7 +17,8 @@ import { parseJsonBody } from '../json.ts';
 /**
  * The most of one answer a shop client reads by default. The largest answers are pages of orders
  * (250 Shopify orders, 100 WooCommerce orders, 100 Stripe events), a few MiB at most; a faulty or
- * hostile shop URL must not fill a function's memory.
+ * hostile shop URL must not fill the process's memory. Parsed, an answer takes about 13 times its
+ * size, so the catch-up function gives a lower cap for its memory (`shopAnswerCap`).
  */
 export const SHOP_MAX_ANSWER_BYTES = 32 * 1024 * 1024;
 
