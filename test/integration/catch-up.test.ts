@@ -1,11 +1,10 @@
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildCatchUpDeps, makeHandler, shopAnswerCap } from '../../functions/catch-up.ts';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { LOCAL_SECRETS } from '../../local/defaults.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import { SHOP_MAX_ANSWER_BYTES } from '../../shared/shops/http.ts';
+import { startEndlessAnswer } from '../support/endless-answer.ts';
 
 /**
  * The scheduled catch-up: the same backfill in a Lambda function, for every source with a shop API,
@@ -120,24 +119,10 @@ describe('scheduled catch-up', () => {
 
   it("reads at most a 32nd of the function's memory of one shop answer, and names the cap", async () => {
     // Prepare: a shop whose orders page runs on for 16 MiB; the function has 32 MB (a 1 MiB cap)
-    let written = 0;
-    const shop = createServer((_request, response) => {
-      response.writeHead(200, { 'content-type': 'application/json' });
-      response.write('{"orders":[');
-      const more = () => {
-        while (written < 16 * 1024 * 1024) {
-          written += 1024;
-          if (!response.write(`"${'x'.repeat(1022)}",`)) return void response.once('drain', more);
-        }
-        response.end('"x"]}');
-      };
-      more();
-    });
-    await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
+    const shop = await startEndlessAnswer(16 * 1024 * 1024);
     const shopify = stack.sources.get('shopify');
-    const url = `http://127.0.0.1:${(shop.address() as AddressInfo).port}`;
+    const source = { ...shopify, shopApi: { ...shopify?.shopApi, url: shop.url } };
     try {
-      const source = { ...shopify, shopApi: { ...shopify?.shopApi, url } };
       // Act
       const result = await handler({
         SOURCES: JSON.stringify([source]),
@@ -147,10 +132,10 @@ describe('scheduled catch-up', () => {
       // Assess
       expect(String(result)).toContain('catch-up failed for source shopify: Shopify API: GET /admin/api/');
       expect(String(result)).toContain('the answer passed 1 MiB, the most this client reads');
-      expect(written).toBeLessThan(16 * 1024 * 1024);
+      expect(await shop.closed).toBe(true);
+      expect(shop.written()).toBeLessThan(16 * 1024 * 1024);
     } finally {
-      shop.closeAllConnections();
-      await new Promise((resolve) => shop.close(resolve));
+      await shop.close();
     }
   });
 

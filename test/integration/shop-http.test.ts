@@ -5,6 +5,7 @@ import { ConfigurationError, PermanentError } from '../../shared/errors.ts';
 import { SHOP_MAX_ANSWER_BYTES } from '../../shared/shops/http.ts';
 import { ShopifyClient } from '../../shared/shops/shopify.ts';
 import { WooCommerceClient } from '../../shared/shops/woocommerce.ts';
+import { startEndlessAnswer } from '../support/endless-answer.ts';
 
 /**
  * The shop API clients against real HTTP servers, through Node's own fetch: what a redirect and an
@@ -19,8 +20,6 @@ interface Seen {
 interface Running {
   readonly url: string;
   readonly seen: Seen[];
-  /** Resolves when the server has seen the client close the connection of a request. */
-  readonly closed: Promise<void>;
 }
 
 const servers: Server[] = [];
@@ -33,18 +32,13 @@ afterEach(async () => {
 
 async function serve(answer: (request: IncomingMessage, response: ServerResponse) => void): Promise<Running> {
   const seen: Seen[] = [];
-  let onClosed: () => void = () => {};
-  const closed = new Promise<void>((resolve) => {
-    onClosed = resolve;
-  });
   const server = createServer((request, response) => {
     seen.push({ url: request.url ?? '', headers: request.headers });
-    response.on('close', onClosed);
     answer(request, response);
   });
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, closed };
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
 }
 
 const noWait = { sleep: async () => {}, random: () => 0.5 };
@@ -117,31 +111,21 @@ describe('a shop API answer larger than the client reads', () => {
 
   it('stops reading a streamed answer past the cap, closes the connection, and fails permanently naming it', async () => {
     // Arrange: a page streamed without a length, far over a 1 KiB cap
-    let written = 0;
-    const shop = await serve((_request, response) => {
-      response.writeHead(200, { 'content-type': 'application/json' });
-      response.write('{"orders":[');
-      const more = () => {
-        while (written < 4 * 1024 * 1024) {
-          written += 1024;
-          if (!response.write(`"${'x'.repeat(1022)}",`)) return void response.once('drain', more);
-        }
-        response.end('"x"]}');
-      };
-      more();
-    });
+    const shop = await startEndlessAnswer(4 * 1024 * 1024);
+    try {
+      // Act
+      const error = await failure(firstPage(shopify(shop.url, 1024).list('orders.json', 'orders', {})));
 
-    // Act
-    const error = await failure(firstPage(shopify(shop.url, 1024).list('orders.json', 'orders', {})));
-    await shop.closed;
-
-    // Assess
-    expect(error).toBeInstanceOf(PermanentError);
-    expect(error.message).toMatch(
-      /^Shopify API: GET \/admin\/api\/[^ ]+\/orders\.json: the answer passed 1 KiB/,
-    );
-    expect(shop.seen).toHaveLength(1);
-    expect(written).toBeLessThan(4 * 1024 * 1024);
+      // Assess
+      expect(error).toBeInstanceOf(PermanentError);
+      expect(error.message).toMatch(
+        /^Shopify API: GET \/admin\/api\/[^ ]+\/orders\.json: the answer passed 1 KiB/,
+      );
+      expect(await shop.closed).toBe(true);
+      expect(shop.written()).toBeLessThan(4 * 1024 * 1024);
+    } finally {
+      await shop.close();
+    }
   });
 
   it('refuses an answer whose declared length is over the cap, without reading it', async () => {
