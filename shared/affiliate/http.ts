@@ -433,9 +433,10 @@ export class PlatformHttp<R extends string> {
     // 3xx: the base URL points somewhere that is not the API (http to https, a login page).
     if (status >= 300 && status < 400) {
       const where = redirectTarget(request.url(), answer.headers.get('location'));
+      // Not the body: servers write the whole Location there ("Redirecting to …?token=…"), query included.
       return new ConfigurationError(
         `${head}, ${where}: set the base URL to where the API is (a redirect is not followed, as it would carry the token)`,
-        details,
+        { status },
       );
     }
     return new ConfigurationError(`${head}: unexpected for an API call (check the base URL)`, details);

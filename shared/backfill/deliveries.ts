@@ -2,7 +2,7 @@ import type { SourceConfig } from '../config/sources.ts';
 import type { HttpRequest } from '../http/types.ts';
 import { STRIPE_EVENT_TYPES } from '../platforms/topics.ts';
 import type { ShopCredentials } from '../shops/credentials.ts';
-import type { ShopHttpOptions } from '../shops/http.ts';
+import { SHOP_MAX_ANSWER_BYTES, type ShopHttpOptions } from '../shops/http.ts';
 import { ShopifyClient } from '../shops/shopify.ts';
 import { StripeClient } from '../shops/stripe.ts';
 import { WooCommerceClient } from '../shops/woocommerce.ts';
@@ -63,8 +63,13 @@ export function readShop(
   options: ShopHttpOptions & { readonly now: Date },
 ): ShopRead {
   switch (credentials.platform) {
-    case 'shopify':
-      return { notices: [], deliveries: shopify(source, new ShopifyClient(credentials, options), period) };
+    case 'shopify': {
+      const client = new ShopifyClient(credentials, options);
+      return {
+        notices: [],
+        deliveries: shopify(source, client, period, shopifyPageSize(options.maxAnswerBytes)),
+      };
+    }
     case 'woocommerce':
       return { notices: [], deliveries: woocommerce(new WooCommerceClient(credentials, options), period) };
     case 'stripe': {
@@ -81,6 +86,18 @@ export function readShop(
   }
 }
 
+/** An order as large as a page is sized for: a big one (many lines, each with its tax and discounts). */
+const SHOPIFY_ORDER_BYTES = 64 * 1024;
+
+/**
+ * Orders asked for per Shopify page: as many as fit the client's answer cap at 64 KB an order, from
+ * 50 to Shopify's 250. A smaller cap (the catch-up function's, sized to its memory) asks for smaller
+ * pages instead of failing on a page of large orders; the default cap asks for 250.
+ */
+export function shopifyPageSize(maxAnswerBytes: number = SHOP_MAX_ANSWER_BYTES): number {
+  return Math.max(50, Math.min(250, Math.floor(maxAnswerBytes / SHOPIFY_ORDER_BYTES)));
+}
+
 /**
  * Shopify Admin orders updated in the period (any status), each rebuilt as the webhooks it caused:
  * the order topic with the order as it was placed (no cancellation, no refunds yet), then
@@ -91,12 +108,13 @@ async function* shopify(
   source: SourceConfig,
   client: ShopifyClient,
   period: Period,
+  pageSize: number,
 ): AsyncGenerator<Delivery> {
   const query = {
     status: 'any',
     updated_at_min: period.from.toISOString(),
     updated_at_max: period.to.toISOString(),
-    limit: '250',
+    limit: String(pageSize),
   };
   for await (const page of client.list('orders.json', 'orders', query)) {
     for (const item of page) {

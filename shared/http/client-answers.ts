@@ -11,17 +11,25 @@ export function answerTooLargeMessage(maxBytes: number): string {
   return `the answer passed ${size}, the most this client reads`;
 }
 
+/** The most of a redirect's path a message quotes. */
+const MAX_PATH_CHARS = 200;
+
 /**
  * Where a redirect points, for a client that follows none (it would carry its credentials there):
- * "a redirect to https://shop.example/path", without the query, which may hold anything; or that
- * it named no address.
+ * "a redirect to https://shop.example/path", without the query, which may hold anything, and the
+ * path cut at 200 characters; an address that is not http(s) (`data:` can carry anything) is not
+ * quoted; or that it named none.
  */
 export function redirectTarget(from: URL | string, location: string | null): string {
   if (location === null) return 'a redirect without a Location';
+  let to: URL;
   try {
-    const to = new URL(location, from);
-    return `a redirect to ${to.origin}${to.pathname}`;
+    to = new URL(location, from);
   } catch {
     return 'a redirect to an address that is not a URL';
   }
+  if (to.protocol !== 'http:' && to.protocol !== 'https:')
+    return 'a redirect to an address that is not http(s)';
+  const path = to.pathname.length > MAX_PATH_CHARS ? `${to.pathname.slice(0, MAX_PATH_CHARS)}…` : to.pathname;
+  return `a redirect to ${to.origin}${path}`;
 }

@@ -9,9 +9,9 @@ import { parseJsonBody } from '../json.ts';
  * `Retry-After` is honoured), and every failure classified: 401/403 a `ConfigurationError` (the key
  * or its scopes), other 4xx `PermanentError`, the rest `TransientError`. Reads are idempotent, so
  * every transient failure may be retried. A redirect is never followed: it would carry the shop's
- * credentials wherever it points (fetch drops only `authorization` on a cross-origin redirect, not
- * `X-Shopify-Access-Token`), so it is a `ConfigurationError` naming where it points. At most
- * `maxAnswerBytes` of an answer are read.
+ * credentials wherever it points (across origins fetch drops `authorization`, `cookie` and
+ * `proxy-authorization`, not `X-Shopify-Access-Token`), so it is a `ConfigurationError` naming
+ * where it points. At most `maxAnswerBytes` of an answer are read.
  */
 
 /**

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildCatchUpDeps, makeHandler, shopAnswerCap } from '../../functions/catch-up.ts';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
 import { LOCAL_SECRETS } from '../../local/defaults.ts';
+import { shopifyPageSize } from '../../shared/backfill/deliveries.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import { SHOP_MAX_ANSWER_BYTES } from '../../shared/shops/http.ts';
 import { startEndlessAnswer } from '../support/endless-answer.ts';
@@ -118,8 +119,8 @@ describe('scheduled catch-up', () => {
   });
 
   it("reads at most a 32nd of the function's memory of one shop answer, and names the cap", async () => {
-    // Prepare: a shop whose orders page runs on for 16 MiB; the function has 32 MB (a 1 MiB cap)
-    const shop = await startEndlessAnswer(16 * 1024 * 1024);
+    // Prepare: a shop whose orders page runs on for 256 MiB; the function has 32 MB (a 1 MiB cap)
+    const shop = await startEndlessAnswer(256 * 1024 * 1024);
     const shopify = stack.sources.get('shopify');
     const source = { ...shopify, shopApi: { ...shopify?.shopApi, url: shop.url } };
     try {
@@ -133,7 +134,9 @@ describe('scheduled catch-up', () => {
       expect(String(result)).toContain('catch-up failed for source shopify: Shopify API: GET /admin/api/');
       expect(String(result)).toContain('the answer passed 1 MiB, the most this client reads');
       expect(await shop.closed).toBe(true);
-      expect(shop.written()).toBeLessThan(16 * 1024 * 1024);
+      expect(shop.written()).toBeLessThan(256 * 1024 * 1024);
+      // Pages sized to the cap: 50 orders, the fewest asked for (16 of 64 KB would fit 1 MiB)
+      expect(shop.urls()).toEqual([expect.stringContaining('limit=50')]);
     } finally {
       await shop.close();
     }
@@ -145,5 +148,13 @@ describe('scheduled catch-up', () => {
     expect(shopAnswerCap({ AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '256' })).toBe(8 * 1024 * 1024);
     expect(shopAnswerCap({ AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '10240' })).toBe(SHOP_MAX_ANSWER_BYTES);
     expect(shopAnswerCap({ AWS_LAMBDA_FUNCTION_MEMORY_SIZE: 'lots' })).toBe(SHOP_MAX_ANSWER_BYTES);
+  });
+
+  it("asks Shopify for pages its cap holds at 64 KB an order: 128 at the stack's 256 MB, 250 outside Lambda", () => {
+    // Act / Assess
+    expect(shopifyPageSize(shopAnswerCap({ AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '256' }))).toBe(128);
+    expect(shopifyPageSize(shopAnswerCap({}))).toBe(250);
+    expect(shopifyPageSize()).toBe(250);
+    expect(shopifyPageSize(1024 * 1024)).toBe(50);
   });
 });

@@ -8,6 +8,8 @@ import type { AddressInfo } from 'node:net';
  */
 export interface EndlessAnswer {
   readonly url: string;
+  /** The path and query of each request, in order. */
+  urls(): string[];
   /** Bytes of the body written so far. */
   written(): number;
   /** Resolves when the server saw the first answer's connection close: true if before its end. */
@@ -17,12 +19,14 @@ export interface EndlessAnswer {
 
 export async function startEndlessAnswer(upTo: number, key = 'orders'): Promise<EndlessAnswer> {
   let written = 0;
+  const urls: string[] = [];
   let sawClose: (early: boolean) => void = () => undefined;
   const closed = new Promise<boolean>((resolve) => {
     sawClose = resolve;
   });
   const item = `"${'x'.repeat(1022)}",`;
-  const server = createServer((_request, response) => {
+  const server = createServer((request, response) => {
+    urls.push(request.url ?? '');
     response.writeHead(200, { 'content-type': 'application/json' });
     response.on('close', () => sawClose(!response.writableFinished));
     response.write(`{"${key}":[`);
@@ -38,6 +42,7 @@ export async function startEndlessAnswer(upTo: number, key = 'orders'): Promise<
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    urls: () => [...urls],
     written: () => written,
     closed,
     close: async () => {

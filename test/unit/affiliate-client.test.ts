@@ -445,7 +445,10 @@ describe('AffiliateClient failures', () => {
   it('treats a redirect as a wrong base URL, naming where it points without its query', async () => {
     // Prepare
     const { client, clock } = setup([
-      new Response(null, { status: 301, headers: { location: 'https://api.example/v2/advertiser?token=t' } }),
+      new Response('Moved Permanently. Redirecting to https://api.example/v2/advertiser?token=t', {
+        status: 301,
+        headers: { location: 'https://api.example/v2/advertiser?token=t' },
+      }),
     ]);
 
     // Act
@@ -457,6 +460,7 @@ describe('AffiliateClient failures', () => {
       'answered 301, a redirect to https://api.example/v2/advertiser: set the base URL to where the API is',
     );
     expect((error as Error).message).not.toContain('token=t');
+    expect((error as ConfigurationError).platformMessage).toBeUndefined();
   });
 });
 
