@@ -171,6 +171,52 @@ describe('backfill from the shop fakes', () => {
     expect(queue.sent[0]?.deduplicationId).toBe(deduplicationId(queue.sent[0]!.event));
   });
 
+  it('Stripe: the window is read in eight slices, oldest first, so no more than a slice is held; an event on an edge comes once', async () => {
+    // Prepare: an 8-hour window; orders at both ends, on each slice's first second, and between
+    const to = new Date(Math.floor(Date.now() / 1000) * 1000);
+    const from = new Date(to.getTime() - 8 * 3600_000);
+    const fromS = from.getTime() / 1000;
+    const step = Math.ceil((8 * 3600 + 1) / 8);
+    const seconds = [
+      fromS,
+      fromS + 600,
+      ...[1, 2, 3, 4, 5, 6, 7].map((k) => fromS + k * step),
+      to.getTime() / 1000,
+    ];
+    const eventIds = seconds.map(
+      (s) =>
+        sandbox.shops.control.createOrder('stripe', { clickId: CLICK, at: new Date(s * 1000).toISOString() })
+          .eventId,
+    );
+    const asked: URLSearchParams[] = [];
+    const recording: typeof fetch = (input, init) => {
+      asked.push(new URL(String(input)).searchParams);
+      return fetch(input, init);
+    };
+    const source = sourceFor('stripe');
+    const credentials = await shopCredentials(
+      new EnvSecretStore({ CREDS: JSON.stringify(sandbox.shops.credentials.stripe) }),
+      source,
+    );
+
+    // Act
+    const read = readShop(source, credentials, { from, to }, { now: to, fetch: recording });
+    const labels: string[] = [];
+    for await (const delivery of read.deliveries) labels.push(delivery.label);
+
+    // Assess: every order once, oldest first
+    expect(labels).toEqual(eventIds.map((id) => `event ${String(id)} (checkout.session.completed)`));
+    // Each slice asked for every type, half-open, the slices tiling the window
+    const slices = [...new Set(asked.map((q) => `${q.get('created[gte]')}-${q.get('created[lt]')}`))];
+    expect(slices).toEqual(
+      [0, 1, 2, 3, 4, 5, 6, 7].map(
+        (k) => `${fromS + k * step}-${Math.min(fromS + (k + 1) * step, fromS + 8 * 3600 + 1)}`,
+      ),
+    );
+    expect(asked).toHaveLength(8 * 4);
+    expect(asked.every((q) => !q.has('created[lte]'))).toBe(true);
+  });
+
   it('Stripe: a range older than 30 days is said, and only the last 30 days are read', async () => {
     const { notices } = readShop(
       sourceFor('stripe'),
