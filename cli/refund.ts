@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { BadInputError } from '../shared/errors.ts';
 import { FinanceRefundRequest, overRefundMessage } from '../shared/finance.ts';
-import { redirectTarget } from '../shared/http/client-answers.ts';
+import { isRedirect, redirectRefusal, redirectTarget } from '../shared/http/client-answers.ts';
 import { ledgerKey, type OrderRecord } from '../shared/ledger.ts';
 import { formatMinor, parseMoney } from '../shared/money.ts';
 import { issuesOf } from '../shared/validation.ts';
@@ -461,13 +461,14 @@ async function postRefund(url: string, key: string, request: FinanceRefundReques
         : `could not reach ${url}: ${explain(error)}`;
       return { ok: false, text: `not sent (${reason})`, stop: reason };
     }
-    if (response.status >= 300 && response.status < 400) {
+    if (isRedirect(response.status)) {
       await response.body?.cancel();
-      const where = redirectTarget(url, response.headers.get('location'));
+      const location = response.headers.get('location');
+      const fix = { setting: 'CONNECTOR_URL (or --url)', what: 'the connector', carries: 'the API key' };
       return {
         ok: false,
-        text: `${response.status} ${where}`,
-        stop: `the connector URL answered ${response.status}, ${where}: set CONNECTOR_URL (or --url) to where the connector is (a redirect is not followed, as it would carry the API key)`,
+        text: `${response.status} ${redirectTarget(url, location)}`,
+        stop: `the connector URL ${redirectRefusal(response.status, url, location, fix)}`,
       };
     }
     const body = await readJson(response);

@@ -47,7 +47,7 @@ export interface CatchUpWiring {
  * The most of one shop answer the function reads: a 32nd of its memory (Lambda's
  * AWS_LAMBDA_FUNCTION_MEMORY_SIZE, in MB), at most SHOP_MAX_ANSWER_BYTES. Parsed, an answer takes
  * about 13 times its size (32 MiB of Shopify orders with their 16-digit ids grew a process by 414
- * MB), so the stack's 256 MB read 8 MiB: a page of 250 orders of 32 KB each.
+ * MB), so the stack's 256 MB read 8 MiB (and ask Shopify for pages of 128 orders: `shopifyPageSize`).
  */
 export function shopAnswerCap(env: Env): number {
   const megabytes = Number(env['AWS_LAMBDA_FUNCTION_MEMORY_SIZE']);

@@ -8,7 +8,7 @@ import {
   PermanentError,
   TransientError,
 } from '../errors.ts';
-import { redirectTarget } from '../http/client-answers.ts';
+import { isRedirect, redirectRefusal } from '../http/client-answers.ts';
 import type { HttpFetch, ResponseHeaders } from '../ports.ts';
 import { firstIssue } from '../validation.ts';
 import { type FleetPaces, RateLimiter } from './rate-limiter.ts';
@@ -431,13 +431,11 @@ export class PlatformHttp<R extends string> {
       });
     }
     // 3xx: the base URL points somewhere that is not the API (http to https, a login page).
-    if (status >= 300 && status < 400) {
-      const where = redirectTarget(request.url(), answer.headers.get('location'));
+    if (isRedirect(status)) {
+      const fix = { setting: 'the base URL', what: 'the API', carries: 'the token' };
+      const refusal = redirectRefusal(status, request.url(), answer.headers.get('location'), fix);
       // Not the body: servers write the whole Location there ("Redirecting to …?token=…"), query included.
-      return new ConfigurationError(
-        `${head}, ${where}: set the base URL to where the API is (a redirect is not followed, as it would carry the token)`,
-        { status },
-      );
+      return new ConfigurationError(`${this.profile.label(request.route)} ${refusal}`, { status });
     }
     return new ConfigurationError(`${head}: unexpected for an API call (check the base URL)`, details);
   }

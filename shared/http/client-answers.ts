@@ -33,3 +33,22 @@ export function redirectTarget(from: URL | string, location: string | null): str
   const path = to.pathname.length > MAX_PATH_CHARS ? `${to.pathname.slice(0, MAX_PATH_CHARS)}…` : to.pathname;
   return `a redirect to ${to.origin}${path}`;
 }
+
+/** Whether an answer is a redirect, which the project's clients never follow. */
+export function isRedirect(status: number): boolean {
+  return status >= 300 && status < 400;
+}
+
+/**
+ * What a client that follows no redirect says of one: "answered 301, a redirect to
+ * https://b.example/api: set shopApi.url to where the API is (a redirect is not followed, as it
+ * would carry the credentials)".
+ */
+export function redirectRefusal(
+  status: number,
+  from: URL | string,
+  location: string | null,
+  fix: { readonly setting: string; readonly what: string; readonly carries: string },
+): string {
+  return `answered ${status}, ${redirectTarget(from, location)}: set ${fix.setting} to where ${fix.what} is (a redirect is not followed, as it would carry ${fix.carries})`;
+}

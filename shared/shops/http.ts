@@ -1,6 +1,6 @@
 import { sleep as realSleep, type Sleep, withRetry } from '../affiliate/retry.ts';
 import { ConfigurationError, PermanentError, TransientError } from '../errors.ts';
-import { answerTooLargeMessage, redirectTarget } from '../http/client-answers.ts';
+import { answerTooLargeMessage, isRedirect, redirectRefusal } from '../http/client-answers.ts';
 import { parseJsonBody } from '../json.ts';
 
 /**
@@ -152,9 +152,10 @@ export class ShopHttp {
       }
       return { status, headers: response.headers, json };
     }
-    if (status >= 300 && status < 400) {
+    if (isRedirect(status)) {
+      const fix = { setting: 'shopApi.url', what: 'the API', carries: 'the credentials' };
       throw new ConfigurationError(
-        `${name} API: ${label} answered ${status}, ${redirectTarget(url, response.headers.get('location'))}: set shopApi.url to where the API is (a redirect is not followed, as it would carry the credentials)`,
+        `${name} API: ${label} ${redirectRefusal(status, url, response.headers.get('location'), fix)}`,
         { status },
       );
     }
