@@ -21,11 +21,15 @@ describe('text a shop wrote, made fit for a free-text field', () => {
 
   it('gives text the free-text check always accepts', () => {
     fc.assert(
-      fc.property(fc.string({ unit: 'binary', maxLength: 700 }), fc.integer({ min: 1, max: 600 }), (text, max) => {
-        const out = shopText(text, max);
-        expect(freeText(max).safeParse(out).success).toBe(true);
-        expect(out.length).toBeLessThanOrEqual(max);
-      }),
+      fc.property(
+        fc.string({ unit: 'binary', maxLength: 700 }),
+        fc.integer({ min: 1, max: 600 }),
+        (text, max) => {
+          const out = shopText(text, max);
+          expect(freeText(max).safeParse(out).success).toBe(true);
+          expect(out.length).toBeLessThanOrEqual(max);
+        },
+      ),
     );
   });
 });
