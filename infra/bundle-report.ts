@@ -82,17 +82,25 @@ const KNOWN_OPTIONS: ReadonlySet<string> = new Set([
   'inject',
 ]);
 
-/** `esbuildArgs` this translation knows: `--alias:<package>` (CDK passes `--alias:<package>=<target>`). */
-function aliasesOf(args: nodejs.BundlingOptions['esbuildArgs'] = {}): Record<string, string> {
+/**
+ * `esbuildArgs` this translation knows: `--alias:<package>` (CDK passes `--alias:<package>=<target>`)
+ * and `--supported:<feature>` (`true` or `false`).
+ */
+function esbuildArgsOf(args: nodejs.BundlingOptions['esbuildArgs'] = {}): {
+  alias: Record<string, string>;
+  supported: Record<string, boolean>;
+} {
   const alias: Record<string, string> = {};
+  const supported: Record<string, boolean> = {};
   for (const [key, value] of Object.entries(args)) {
-    const match = /^--alias:(.+)$/.exec(key);
-    if (match?.[1] === undefined || typeof value !== 'string') {
-      throw new Error(`bundle-report does not translate esbuild argument ${key}: teach it`);
-    }
-    alias[match[1]] = value;
+    const aliasOf = /^--alias:(.+)$/.exec(key)?.[1];
+    const feature = /^--supported:(.+)$/.exec(key)?.[1];
+    if (aliasOf !== undefined && typeof value === 'string') alias[aliasOf] = value;
+    else if (feature !== undefined && (value === 'true' || value === 'false'))
+      supported[feature] = value === 'true';
+    else throw new Error(`bundle-report does not translate esbuild argument ${key}: teach it`);
   }
-  return alias;
+  return { alias, supported };
 }
 
 /**
@@ -115,7 +123,7 @@ export function esbuildOptionsFor(
   }
   // CDK's defaults for a Node 18+ runtime: the AWS SDK v3 stays external unless bundleAwsSDK.
   const external = bundling.externalModules ?? (bundling.bundleAwsSDK ? [] : ['@aws-sdk/*']);
-  const alias = aliasesOf(bundling.esbuildArgs);
+  const { alias, supported } = esbuildArgsOf(bundling.esbuildArgs);
   return {
     absWorkingDir: projectRoot,
     entryPoints: [join(projectRoot, BUNDLED_FUNCTIONS[name].entry)],
@@ -135,6 +143,7 @@ export function esbuildOptionsFor(
     ...(bundling.keepNames === undefined ? {} : { keepNames: bundling.keepNames }),
     ...(bundling.charset === undefined ? {} : { charset: bundling.charset }),
     ...(Object.keys(alias).length === 0 ? {} : { alias }),
+    ...(Object.keys(supported).length === 0 ? {} : { supported }),
     // CDK passes each as `--inject:<path>`, which esbuild resolves from its working directory.
     ...(bundling.inject === undefined ? {} : { inject: [...bundling.inject] }),
     metafile: true,

@@ -128,9 +128,15 @@ export const CONNECTOR_BUNDLING: nodejs.BundlingOptions = {
   // functions call uses, become a stand-in that fails: their `import()` made esbuild wrap about 150
   // of @smithy/core's modules in functions run at load (shared/adapters/no-event-streams.ts).
   // esbuild resolves each target from the project root.
+  // `import()` unsupported: esbuild writes each as a `require` in a promise. The SDK's HTTP handler
+  // loads `node:http` with `import()` (for an http endpoint: the emulators, a local stand-in), which
+  // from CommonJS starts the ES module loader and builds http's facade, whose lazy `WebSocket`
+  // export loads undici: 60 to 80 ms of CPU on a container's first call, against 7 with `require`
+  // (docs/benchmarks.md). The functions' own `import()`s are of bundled modules and stay lazy.
   esbuildArgs: {
     [`--alias:${CREDENTIAL_CHAIN_PACKAGE}`]: './shared/adapters/lambda-credentials.ts',
     [`--alias:${EVENT_STREAMS_MODULE}`]: './shared/adapters/no-event-streams.ts',
+    '--supported:dynamic-import': 'false',
   },
   minify: true,
   // Stack traces name the TypeScript: the bundle's first code installs a formatter that reads the
