@@ -1,4 +1,5 @@
 import type { SourceConfig } from '../config/sources.ts';
+import { idText } from '../domain/limits.ts';
 import { BadInputError } from '../errors.ts';
 import { firstIp, unique } from './mapping.ts';
 
@@ -107,8 +108,9 @@ function text(value: unknown): string | undefined {
 /**
  * Click ids, affiliate tracking id and subId from attribute entries. Click ids are collected from
  * every matching entry (a value may hold several, separated by commas or spaces) without
- * duplicates; the tracking id and subId come from the first matching non-blank entry (for the
- * tracking id, skipping buyer-written entries whose value is not one).
+ * duplicates; the tracking id and subId come from the first matching non-blank entry. A
+ * buyer-written value the event would refuse (a tracking id that is not one, a click id or subId
+ * past the length limit or with a control character) is skipped; a shop-written one is passed on.
  *
  * @throws BadInputError naming the attribute's field when a tracking id the shop wrote is not a
  * positive integer
@@ -117,7 +119,10 @@ export function extractAttribution(entries: readonly AttributeEntry[], names: At
   const clickIds = unique(
     entries
       .filter((e) => matches(e.name, names.clickIdAttributes))
-      .flatMap((e) => (text(e.value) ?? '').split(/[\s,]+/)),
+      .flatMap((e) => {
+        const ids = (text(e.value) ?? '').split(/[\s,]+/);
+        return e.buyerWritten ? ids.filter(isId) : ids;
+      }),
   );
   const trackingEntry = entries.find(
     (e) =>
@@ -127,13 +132,23 @@ export function extractAttribution(entries: readonly AttributeEntry[], names: At
   );
   const subId = entries
     .filter((e) => matches(e.name, names.subIdAttributes))
-    .map((e) => text(e.value))
+    .map((e) => {
+      const value = text(e.value);
+      return value !== undefined && e.buyerWritten && !isId(value) ? undefined : value;
+    })
     .find((v) => v !== undefined);
   return {
     clickIds,
     ...(trackingEntry ? { affiliateTrackingId: trackingId(trackingEntry) } : {}),
     ...(subId !== undefined ? { subId } : {}),
   };
+}
+
+/** The event's rule for a click id or subId (`OrderPlaced`): what a buyer-written one must pass. */
+const EventId = idText();
+
+function isId(value: string): boolean {
+  return EventId.safeParse(value).success;
 }
 
 /** The platform's tracking id is the integer after the tracking code's prefix: digits only here. */

@@ -8,7 +8,7 @@ import {
   RefundBasis,
   RefundLine,
 } from '../domain/events.ts';
-import { CurrencyInput } from '../domain/limits.ts';
+import { CurrencyInput, shopText } from '../domain/limits.ts';
 import { BadInputError } from '../errors.ts';
 import { type ParseMoneyOptions, parseMoney, sumMinor } from '../money.ts';
 import { firstIssue } from '../validation.ts';
@@ -107,6 +107,15 @@ function checkEvent(event: ConnectorEventInput): ConnectorEvent {
   const issue = firstIssue(result.error);
   const field = issue.field || 'event';
   throw new BadInputError(`mapped ${event.type} event: ${field}: ${issue.message}`, { field });
+}
+
+/**
+ * A reason the shop wrote (a refund note, a cancel reason) as the event's `reason` takes it (see
+ * `shopText`): at most 500 characters, cut on a character boundary, without control characters;
+ * none when nothing is left.
+ */
+export function shopReason(value: string | null | undefined): string | undefined {
+  return value ? shopText(value, 500) || undefined : undefined;
 }
 
 /** The dedup key of a delivery that carries none: a hash of the exact bytes. */

@@ -22,6 +22,7 @@ import {
   refundBasis,
   refundLines,
   requiredHeader,
+  shopReason,
   topicMark,
   unique,
 } from './mapping.ts';
@@ -461,7 +462,7 @@ function mapShopify(request: HttpRequest, context: AdapterContext): AdapterResul
       type: 'OrderCancelled',
       ...base,
       externalId: order.id,
-      reason: order.cancel_reason?.slice(0, 500) || undefined,
+      reason: shopReason(order.cancel_reason),
     };
     return mapped([event]);
   }
@@ -481,7 +482,7 @@ function mapShopify(request: HttpRequest, context: AdapterContext): AdapterResul
     refundId: refund.id,
     amount: net.amount,
     currency: net.currency,
-    reason: refund.note?.slice(0, 500) || undefined,
+    reason: shopReason(refund.note),
     origin: 'shop',
     ...refundLines(net.lines),
   };

@@ -25,6 +25,7 @@ import {
   refundBasis,
   refundLines,
   requiredHeader,
+  shopReason,
   unique,
 } from './mapping.ts';
 import { verifyBase64HmacHeader } from './signature.ts';
@@ -93,6 +94,10 @@ const Order = z.looseObject({
       z.looseObject({
         id: IdString,
         total: MoneyText,
+        // WooCommerce's order controller writes the reason as `reason`; the REST documentation's
+        // example names it `refund`, which is kept as a fallback. Read leniently: a body accepted
+        // before must not become a 400 for a key it was never judged by.
+        reason: z.catch(z.nullish(z.string()), undefined),
         refund: z.nullish(z.string()),
         line_items: z.optional(z.unknown()),
       }),
@@ -113,8 +118,15 @@ const RefundResource = z.looseObject({
   _links: z.nullish(z.looseObject({ up: z.nullish(z.array(z.looseObject({ href: z.string() }))) })),
 });
 
-function sum(values: readonly string[], currency: string, path: (i: number) => string): number {
-  return sumMinor(values.map((v, i) => money(v, currency, path(i), { allowNegative: true })));
+/**
+ * Σ of the amounts of a list's entries (`<list>.<i>.<key>`); an overflow is a 400 naming the list,
+ * a bad amount one naming the entry's field.
+ */
+function sum(values: readonly string[], currency: string, list: string, key: string): number {
+  return sumMinor(
+    values.map((v, i) => money(v, currency, `${list}.${i}.${key}`, { allowNegative: true })),
+    list,
+  );
 }
 
 /**
@@ -126,7 +138,8 @@ export function wooOrderAmounts(order: Order): { net: number; gross: number; gro
   const lines = sum(
     order.line_items.map((l) => l.total),
     c,
-    (i) => `line_items.${i}.total`,
+    'line_items',
+    'total',
   );
   const gross = money(order.total, c, 'total');
   let net = lines;
@@ -134,14 +147,16 @@ export function wooOrderAmounts(order: Order): { net: number; gross: number; gro
     const lineTax = sum(
       order.line_items.map((l) => l.total_tax ?? '0'),
       c,
-      (i) => `line_items.${i}.total_tax`,
+      'line_items',
+      'total_tax',
     );
     const others =
       (order.shipping_total ? money(order.shipping_total, c, 'shipping_total') : 0) +
       sum(
         (order.fee_lines ?? []).map((f) => f.total),
         c,
-        (i) => `fee_lines.${i}.total`,
+        'fee_lines',
+        'total',
       ) +
       (order.total_tax ? money(order.total_tax, c, 'total_tax') : 0);
     const netIdentity = lines + others === gross;
@@ -300,7 +315,7 @@ function updated(order: Order, eventId: string, context: AdapterContext): Adapte
       // the refund's lines when it lists them, else from its gross and the order's lines.
       amount: Math.min(net, prorateMinor(refunded, net, gross)),
       currency: order.currency,
-      reason: refund.refund?.slice(0, 500) || undefined,
+      reason: shopReason(refund.reason || refund.refund),
       origin: 'shop',
       ...(lines.length > 0 ? refundLines(lines) : { gross: refunded }),
     };
@@ -337,7 +352,8 @@ function refundResource(body: unknown, context: AdapterContext): AdapterResult {
           sum(
             lines.map((l) => l.total),
             currency,
-            (i) => `line_items.${i}.total`,
+            'line_items',
+            'total',
           ),
         )
       : gross;
@@ -351,7 +367,7 @@ function refundResource(body: unknown, context: AdapterContext): AdapterResult {
     refundId: refund.id,
     amount,
     currency,
-    reason: refund.reason?.slice(0, 500) || undefined,
+    reason: shopReason(refund.reason),
     origin: 'shop',
     ...(lines.length > 0 ? refundLines(wooRefundLines(lines, currency, false, 'line_items')) : { gross }),
   };

@@ -99,6 +99,32 @@ describe('attribution', () => {
     expect(error.field).toBe('note_attributes.0.value');
   });
 
+  it('skips buyer-written click ids and subIds the event would refuse, but passes shop-written ones on', () => {
+    // Prepare: over the 256-character limit, a control character; a landing URL is the buyer's (or
+    // a bot's) to write, an attribute is the shop's (the event check answers 400 for it, naming it)
+    const long = 'a'.repeat(257);
+    const fromUrl = urlQueryEntries(
+      `/?aecid=${long},ok1&aecid=%01&aecid=ok2&subid=${long}&subid=bad%00&subid=s1`,
+      'landing_site',
+    );
+    const junkOnly = urlQueryEntries(`/?aecid=${long}&subid=%7F`, 'landing_site');
+    const fromShop = nameValueEntries(
+      [
+        { name: 'aecid', value: long },
+        { name: 'subid', value: long },
+      ],
+      'note_attributes',
+    );
+    // Act
+    const skipped = extractAttribution(fromUrl, names);
+    const none = extractAttribution(junkOnly, names);
+    const passed = extractAttribution([...fromShop, ...fromUrl], names);
+    // Assess
+    expect(skipped).toEqual({ clickIds: ['ok1', 'ok2'], subId: 's1' });
+    expect(none).toEqual({ clickIds: [] });
+    expect(passed).toEqual({ clickIds: [long, 'ok1', 'ok2'], subId: long });
+  });
+
   it('takes the first valid IP from the IP attributes', () => {
     // Act / Assess
     expect(attributeIp(recordEntries({ ip: 'unknown', buyer_ip: '2001:db8::1' }, 'm'))).toBe('2001:db8::1');

@@ -202,6 +202,50 @@ describe('shopify orders', () => {
     expect(valid).toMatchObject({ affiliateTrackingId: 1002 });
   });
 
+  it.each([
+    ['a click id over 256 characters', `/products/x?aecid=${'a'.repeat(300)}`],
+    ['a click id holding a control character (%01)', '/products/x?aecid=%01'],
+    ['a subid over 256 characters', `/products/x?subid=${'s'.repeat(300)}`],
+    ['a subid holding a control character (%1F)', '/products/x?subid=blog%1Fpost'],
+  ])('places the order whose buyer-written landing_site query has %s, without that value', (_case, url) => {
+    // Prepare: a visitor (or a bot) arrived on a URL the event could not carry a value of. A 400
+    // would lose the order: Shopify resends the same body and then drops it.
+    const order = { ...sampleJson(ORDER), landing_site: url };
+    // Act
+    const event = onlyEvent(handle(JSON.stringify(order), 'orders/create'));
+    // Assess: the documentation order, with the hint skipped
+    expect(event).toMatchObject({
+      type: 'OrderPlaced',
+      externalId: '450789469',
+      amount: 58_700,
+      clickIds: [],
+    });
+    expect(event).not.toHaveProperty('subId', expect.anything());
+  });
+
+  it('still takes the valid click ids and subId of a landing_site query that also holds junk', () => {
+    // Prepare
+    const order = {
+      ...sampleJson(ORDER),
+      landing_site: `/?aecid=${'a'.repeat(300)},aaaaaaaaaaaaaaaaaaaaaaaa&subid=%01&subid=newsletter`,
+    };
+    // Act
+    const event = onlyEvent(handle(JSON.stringify(order), 'orders/create'));
+    // Assess
+    expect(event).toMatchObject({ clickIds: ['aaaaaaaaaaaaaaaaaaaaaaaa'], subId: 'newsletter' });
+  });
+
+  it('still rejects a click id the shop wrote (a cart attribute) that the event cannot carry, naming it', () => {
+    // Prepare: cart attributes are the shop's theme's to write, so a bad one is the shop's to fix
+    const order = sampleJson(ORDER);
+    (order['note_attributes'] as unknown[]).push({ name: 'aecid', value: 'a'.repeat(300) });
+    // Act
+    const error = thrown(() => handle(JSON.stringify(order), 'orders/create'));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('clickIds.0');
+  });
+
   it('skips a buyer IP the event schema refuses (IPv6 zone id) and uses the next candidate', () => {
     // Prepare: node's isIP accepts `fe80::1%eth0`, the event schema does not
     const order = {
@@ -332,6 +376,31 @@ describe('shopify orders', () => {
       reason: 'other',
     });
   });
+
+  it('keeps a cancellation whose cancel_reason holds a control character, dropping the character', () => {
+    // Prepare
+    const order = {
+      ...sampleJson('shopify/order_cancelled_2026-07_docs_example.json'),
+      cancel_reason: 'oth\u0000er',
+    };
+    // Act
+    const event = onlyEvent(handle(JSON.stringify(order), 'orders/cancelled'));
+    // Assess
+    expect(event).toMatchObject({ type: 'OrderCancelled', externalId: '450789469', reason: 'other' });
+  });
+
+  it('keeps a cancellation whose long cancel_reason would be cut inside an emoji, cutting before it', () => {
+    // Prepare: 499 characters, then an emoji across the 500-character limit
+    const reason = `${'x'.repeat(499)}😀 and more`;
+    const order = {
+      ...sampleJson('shopify/order_cancelled_2026-07_docs_example.json'),
+      cancel_reason: reason,
+    };
+    // Act
+    const event = onlyEvent(handle(JSON.stringify(order), 'orders/cancelled'));
+    // Assess
+    expect(event).toMatchObject({ type: 'OrderCancelled', reason: 'x'.repeat(499) });
+  });
 });
 
 describe('shopify refunds', () => {
@@ -374,6 +443,41 @@ describe('shopify refunds', () => {
       currency: 'USD',
       reason: 'it broke during shipping',
     });
+  });
+
+  it('keeps a refund whose long note would be cut inside an emoji, cutting before it', () => {
+    // Prepare: 499 characters, then an emoji across the 500-character limit (a cut there would
+    // leave half of it, which the event refuses: the refund would never be counted)
+    const refund = {
+      ...sampleJson(REFUND_TWO_LINES),
+      note: `${'x'.repeat(499)}😀 customer returned both items`,
+    };
+    // Act
+    const event = onlyEvent(handle(JSON.stringify(refund), 'refunds/create'));
+    // Assess: the amount of the sample, the note cut before the emoji
+    expect(event).toMatchObject({
+      type: 'OrderRefunded',
+      refundId: '509562969',
+      amount: 39_133,
+      reason: 'x'.repeat(499),
+    });
+  });
+
+  it('keeps a refund whose note holds control characters, dropping them but not its line breaks', () => {
+    // Prepare
+    const refund = { ...sampleJson(REFUND_TWO_LINES), note: 'broke\u0001 in\ttransit\r\nsee photos\u007f' };
+    const onlyControls = { ...sampleJson(REFUND_TWO_LINES), note: '\u0000\u0007' };
+    // Act
+    const event = onlyEvent(handle(JSON.stringify(refund), 'refunds/create'));
+    const noReason = onlyEvent(handle(JSON.stringify(onlyControls), 'refunds/create'));
+    // Assess
+    expect(event).toMatchObject({
+      refundId: '509562969',
+      amount: 39_133,
+      reason: 'broke in\ttransit\r\nsee photos',
+    });
+    expect(noReason).toMatchObject({ refundId: '509562969', amount: 39_133 });
+    expect(noReason).not.toHaveProperty('reason', expect.anything());
   });
 
   it('subtracts the tax when the transaction, in the presentment currency, shows it was inside the subtotals', () => {

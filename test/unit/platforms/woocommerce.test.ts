@@ -163,6 +163,19 @@ describe('woocommerce orders', () => {
     expect(error.field).toBe('line_items.1.total');
   });
 
+  it('rejects line totals adding up past what can be counted exactly, naming line_items', () => {
+    // Prepare: two lines of 50 000 000 000 000.00 (5e15 minor units each, fine alone; together past
+    // Number.MAX_SAFE_INTEGER)
+    const order = sampleJson(ORDER);
+    for (const line of order['line_items'] as Array<Record<string, unknown>>)
+      line['total'] = '50000000000000.00';
+    // Act
+    const error = thrown(() => handle(JSON.stringify(order), 'order.created'));
+    // Assess: the field the shop can look up, not one a WooCommerce order does not have
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe('line_items');
+  });
+
   it('reads a tracking id from meta_data and rejects a non-integer one, naming it', () => {
     // Prepare
     const good = sampleJson(ORDER);
@@ -228,6 +241,48 @@ describe('woocommerce order.updated', () => {
         amount: 669,
         eventId: expect.stringMatching(/:refund:724$/),
       }),
+    ]);
+  });
+
+  it('carries the reason WooCommerce writes in refunds[].reason', () => {
+    // Prepare: the built-in sample `connector send` posts, in the shape WooCommerce's REST order
+    // controller writes (`{ id, reason, total }`)
+    const raw = sampleRaw('../samples/woocommerce-order-refunded-partly.json');
+    // Act
+    const event = onlyEvent(handle(raw, 'order.updated'));
+    // Assess
+    expect(event).toMatchObject({ type: 'OrderRefunded', refundId: '728', reason: 'one item returned' });
+  });
+
+  it('still reads refunds[].refund, the key the REST documentation example shows', () => {
+    // Prepare
+    const order = refundedOrder();
+    const [first, second] = order['refunds'] as Array<Record<string, unknown>>;
+    first!['refund'] = 'damaged in transit';
+    second!['refund'] = 'ignored';
+    second!['reason'] = 'wrong colour';
+    // Act
+    const events = eventsOf(handle(JSON.stringify(order), 'order.updated'));
+    // Assess: `reason`, WooCommerce's own key, wins when both are there
+    expect(events).toMatchObject([
+      { refundId: '726', reason: 'damaged in transit' },
+      { refundId: '724', reason: 'wrong colour' },
+    ]);
+  });
+
+  it('keeps a refund whose long or odd reason the event could not carry as written', () => {
+    // Prepare: 499 characters then an emoji across the 500-character limit (under either key); a
+    // control character
+    const order = refundedOrder();
+    const [first, second] = order['refunds'] as Array<Record<string, unknown>>;
+    first!['refund'] = `${'x'.repeat(499)}😀 customer returned both items`;
+    second!['reason'] = 'scratched\u0001 lid';
+    // Act
+    const events = eventsOf(handle(JSON.stringify(order), 'order.updated'));
+    // Assess: both refunds counted, their reasons cut before the emoji and without the control character
+    expect(events).toMatchObject([
+      { refundId: '726', amount: 744, reason: 'x'.repeat(499) },
+      { refundId: '724', amount: 669, reason: 'scratched lid' },
     ]);
   });
 
@@ -300,6 +355,25 @@ describe('woocommerce refund resource', () => {
     // Assess: the order id comes from _links.up (…/orders/723)
     expect(gross).toMatchObject({ externalId: '723', refundId: '726', amount: 1000, currency: 'USD' });
     expect(net).toMatchObject({ externalId: '723', refundId: '724', amount: 900, eventId: 'refund:723:724' });
+  });
+
+  it('keeps a refund resource whose long or odd reason the event could not carry as written', () => {
+    // Prepare: the documentation refund with the currency a plugin adds
+    const body = { ...sampleJson('woocommerce/refund_v3_docs_example.json'), currency: 'USD' };
+    const long = { ...body, reason: `${'x'.repeat(499)}😀 customer returned both items` };
+    const onlyControls = { ...body, reason: '\u0000\u001b' };
+    // Act
+    const cut = onlyEvent(handle(JSON.stringify(long), 'action.woocommerce_refund_created'));
+    const none = onlyEvent(handle(JSON.stringify(onlyControls), 'action.woocommerce_refund_created'));
+    // Assess
+    expect(cut).toMatchObject({
+      type: 'OrderRefunded',
+      refundId: '726',
+      amount: 1000,
+      reason: 'x'.repeat(499),
+    });
+    expect(none).toMatchObject({ type: 'OrderRefunded', refundId: '726', amount: 1000 });
+    expect(none).not.toHaveProperty('reason', expect.anything());
   });
 });
 
