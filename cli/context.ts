@@ -306,14 +306,21 @@ export class CliContext {
    * Refuses to send a credential from the environment or Secrets Manager to a URL that came from the
    * state file: the file's URLs go with the file's own (local, public) credentials, or a flag.
    *
+   * `refused` says what is not done with it (`is not sent to`, `is not told to deliver to`).
+   *
    * @throws CliError naming the credential's origin and how to give the URL
    */
-  checkDestination(url: UrlSettingName, credential: string, from: SettingOrigin | 'secretsManager'): void {
+  checkDestination(
+    url: UrlSettingName,
+    credential: string,
+    from: SettingOrigin | 'secretsManager',
+    refused = 'is not sent to',
+  ): void {
     // A flag is typed for this one command, in this directory: the user pointed it at what they see.
     if (this.origin(url) !== 'file' || from === 'file' || from === 'flag') return;
     const spec = SETTINGS[url];
     throw new CliError(
-      `${credential} is not sent to ${spec.what} read from ${this.stateFile() ?? LOCAL_STATE_FILE} (a file anyone may have left there): pass ${spec.flag} or set ${spec.env}`,
+      `${credential} ${refused} ${spec.what} read from ${this.stateFile() ?? LOCAL_STATE_FILE} (a file anyone may have left there): pass ${spec.flag} or set ${spec.env}`,
     );
   }
 

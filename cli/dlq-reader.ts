@@ -11,6 +11,7 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { fromAttributes } from '../shared/adapters/sqs.ts';
+import { attributeText } from '../shared/queueing.ts';
 import { awsCall } from './context.ts';
 import { CliError } from './io.ts';
 
@@ -236,8 +237,12 @@ export interface ReplayOptions {
 /** The attributes a replayed message carries: what the queue's producers set, plus the failure history. */
 function replayAttributes(entry: DlqEntry): Record<string, MessageAttributeValue> {
   const out: Record<string, MessageAttributeValue> = {};
+  // The ids come from the body, which may hold what SQS refuses in an attribute (U+FFFF): labelled
+  // as the producers label them, or SendMessage fails on every replay.
   const put = (name: string, value: string | undefined) => {
-    if (value !== undefined && value !== '') out[name] = { DataType: 'String', StringValue: value };
+    if (value !== undefined && value !== '') {
+      out[name] = { DataType: 'String', StringValue: attributeText(value) };
+    }
   };
   put('eventType', entry.eventType);
   put('externalId', entry.externalId);

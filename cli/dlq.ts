@@ -21,6 +21,8 @@ import {
   formatTable,
   nowOf,
   parseWhen,
+  terminalJson,
+  visibleText,
   writeLine,
 } from './io.ts';
 import { rowProgress } from './progress.ts';
@@ -137,10 +139,7 @@ export function registerDlq(program: Command, io: CliIo): void {
       const { entries, hidden } = await scanQueue(ctx.sqs(), ctx.require('dlqUrl'));
       const shown = entries.filter((e) => matches(e, filter));
       if (options.json) {
-        writeLine(
-          io.stdout,
-          JSON.stringify({ messages: shown.map(jsonOf), total: entries.length, hidden }, null, 2),
-        );
+        writeLine(io.stdout, terminalJson({ messages: shown.map(jsonOf), total: entries.length, hidden }));
         return;
       }
       if (shown.length > 0) writeLine(io.stdout, tableOf(shown, nowOf(io)));
@@ -171,7 +170,7 @@ export function registerDlq(program: Command, io: CliIo): void {
         throw new CliError(`message ${messageId} is not in the DLQ${why}`, 1);
       }
       if (options.json) {
-        writeLine(io.stdout, JSON.stringify(jsonOf(entry), null, 2));
+        writeLine(io.stdout, terminalJson(jsonOf(entry)));
         return;
       }
       writeLine(io.stdout, showText(entry, nowOf(io)));
@@ -330,11 +329,12 @@ function showText(entry: DlqEntry, now: Date): string {
     ],
   ];
   const attributes = Object.entries(entry.attributes).sort(([a], [b]) => a.localeCompare(b));
-  let body = entry.body;
+  // The body holds what shops wrote: escaped, not dropped, so it stays the JSON that was queued.
+  let body: string;
   try {
-    body = JSON.stringify(JSON.parse(entry.body), null, 2);
+    body = terminalJson(JSON.parse(entry.body));
   } catch {
-    // not JSON: shown as received
+    body = visibleText(entry.body);
   }
   return [
     formatTable(['FIELD', 'VALUE'], rows),

@@ -76,6 +76,28 @@ export function printable(text: string): string {
   return text.replace(/[\t\n\r]/g, ' ').replace(CONTROL, '');
 }
 
+/** `\u202e`: a character as a JSON and JavaScript escape, visible and harmless on a terminal. */
+function escapeOf(c: string): string {
+  return `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+}
+
+/**
+ * Text that keeps its lines (a message body) as a terminal may show it: what `printable` drops, and a
+ * carriage return, written as `\uXXXX` escapes instead, so nothing is hidden and nothing obeyed.
+ */
+export function visibleText(text: string): string {
+  return text.replace(CONTROL, escapeOf).replace(/\r/g, escapeOf);
+}
+
+/**
+ * `JSON.stringify(value, null, 2)` as a terminal may show it. JSON.stringify escapes C0 controls but
+ * not DEL, C1 controls or bidi overrides; these can only be inside strings, where `\uXXXX` is the same
+ * character: the text parses to the same value.
+ */
+export function terminalJson(value: unknown): string {
+  return visibleText(JSON.stringify(value, null, 2));
+}
+
 /** Pads columns to their widest cell; the last column is not padded. Control characters are dropped. */
 export function formatTable(headers: readonly string[], unsafeRows: readonly (readonly string[])[]): string {
   const rows = unsafeRows.map((r) => r.map(printable));
@@ -107,26 +129,85 @@ export function formatAge(ms: number): string {
 
 const RELATIVE = /^(\d+)\s*(s|m|h|d|w)$/i;
 const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+/** An ISO 8601 calendar date: `2026-05-01`. */
+const ISO_DAY = /^(\d{4})-(\d{2})-(\d{2})$/;
+/** An ISO 8601 date and time, seconds and fraction optional, offset optional (`Z`, `+02:00`, `+0200`). */
+const ISO_TIME =
+  /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(?:([Zz])|([+-])(\d{2}):?(\d{2}))?$/;
+
+/** Whether `text` is a bare ISO date (`2026-05-01`), which a period's end counts to the end of. */
+export function isIsoDay(text: string): boolean {
+  return ISO_DAY.test(text.trim());
+}
 
 /**
- * A point in time from an ISO date (`2026-05-01`, `2026-05-01T10:00:00Z`) or a duration back from
- * now (`30m`, `1h`, `2d`, `1w`).
+ * A point in time from an ISO 8601 date (`2026-05-01`: midnight UTC), an ISO 8601 date and time
+ * (`2026-05-01T10:00:00Z`, `2026-05-01T12:00+02:00`; without an offset, local time as in JavaScript)
+ * or a duration back from now (`30s`, `30m`, `1h`, `2d`, `1w`). Nothing else: `Date.parse` would read
+ * a duration missing its unit ("2") as 2001-02-01, and "2026-02-30" as March 2nd.
  *
- * @throws CliError naming `flag` when it is neither
+ * @throws CliError naming `flag` and the accepted forms
  */
 export function parseWhen(text: string, now: Date, flag: string): Date {
-  const relative = RELATIVE.exec(text.trim());
+  const trimmed = text.trim();
+  const refuse = (why: string): never => {
+    throw new CliError(`${flag}: "${cell(text, 40)}" ${why}`);
+  };
+  const relative = RELATIVE.exec(trimmed);
   if (relative) {
     const unit = UNIT_MS[(relative[2] ?? '').toLowerCase()] ?? 0;
-    return new Date(now.getTime() - Number(relative[1]) * unit);
+    const time = now.getTime() - Number(relative[1]) * unit;
+    const at = new Date(time);
+    return Number.isNaN(at.getTime()) ? refuse('reaches further back than a date can') : at;
   }
-  const time = Date.parse(text);
-  if (Number.isNaN(time)) {
-    throw new CliError(
-      `${flag}: "${cell(text, 40)}" is neither a date (2026-05-01, 2026-05-01T10:00:00Z) nor a duration (30m, 1h, 2d)`,
+  const day = ISO_DAY.exec(trimmed);
+  const time = day ?? ISO_TIME.exec(trimmed);
+  if (!time) {
+    const unit = /^\d+$/.test(trimmed) ? `: give its unit, as in ${trimmed}d or ${trimmed}h` : '';
+    return refuse(
+      `is neither a date (2026-05-01, 2026-05-01T10:00:00Z) nor a duration back from now (30m, 1h, 2d, 1w)${unit}`,
     );
   }
-  return new Date(time);
+  const field = (i: number) => Number(time[i] ?? 0);
+  const [year, month, date, hour, minute, second] = [
+    field(1),
+    field(2),
+    field(3),
+    field(4),
+    field(5),
+    field(6),
+  ];
+  const ms = Number((time[7] ?? '').padEnd(3, '0').slice(0, 3));
+  const utc = day !== null || time[8] !== undefined || time[9] !== undefined;
+  const offsetMinutes = (time[9] === '-' ? -1 : 1) * (field(10) * 60 + field(11));
+  const lastDay = month === 2 && !leapYear(year) ? 28 : (DAYS_IN_MONTH[month - 1] ?? 0);
+  if (
+    date < 1 ||
+    date > lastDay ||
+    hour > 23 ||
+    minute > 59 ||
+    second > 59 ||
+    field(10) > 23 ||
+    field(11) > 59
+  ) {
+    return refuse('is no such day or time (2026-05-01, 2026-05-01T10:00:00Z)');
+  }
+  // Set field by field: Date.UTC and new Date(y, …) would read a year below 100 as 19xx.
+  const at = new Date(0);
+  if (!utc) {
+    at.setFullYear(year, month - 1, date);
+    at.setHours(hour, minute, second, ms);
+    return at;
+  }
+  at.setUTCFullYear(year, month - 1, date);
+  at.setUTCHours(hour, minute, second, ms);
+  return new Date(at.getTime() - offsetMinutes * 60_000);
+}
+
+const DAYS_IN_MONTH = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+function leapYear(year: number): boolean {
+  return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
 }
 
 /**

@@ -1,10 +1,11 @@
 import { MultiBar, Presets, SingleBar } from 'cli-progress';
-import { type CliIo, writeLine } from './io.ts';
+import { type CliIo, printable, writeLine } from './io.ts';
 
 /**
  * Progress of a run over rows or messages. On a terminal (stderr is a TTY) a cli-progress bar on
  * stderr, with each row's outcome printed above it; otherwise (a pipe, a log file, CI) one plain
- * line per row on stdout, prefixed `[i/n]`, and no control characters.
+ * line per row on stdout, prefixed `[i/n]`, and no control characters. Either way a row's line is
+ * made `printable`: it carries ids and reasons shops wrote.
  */
 export interface RowProgress {
   /** One row is done; `line` is its outcome. */
@@ -21,7 +22,7 @@ export function rowProgress(io: CliIo, total: number, label: string): RowProgres
     return {
       row(line) {
         done++;
-        writeLine(io.stdout, `[${done}/${Math.max(expected, done)}] ${line}`);
+        writeLine(io.stdout, `[${done}/${Math.max(expected, done)}] ${printable(line)}`);
       },
       grow(next) {
         expected = Math.max(expected, next);
@@ -42,8 +43,9 @@ export function rowProgress(io: CliIo, total: number, label: string): RowProgres
   );
   const bar = bars.create(total, 0);
   return {
-    row(line) {
+    row(unsafeLine) {
       done++;
+      const line = printable(unsafeLine);
       // On a shared terminal the outcome goes above the bar; redirected stdout gets it unchanged.
       if (io.stdout.isTTY) bars.log(`${line}\n`);
       else writeLine(io.stdout, line);

@@ -7,7 +7,7 @@ import type { Ledger } from '../shared/ports.ts';
 import { compareOrder, type Difference, money, stuckAddDifference } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
 import { csvCell } from './csv.ts';
-import { ask, CliError, type CliIo, cell, formatTable, nowOf, parseWhen, writeLine } from './io.ts';
+import { ask, CliError, type CliIo, cell, formatTable, isIsoDay, nowOf, parseWhen, writeLine } from './io.ts';
 import { isStuckAdd, repairStuckAdd, type StuckRepair } from './stuck.ts';
 
 /** Page size of Conversions list (the API allows up to 10 000). */
@@ -137,11 +137,8 @@ export async function reconcile(
  * timestamp, or a duration back from now (`7d`).
  */
 export function periodBound(text: string, flag: string, now: Date, endOfDay: boolean): Date {
-  if (/^\d{4}-\d{2}-\d{2}$/.test(text.trim())) {
-    const date = new Date(`${text.trim()}T${endOfDay ? '23:59:59.999' : '00:00:00.000'}Z`);
-    if (!Number.isNaN(date.getTime())) return date;
-  }
-  return parseWhen(text, now, flag);
+  const when = parseWhen(text, now, flag);
+  return endOfDay && isIsoDay(text) ? new Date(when.getTime() + 86_400_000 - 1) : when;
 }
 
 const CSV_HEADER = [

@@ -4,6 +4,7 @@ import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { SourceConfig } from '../shared/config/sources.ts';
 import { HexId } from '../shared/domain/ids.ts';
+import { idText, MAX_ID_LENGTH } from '../shared/domain/limits.ts';
 import { hmacSha256, signGeneric } from '../shared/platforms/signature.ts';
 import { CliError } from './io.ts';
 
@@ -222,8 +223,20 @@ export interface SampleChanges {
   readonly trackingIdAttribute: string;
 }
 
-/** Checks the values of `send`'s flags, naming the flag of the first wrong one. */
-export function checkChanges(changes: Partial<SampleChanges>): void {
+/** An event id in the body (Stripe, Generic): an id as the door takes one. */
+const BODY_EVENT_ID = idText();
+/**
+ * A delivery id sent as a header (Shopify, WooCommerce): fetch refuses what is not a byte string and
+ * line breaks, and trims outer spaces, so printable ASCII with no space at either end.
+ */
+const HEADER_EVENT_ID = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/;
+
+/**
+ * Checks the values of `send`'s flags, naming the flag of the first wrong one. `deliveryId` is
+ * `--event-id` where the platform sends it as a header (Shopify, WooCommerce), `eventId` where the
+ * body carries it (Stripe, Generic).
+ */
+export function checkChanges(changes: Partial<SampleChanges> & { readonly deliveryId?: string }): void {
   if (changes.clickId !== undefined && !HexId.safeParse(changes.clickId).success) {
     throw new CliError(
       '--click-id: must be 24 hexadecimal characters (the aecid the platform appended to the landing URL)',
@@ -239,6 +252,16 @@ export function checkChanges(changes: Partial<SampleChanges>): void {
   }
   if (changes.orderId !== undefined && (changes.orderId.trim() === '' || changes.orderId.length > 256)) {
     throw new CliError('--order-id: must be 1 to 256 characters');
+  }
+  if (changes.eventId !== undefined) {
+    const checked = BODY_EVENT_ID.safeParse(changes.eventId);
+    if (!checked.success) throw new CliError(`--event-id: ${checked.error.issues[0]?.message ?? 'invalid'}`);
+  }
+  const deliveryId = changes.deliveryId;
+  if (deliveryId !== undefined && !(HEADER_EVENT_ID.test(deliveryId) && deliveryId.length <= MAX_ID_LENGTH)) {
+    throw new CliError(
+      `--event-id: must be 1 to ${MAX_ID_LENGTH} printable ASCII characters, no space at either end (the platform sends it as a header)`,
+    );
   }
 }
 

@@ -131,7 +131,10 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
     clickIdAttribute: source?.clickIdAttributes[0] ?? 'aecid',
     trackingIdAttribute: source?.trackingIdAttributes[0] ?? 'affiliate_tracking_id',
   };
-  checkChanges(changes);
+  checkChanges({
+    ...changes,
+    deliveryId: platform === 'shopify' || platform === 'woocommerce' ? options.eventId : undefined,
+  });
 
   let raw: string;
   if (options.file) {

@@ -10,7 +10,7 @@ import { StripeClient } from '../shared/shops/stripe.ts';
 import { WooCommerceClient } from '../shared/shops/woocommerce.ts';
 import type { CheckResult } from './check-result.ts';
 import { awsCall, type CliContext } from './context.ts';
-import { explain, printable } from './io.ts';
+import { CliError, explain, printable } from './io.ts';
 import {
   describeProblem,
   diagnose,
@@ -33,8 +33,28 @@ export function shopSources(ctx: CliContext): SourceConfig[] {
   return ctx.sources().filter((s) => s.shopApi !== undefined && s.platform !== 'generic');
 }
 
-/** `<connector URL>/webhooks/<source id>`, or undefined when the connector URL is not known. */
+/**
+ * `<connector URL>/webhooks/<source id>`, or undefined when the connector URL is not known.
+ *
+ * A shop told to deliver there sends it every order, signed with the source's secret: as good as the
+ * secret. So a shop reached with credentials the user holds (environment, Secrets Manager) is pointed
+ * only at a connector URL the user gave, never at one read from the state file, as `send` and
+ * `refund` send no such credential there; the state file's URL goes with the state file's own (local)
+ * credentials.
+ *
+ * @throws CliError naming the source, its credentials' origin and how to give the URL
+ */
 export function webhookAddress(ctx: CliContext, source: SourceConfig): string | undefined {
+  const ref = source.shopApi?.credentialsRef;
+  const origin = ref === undefined ? undefined : secretOrigin(ctx, ref);
+  if (ref !== undefined && origin !== undefined) {
+    ctx.checkDestination(
+      'connectorUrl',
+      `the shop of source ${source.id} (${ref} from ${ORIGIN_TEXT[origin]})`,
+      origin,
+      'is not told to deliver to',
+    );
+  }
   const base = ctx.get('connectorUrl');
   return base === undefined
     ? undefined
@@ -47,7 +67,7 @@ export function webhookAddress(ctx: CliContext, source: SourceConfig): string | 
  * SOURCES take them from the environment, else the state file, else (against AWS) Secrets Manager.
  */
 export function cliSecretStore(ctx: CliContext): SecretStore {
-  const fromFile = !(ctx.io.env['SOURCES'] ?? '').trim();
+  const fromFile = !sourcesFromEnv(ctx);
   const read = async (ref: string): Promise<string> => {
     const local = fromFile ? fileSecret(ctx, ref) : ctx.secret(ref);
     if (local !== undefined) return local;
@@ -69,6 +89,29 @@ export function cliSecretStore(ctx: CliContext): SecretStore {
     return text;
   };
   return { get: read, accepted: async (ref) => [await read(ref)] };
+}
+
+/** Whether the sources are the user's (SOURCES), rather than the state file's. */
+function sourcesFromEnv(ctx: CliContext): boolean {
+  return (ctx.io.env['SOURCES'] ?? '').trim() !== '';
+}
+
+export type SecretOrigin = 'env' | 'file' | 'secretsManager';
+const ORIGIN_TEXT: Record<SecretOrigin, string> = {
+  env: 'the environment',
+  file: 'the state file',
+  secretsManager: 'Secrets Manager',
+};
+
+/**
+ * Where `cliSecretStore` reads `ref` from, or undefined when from nowhere (the read then fails,
+ * naming it).
+ */
+export function secretOrigin(ctx: CliContext, ref: string): SecretOrigin | undefined {
+  if (!sourcesFromEnv(ctx)) return fileSecret(ctx, ref) === undefined ? undefined : 'file';
+  if ((ctx.io.env[ref] ?? '').trim() !== '') return 'env';
+  if (ctx.secret(ref) !== undefined) return 'file';
+  return ctx.isLocal ? undefined : 'secretsManager';
 }
 
 function fileSecret(ctx: CliContext, ref: string): string | undefined {
@@ -132,7 +175,19 @@ export async function shopWebhookChecks(ctx: CliContext): Promise<CheckResult[]>
   const results: CheckResult[] = [];
   for (const source of shopSources(ctx)) {
     const name = `shop webhooks ${source.id}`;
-    const address = webhookAddress(ctx, source);
+    let address: string | undefined;
+    try {
+      address = webhookAddress(ctx, source);
+    } catch (error) {
+      if (!(error instanceof CliError)) throw error;
+      results.push({
+        name,
+        status: 'fail',
+        detail: printable(`not checked: ${error.message}`),
+        hint: "pass --url or set CONNECTOR_URL to the connector's public URL",
+      });
+      continue;
+    }
     if (address === undefined) {
       results.push({
         name,

@@ -3,7 +3,7 @@ import type { SourceConfig } from '../shared/config/sources.ts';
 import { ConfigurationError } from '../shared/errors.ts';
 import { type CliContext, missingMessage, settingOptions, withContext } from './context.ts';
 import { CliError, type CliIo, explain, printable, writeLine } from './io.ts';
-import { cliSecretStore, type ShopSide, shopSide, webhookAddress } from './shop-side.ts';
+import { cliSecretStore, type ShopSide, secretOrigin, shopSide, webhookAddress } from './shop-side.ts';
 import {
   describeFix,
   describeProblem,
@@ -30,6 +30,9 @@ function sourceOf(ctx: CliContext, id: string): SourceConfig {
 
 /** What WooCommerce is to sign new webhooks with: the source's own webhook secret. */
 async function signingSecret(ctx: CliContext, source: SourceConfig): Promise<string> {
+  // The shop signs every delivery to the connector URL with it: as good as sending it there.
+  const origin = secretOrigin(ctx, source.secretRef);
+  if (origin !== undefined) ctx.checkDestination('connectorUrl', source.secretRef, origin);
   try {
     return await cliSecretStore(ctx).get(source.secretRef);
   } catch (error) {

@@ -1,7 +1,7 @@
 import { SANDBOX_PORT, SANDBOX_TOKEN } from '../local/defaults.ts';
 import { resolveSeed } from './ids.ts';
 import { parseFaultSettings } from './options.ts';
-import { CURRENT_API_ROUTES } from './routes.ts';
+import { API_ROUTE_PATHS } from './server.ts';
 import type { SandboxOptions, SeedIds } from './types.ts';
 
 /** A setting of the sandbox's environment is missing or wrong; the message names the variable. */
@@ -41,7 +41,8 @@ export function sandboxOptionsFromEnv(env: NodeJS.ProcessEnv): SandboxOptions {
   const faults = json(env, 'SANDBOX_FAULTS');
   if (faults !== undefined) {
     try {
-      options.faults = parseFaultSettings(faults, [...new Set(CURRENT_API_ROUTES.map((r) => r.path))]);
+      // The routes startSandbox and PUT /_sandbox/faults take: the legacy 2.0 ones too.
+      options.faults = parseFaultSettings(faults, API_ROUTE_PATHS);
     } catch (error) {
       throw new SandboxEnvError(`SANDBOX_FAULTS: ${messageOf(error)}`);
     }

@@ -33,6 +33,12 @@ export type {
   StoredConversion,
 } from './types.ts';
 
+/** Every API route the sandbox serves: the current API and the legacy 2.0 routes. */
+const API_ROUTES: readonly ApiRoute[] = [...CURRENT_API_ROUTES, ...LEGACY_API_ROUTES];
+
+/** The route paths `faults.routes` may name, wherever faults are set (options, env, control route). */
+export const API_ROUTE_PATHS: readonly string[] = [...new Set(API_ROUTES.map((r) => r.path))];
+
 /**
  * Starts the local sandbox of the affiliate platform's current API, and of its legacy 2.0 routes
  * (`/2.0/…`, HTTP Basic), on `host:port` (port 0 = any free port). Rejects when an option is invalid (the message names it) or the port cannot be bound.
@@ -46,8 +52,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     settings,
     now: options.now ?? Date.now,
   };
-  const apiRoutes: readonly ApiRoute[] = [...CURRENT_API_ROUTES, ...LEGACY_API_ROUTES];
-  const startFaults = parseFaultSettings(options.faults ?? {}, apiPaths(apiRoutes));
+  const startFaults = parseFaultSettings(options.faults ?? {}, API_ROUTE_PATHS);
   const faults = new FaultInjector();
   faults.set(startFaults);
   const limiter = new RateLimiter();
@@ -66,7 +71,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
       calls,
       startFaults,
       startSettings: { ...settings },
-      apiRoutePaths: () => apiPaths(apiRoutes),
+      apiRoutePaths: () => API_ROUTE_PATHS,
     }),
   );
   const authCheckers: Record<AuthScheme, (headers: IncomingHttpHeaders) => boolean> = {
@@ -90,7 +95,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     lateWrites,
   };
   const server = createServer((req, res) => {
-    handle(pipeline, apiRoutes, req, res).catch((error: unknown) => {
+    handle(pipeline, API_ROUTES, req, res).catch((error: unknown) => {
       console.error(`sandbox: unexpected failure on ${req.method} ${req.url}: ${describeError(error)}`);
       sendJson(res, 500, { statusCode: 500, error: reasonOf(500), message: 'unexpected sandbox failure' });
     });
@@ -146,10 +151,6 @@ interface Pipeline {
   authCheckers: Record<AuthScheme, (headers: IncomingHttpHeaders) => boolean>;
   closing: AbortSignal;
   lateWrites: LateWrites;
-}
-
-function apiPaths(routes: readonly ApiRoute[]): string[] {
-  return [...new Set(routes.map((r) => r.path))];
 }
 
 async function handle(

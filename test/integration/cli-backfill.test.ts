@@ -118,6 +118,31 @@ describe('connector backfill', () => {
     expect(conversionsOf(orderId)).toEqual([]);
   });
 
+  it('--from without a unit (2, meant 2d) is refused before the shop is read, naming --from', async () => {
+    shops().createOrder('shopify', { clickId: CLICK, at: minutesAgo(15) });
+    const before = shops().calls().shopify;
+
+    const bare = await connector('backfill', '--source', 'shopify', '--from', '2', '--dry-run');
+    const bareTo = await connector(
+      'backfill',
+      '--source',
+      'shopify',
+      '--from',
+      '2d',
+      '--to',
+      '1',
+      '--dry-run',
+    );
+
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toContain('--from: "2" is neither a date');
+    expect(bare.stderr).toContain('as in 2d');
+    expect(bareTo.code).toBe(2);
+    expect(bareTo.stderr).toContain('--to: "1" is neither a date');
+    expect(bare.stdout + bareTo.stdout).toBe('');
+    expect(shops().calls().shopify).toBe(before);
+  });
+
   it('Generic: a file of webhook bodies, once', async () => {
     const file = join(local.dir, 'orders.jsonl');
     const order = {

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CliContext } from '../../cli/context.ts';
+import { DEFAULT_SEED, type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
 import { runCli } from '../support/cli.ts';
 
 /**
@@ -22,6 +23,8 @@ let attacker: Server;
 let attackerUrl: string;
 const received: Record<string, string | string[] | undefined>[] = [];
 let root: string;
+/** The shop fakes stand for the real shop of a source configured in SOURCES. */
+let shops: RunningSandbox;
 
 beforeAll(async () => {
   attacker = createServer((req, res) => {
@@ -32,9 +35,11 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', () => resolve()));
   attackerUrl = `http://127.0.0.1:${(attacker.address() as AddressInfo).port}`;
   root = mkdtempSync(join(tmpdir(), 'connector-planted-'));
+  shops = await startSandbox({ port: 0 });
 });
 afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
+  await shops?.close();
   await new Promise<void>((resolve) => attacker.close(() => resolve()));
 });
 
@@ -47,6 +52,30 @@ function planted(dir: string): string {
   );
   return dir;
 }
+
+/** A real WooCommerce shop: SOURCES, its API credentials and its signing secret from the environment. */
+function realShopEnv(): Record<string, string> {
+  return {
+    SOURCES: JSON.stringify([
+      {
+        id: 'woo',
+        platform: 'woocommerce',
+        program: DEFAULT_SEED.programs[0],
+        rule: DEFAULT_SEED.rules[0],
+        secretRef: 'WOO_SIGNING_SECRET',
+        shopApi: { url: shops.shops.urls.woocommerce, credentialsRef: 'WOO_API_CREDENTIALS' },
+      },
+    ]),
+    WOO_SIGNING_SECRET: SHOP_SECRET,
+    WOO_API_CREDENTIALS: JSON.stringify(shops.shops.credentials.woocommerce),
+  };
+}
+const wooHooks = () =>
+  shops.shops.control.subscriptions('woocommerce').map((w) => ({
+    topic: w['topic'],
+    url: w['delivery_url'],
+    signedWithTheRealSecret: w['secret'] === SHOP_SECRET,
+  }));
 
 const leaked = (value: string) => received.some((h) => JSON.stringify(h).includes(value));
 const REFUND = ['refund', '--external-id', '1001', '--refund-id', 'r-1', '--amount-cents', '500'];
@@ -118,5 +147,63 @@ describe('the CLI sends credentials only where the user pointed it', () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/SHOPIFY_WEBHOOK_SECRET.*--url or set CONNECTOR_URL/);
     expect(received.filter((h) => h['x-shopify-hmac-sha256'] !== undefined)).toHaveLength(0);
+  });
+
+  it("subscribe: a real shop's webhooks are not pointed at a connector URL from the state file", async () => {
+    // Prepare
+    const cwd = planted(join(root, 'subscribe'));
+    // Act
+    const result = await runCli(['subscribe', '--source', 'woo'], { cwd, env: realShopEnv() });
+    // Assess
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/source woo.*\.local-stack\.json.*--url or set CONNECTOR_URL/);
+    expect(wooHooks()).toEqual([]);
+  });
+
+  it("doctor: a real shop's webhooks are not checked against a connector URL from the state file", async () => {
+    // Prepare
+    const cwd = planted(join(root, 'doctor-shop'));
+    // Act
+    const result = await runCli(['doctor'], { cwd, env: realShopEnv() });
+    // Assess
+    expect(result.code).toBe(1);
+    expect(result.stdout).toMatch(/✗ shop webhooks woo\s+not checked: .*source woo.*\.local-stack\.json/);
+    expect(result.stdout).toContain('pass --url or set CONNECTOR_URL');
+  });
+
+  it('subscribe: a signing secret from the environment does not sign for a URL from the state file', async () => {
+    // Prepare: the shop's API credentials are the state file's own, the signing secret the user's.
+    const cwd = planted(join(root, 'subscribe-secret'));
+    writeFileSync(
+      join(cwd, '.local-stack.json'),
+      JSON.stringify({
+        connectorUrl: attackerUrl,
+        secrets: { WOO_API_CREDENTIALS: JSON.stringify(shops.shops.credentials.woocommerce) },
+      }),
+    );
+    const { WOO_API_CREDENTIALS: _fromFile, ...env } = realShopEnv();
+    // Act
+    const result = await runCli(['subscribe', '--source', 'woo'], { cwd, env });
+    // Assess
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/WOO_SIGNING_SECRET.*\.local-stack\.json.*--url or set CONNECTOR_URL/);
+    expect(wooHooks()).toEqual([]);
+  });
+
+  it('subscribe: with the connector URL given (CONNECTOR_URL) the shop is pointed there', async () => {
+    // Prepare
+    const cwd = planted(join(root, 'subscribe-given'));
+    const connector = 'https://connector.example';
+    // Act
+    const result = await runCli(['subscribe', '--source', 'woo'], {
+      cwd,
+      env: { ...realShopEnv(), CONNECTOR_URL: connector },
+    });
+    // Assess
+    expect(result.code, result.stderr).toBe(0);
+    expect(wooHooks()).toEqual([
+      { topic: 'order.created', url: `${connector}/webhooks/woo`, signedWithTheRealSecret: true },
+      { topic: 'order.updated', url: `${connector}/webhooks/woo`, signedWithTheRealSecret: true },
+    ]);
   });
 });

@@ -102,6 +102,7 @@ describe('connector dlq', () => {
     const byReason = await cli(['dlq', 'list', '--reason', 'INJECTED FAULT', '--json']);
     const recent = await cli(['dlq', 'list', '--since', '1h', '--json']);
     const badSince = await cli(['dlq', 'list', '--since', 'yesterday-ish']);
+    const bareNumber = await cli(['dlq', 'list', '--since', '2']);
     // Assess
     const ids = (r: { stdout: string }) =>
       (JSON.parse(r.stdout) as { messages: { externalId: string }[] }).messages.map((m) => m.externalId);
@@ -117,6 +118,9 @@ describe('connector dlq', () => {
     expect(ids(recent)).toEqual(['8001']);
     expect(badSince.code).toBe(2);
     expect(badSince.stderr).toContain('--since: "yesterday-ish" is neither a date');
+    // Not 2001-02-01, as Date.parse reads "2": a duration needs its unit.
+    expect(bareNumber.code).toBe(2);
+    expect(bareNumber.stderr).toContain('--since: "2" is neither a date');
   });
 
   it('shows a message SQS moved after too many transient failures as "transient (redrive)"', async () => {
@@ -283,5 +287,44 @@ describe('connector dlq', () => {
     expect(right.code).toBe(0);
     expect(right.stdout).toContain(`purged ${local.stack.emulators.dlqName}`);
     expect(dlqReady()).toBe(0);
+  });
+});
+
+describe('what the dlq commands print of an order id a shop wrote', () => {
+  // U+202E (RIGHT-TO-LEFT OVERRIDE) passes the door (idText refuses only controls): a terminal that
+  // obeys it shows "1001exe.pdf".
+  const RLO = '\u202e';
+  const BIDI_ID = `1001${RLO}fdp.exe`;
+
+  it('dlq show escapes the bidi override in the body, which stays valid JSON, and drops it from the tables', async () => {
+    // Prepare
+    await park(BIDI_ID, 'injected: a shop-written id');
+    const id = await messageIdOf(BIDI_ID);
+    // Act
+    const shown = await cli(['dlq', 'show', id]);
+    const json = await cli(['dlq', 'show', id, '--json']);
+    // Assess
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).not.toContain(RLO);
+    expect(shown.stdout).toMatch(/external id\s+1001fdp\.exe/);
+    expect(shown.stdout).toContain('"externalId": "1001\\u202efdp.exe"');
+    const body = shown.stdout.slice(shown.stdout.indexOf('Body:\n') + 'Body:\n'.length);
+    expect(JSON.parse(body)).toMatchObject({ externalId: BIDI_ID });
+    expect(json.stdout).not.toContain(RLO);
+    expect(JSON.parse(json.stdout)).toMatchObject({ externalId: BIDI_ID, body: { externalId: BIDI_ID } });
+  });
+
+  it('dlq replay prints its progress lines without the bidi override', async () => {
+    await local.stack.stopPolling();
+    try {
+      // Act
+      const replayed = await cli(['dlq', 'replay', '--external-id', BIDI_ID, '--yes']);
+      // Assess
+      expect(replayed.code, replayed.stderr).toBe(0);
+      expect(replayed.stdout).toMatch(/\[1\/1\] \S+ {2}1001fdp\.exe {2}OrderRefunded {2}replayed as \S+/);
+      expect(replayed.stdout).not.toContain(RLO);
+    } finally {
+      local.stack.startPolling();
+    }
   });
 });

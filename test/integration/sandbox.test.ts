@@ -1391,6 +1391,27 @@ describe('sandbox: options and environment', () => {
     expect(sandboxOptionsFromEnv({})).toEqual({ port: 4010, token: 'sandbox-token' });
   });
 
+  it('takes SANDBOX_FAULTS on a legacy 2.0 route, as startSandbox and PUT /_sandbox/faults do', async () => {
+    // Prepare
+    const faults = { errorRate: 1, routes: ['/2.0/advertiser/{programId}/conversions/add'] };
+    const sandbox = await startSandbox({ port: 0 });
+    try {
+      // Act
+      const fromEnv = () => sandboxOptionsFromEnv({ SANDBOX_FAULTS: JSON.stringify(faults) });
+      const put = await fetch(`${sandbox.url}/_sandbox/faults`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(faults),
+      });
+      // Assess
+      expect(put.status).toBe(200);
+      expect(fromEnv).not.toThrow();
+      expect(fromEnv().faults).toEqual(faults);
+    } finally {
+      await sandbox.close();
+    }
+  });
+
   it.each([
     ['SANDBOX_PORT', '70000'],
     ['SANDBOX_RATE', 'fast'],

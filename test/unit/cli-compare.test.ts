@@ -87,6 +87,71 @@ describe('time flags', () => {
     expect(() => parseWhen('soon', NOW, '--since')).toThrow(/^--since: "soon" is neither a date/);
   });
 
+  it.each(['2', '7', '12', '30', '90', '2026'])(
+    'refuses a duration without its unit ("%s"), naming the flag and the unit to add',
+    (text) => {
+      // Act and assess: V8's Date.parse reads "2" as 2001-02-01 and "90" as 1990-01-01
+      expect(() => parseWhen(text, NOW, '--since')).toThrow(
+        new RegExp(
+          `^--since: "${text}" is neither a date .* nor a duration .*: give its unit, as in ${text}d`,
+        ),
+      );
+      expect(() => periodBound(text, '--from', NOW, false)).toThrow(
+        new RegExp(`^--from: "${text}" is neither`),
+      );
+      expect(() => periodBound(text, '--to', NOW, true)).toThrow(new RegExp(`^--to: "${text}" is neither`));
+    },
+  );
+
+  it.each([
+    'May 1',
+    '1 May 2026',
+    '2026/05/01',
+    'Fri, 01 May 2026 10:00:00 GMT',
+    '2026-05',
+    '2026-5-1',
+    '2026-02-30',
+    '2026-13-01',
+    '2026-05-01T24:00Z',
+    '2026-05-01T10:00:00+02',
+    '2d ago',
+    '-2d',
+  ])('refuses "%s", which is not ISO 8601 or a real day, though Date.parse may read it', (text) => {
+    // Act and assess
+    expect(() => parseWhen(text, NOW, '--since')).toThrow(/^--since: /);
+    expect(() => periodBound(text, '--from', NOW, false)).toThrow(/^--from: /);
+  });
+
+  it.each([
+    ['2026-05-01', '2026-05-01T00:00:00.000Z'],
+    ['2026-02-28', '2026-02-28T00:00:00.000Z'],
+    ['2024-02-29', '2024-02-29T00:00:00.000Z'],
+    ['2026-05-01T08:00:00Z', '2026-05-01T08:00:00.000Z'],
+    ['2026-05-01T08:00Z', '2026-05-01T08:00:00.000Z'],
+    ['2026-05-01T08:00:00.250Z', '2026-05-01T08:00:00.250Z'],
+    ['2026-05-01T10:00:00+02:00', '2026-05-01T08:00:00.000Z'],
+    ['2026-05-01T10:00:00+0200', '2026-05-01T08:00:00.000Z'],
+    ['2026-05-01T03:30:00-04:30', '2026-05-01T08:00:00.000Z'],
+    ['30s', '2026-06-01T11:59:30.000Z'],
+    ['1w', '2026-05-25T12:00:00.000Z'],
+    ['2D', '2026-05-30T12:00:00.000Z'],
+  ])('reads the ISO 8601 date or time, or the duration, "%s"', (text, iso) => {
+    // Act and assess
+    expect(parseWhen(text, NOW, '--since').toISOString()).toBe(iso);
+  });
+
+  it('reads an ISO time without an offset as local time, as JavaScript does', () => {
+    // Act and assess
+    expect(parseWhen('2026-05-01T10:00', NOW, '--since').getTime()).toBe(
+      new Date(2026, 4, 1, 10, 0, 0, 0).getTime(),
+    );
+  });
+
+  it('refuses a duration reaching further back than a date can', () => {
+    // Act and assess
+    expect(() => parseWhen(`${'9'.repeat(20)}d`, NOW, '--since')).toThrow(/^--since: /);
+  });
+
   it('counts a bare --to date to the end of its day', () => {
     // Act and assess
     expect(periodBound('2026-05-31', '--to', NOW, true).toISOString()).toBe('2026-05-31T23:59:59.999Z');

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { csvCell } from '../../cli/csv.ts';
-import { formatTable } from '../../cli/io.ts';
+import { formatTable, terminalJson } from '../../cli/io.ts';
+import { rowProgress } from '../../cli/progress.ts';
 import { reportCsv } from '../../cli/reconcile.ts';
 
 /**
@@ -68,5 +69,41 @@ describe('tables', () => {
     expect(table).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
     expect(table.split('\n')).toHaveLength(3);
     expect(table).toContain('[2J[31m1001');
+  });
+});
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: asserting their absence.
+const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
+
+describe('JSON shown on a terminal (dlq show, --json)', () => {
+  it('writes bidi overrides, DEL and C1 controls as \\u escapes: readable, and the same value once parsed', () => {
+    // Prepare: an order id that shows as "1001exe.pdf" where the terminal obeys U+202E
+    const value = { externalId: '1001\u202efdp.exe', reason: 'a\u007fb\u009bc\u2066d\u0007e\nf', amount: 1 };
+    // Act
+    const text = terminalJson(value);
+    // Assess
+    expect(text).not.toMatch(UNSAFE);
+    expect(text).toContain('"externalId": "1001\\u202efdp.exe"');
+    expect(JSON.parse(text)).toEqual(value);
+  });
+});
+
+describe('progress lines (dlq replay, refund --csv, backfill, accept)', () => {
+  it('carry no control character or bidi override, and stay one line per row', () => {
+    // Prepare
+    let out = '';
+    const io = {
+      stdout: { write: (t: string) => (out += t) },
+      stderr: { write: () => true },
+      env: {},
+      cwd: '.',
+    };
+    const progress = rowProgress(io, 1, 'replay');
+    // Act
+    progress.row('m-1  1001\u202efdp.exe\u001b[2J  OrderRefunded\nreplayed as m-2');
+    progress.stop();
+    // Assess
+    expect(out).not.toMatch(UNSAFE);
+    expect(out).toBe('[1/1] m-1  1001fdp.exe[2J  OrderRefunded replayed as m-2\n');
   });
 });

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { CliError } from '../../cli/io.ts';
 import {
   applyChanges,
@@ -14,6 +14,7 @@ import {
   signedHeaders,
 } from '../../cli/samples.ts';
 import { UnauthorizedError } from '../../shared/errors.ts';
+import { emptyDir, runCli } from '../support/cli.ts';
 import {
   ADAPTERS,
   NOW,
@@ -205,6 +206,14 @@ describe('send: flag values', () => {
     [{ trackingId: Number('abc') }, '--tracking-id'],
     [{ trackingId: 0 }, '--tracking-id'],
     [{ orderId: ' ' }, '--order-id'],
+    [{ eventId: '' }, '--event-id'],
+    [{ eventId: 'evt-1\nx' }, '--event-id'],
+    [{ eventId: 'e'.repeat(257) }, '--event-id'],
+    [{ eventId: 'evt-\ud83c' }, '--event-id'],
+    [{ deliveryId: 'evt-🎁' }, '--event-id'],
+    [{ deliveryId: 'evt-1\r\nx-injected: 1' }, '--event-id'],
+    [{ deliveryId: 'café' }, '--event-id'],
+    [{ deliveryId: ' evt-1' }, '--event-id'],
   ])('rejects %o naming %s', (given, flag) => {
     // Act
     let error: unknown;
@@ -218,4 +227,39 @@ describe('send: flag values', () => {
     expect((error as CliError).message.startsWith(flag)).toBe(true);
     expect((error as CliError).exitCode).toBe(2);
   });
+
+  it('takes an event id of the body in any script, and a delivery id (a header) in printable ASCII', () => {
+    // Act and assess
+    expect(() => checkChanges({ eventId: 'evt_🎁-1001', deliveryId: 'evt-1 2/3:a_b' })).not.toThrow();
+  });
+});
+
+describe('connector send --event-id', () => {
+  const dir = emptyDir();
+  afterAll(() => dir.remove());
+  // Nothing listens there: a refused value never leaves the process.
+  const NOWHERE = 'http://127.0.0.1:9';
+
+  it.each([
+    ['shopify', 'an emoji', 'evt-🎁'],
+    ['woocommerce', 'a line break', 'evt-1\nx-injected: 1'],
+    ['stripe', 'a line break', 'evt_1\nx'],
+    ['generic', 'a control character', 'evt-1\u0000'],
+  ] as const)(
+    '%s, with %s: a usage error naming --event-id (exit 2), not an unreachable connector',
+    async (platform, _what, eventId) => {
+      // Act
+      const result = await runCli(
+        ['send', platform, '--event-id', eventId, '--url', NOWHERE, '--secret', 'a-test-secret'],
+        {
+          cwd: dir.dir,
+          env: {},
+        },
+      );
+      // Assess
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(/^error: --event-id: /);
+      expect(result.stderr).not.toContain('could not reach');
+    },
+  );
 });
