@@ -10,7 +10,7 @@ import { adapterFor } from '../shared/platforms/registry.ts';
 import type { EventQueue, SecretStore } from '../shared/ports.ts';
 import { shopCredentials } from '../shared/shops/credentials.ts';
 import { awsCall, type CliContext, settingOptions, withContext } from './context.ts';
-import { CliError, type CliIo, cell, formatTable, nowOf, writeLine } from './io.ts';
+import { CliError, type CliIo, cell, formatTable, nowOf, terminalJson, writeLine } from './io.ts';
 import { rowProgress } from './progress.ts';
 import { periodBound } from './reconcile.ts';
 
@@ -231,10 +231,7 @@ Exit codes: 0 done (skipped changes included), 1 the shop or the queue failed, 2
           progress.stop();
         }
         if (flags.json)
-          writeLine(
-            io.stdout,
-            JSON.stringify({ ...summary, from: from.toISOString(), to: to.toISOString() }, null, 2),
-          );
+          writeLine(io.stdout, terminalJson({ ...summary, from: from.toISOString(), to: to.toISOString() }));
         else writeLine(io.stdout, summaryText(summary, period));
       });
     });

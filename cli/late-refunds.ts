@@ -5,7 +5,7 @@ import type { Ledger } from '../shared/ports.ts';
 import { money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
 import { csvCell } from './csv.ts';
-import { CliError, type CliIo, formatTable, writeLine } from './io.ts';
+import { CliError, type CliIo, formatTable, terminalJson, writeLine } from './io.ts';
 
 /**
  * `connector late-refunds`: the refunds the platform could no longer apply (the conversion locked, or
@@ -197,7 +197,7 @@ Exit codes: 0 listed (even when there are none), 1 the ledger unreachable, 2 a w
       if (options.csv && options.json) throw new CliError('--csv and --json: choose one');
       await withContext(io, options, async (ctx) => {
         const rows = await listLateRefunds(ctx.ledger(), ctx.programs(options.program, options.source));
-        if (options.json) writeLine(io.stdout, JSON.stringify({ lateRefunds: rows }, null, 2));
+        if (options.json) writeLine(io.stdout, terminalJson({ lateRefunds: rows }));
         else if (options.csv) writeLine(io.stdout, lateRefundsCsv(rows));
         else writeLine(io.stdout, lateRefundsText(rows));
       });

@@ -7,7 +7,18 @@ import type { Ledger } from '../shared/ports.ts';
 import { compareOrder, type Difference, money, stuckAddDifference } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
 import { csvCell } from './csv.ts';
-import { ask, CliError, type CliIo, cell, formatTable, isIsoDay, nowOf, parseWhen, writeLine } from './io.ts';
+import {
+  ask,
+  CliError,
+  type CliIo,
+  cell,
+  formatTable,
+  isIsoDay,
+  nowOf,
+  parseWhen,
+  terminalJson,
+  writeLine,
+} from './io.ts';
 import { isStuckAdd, repairStuckAdd, type StuckRepair } from './stuck.ts';
 
 /** Page size of Conversions list (the API allows up to 10 000). */
@@ -265,7 +276,7 @@ a repair not confirmed, 2 a wrong option or setting.`,
         const ledger = ctx.ledger();
         const client = await ctx.affiliate();
         const report = await reconcile(ledger, client, programs, from, to, now);
-        if (options.json) writeLine(io.stdout, JSON.stringify(report, null, 2));
+        if (options.json) writeLine(io.stdout, terminalJson(report));
         else if (options.csv) writeLine(io.stdout, reportCsv(report));
         else writeLine(io.stdout, reportText(report));
         const stuck = report.differences.filter((d) => d.kind === 'stuck_add');

@@ -3,7 +3,7 @@ import { LOCAL_SECRETS } from '../local/defaults.ts';
 import type { SourceConfig } from '../shared/config/sources.ts';
 import { parseJsonBody } from '../shared/json.ts';
 import { CliContext, settingOptions } from './context.ts';
-import { CliError, type CliIo, explain, nowOf, writeLine } from './io.ts';
+import { CliError, type CliIo, explain, nowOf, terminalJson, writeLine } from './io.ts';
 import {
   applyChanges,
   checkChanges,
@@ -200,7 +200,7 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
 
 function pretty(text: string): string {
   try {
-    return JSON.stringify(JSON.parse(text), null, 2);
+    return terminalJson(JSON.parse(text));
   } catch {
     return text;
   }

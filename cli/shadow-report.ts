@@ -8,7 +8,7 @@ import type { Ledger } from '../shared/ports.ts';
 import { money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
 import { csvCell } from './csv.ts';
-import { CliError, type CliIo, cell, formatTable, nowOf, writeLine } from './io.ts';
+import { CliError, type CliIo, cell, formatTable, nowOf, terminalJson, writeLine } from './io.ts';
 import { pageProgress } from './progress.ts';
 import { listAllConversions, periodBound } from './reconcile.ts';
 
@@ -323,7 +323,7 @@ wrong option or setting.`,
         } finally {
           progress.stop();
         }
-        if (options.json) writeLine(io.stdout, JSON.stringify(report, null, 2));
+        if (options.json) writeLine(io.stdout, terminalJson(report));
         else if (options.csv) writeLine(io.stdout, shadowCsv(report));
         else writeLine(io.stdout, shadowText(report));
       });

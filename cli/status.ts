@@ -3,7 +3,7 @@ import type { Conversion } from '../shared/affiliate/schemas.ts';
 import { ledgerKey, type OrderRecord } from '../shared/ledger.ts';
 import { compareOrder, type Difference, money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
-import { CliError, type CliIo, cell, formatTable, nowOf, writeLine } from './io.ts';
+import { CliError, type CliIo, cell, formatTable, nowOf, terminalJson, writeLine } from './io.ts';
 
 interface StatusOptions {
   source?: string;
@@ -71,7 +71,7 @@ secret AFFILIATE_TOKEN_SECRET names.`,
         if (options.json) {
           writeLine(
             io.stdout,
-            JSON.stringify(
+            terminalJson(
               found
                 ? {
                     found: true,
@@ -80,8 +80,6 @@ secret AFFILIATE_TOKEN_SECRET names.`,
                     conversion: found.conversion ?? null,
                   }
                 : { found: false, externalId, programs },
-              null,
-              2,
             ),
           );
         } else if (found) {

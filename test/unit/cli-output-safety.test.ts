@@ -1,3 +1,6 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { csvCell } from '../../cli/csv.ts';
 import { formatTable, terminalJson } from '../../cli/io.ts';
@@ -85,6 +88,27 @@ describe('JSON shown on a terminal (dlq show, --json)', () => {
     expect(text).not.toMatch(UNSAFE);
     expect(text).toContain('"externalId": "1001\\u202efdp.exe"');
     expect(JSON.parse(text)).toEqual(value);
+  });
+
+  it('is what every command writes as JSON for a person: none prints JSON.stringify of shop data itself', () => {
+    // A careless new --json would print a shop's bidi override raw: the commands' sources are read.
+    const dir = fileURLToPath(new URL('../../cli/', import.meta.url));
+    const pretty = readdirSync(dir)
+      .filter((f) => f.endsWith('.ts') && f !== 'io.ts')
+      .flatMap((f) => {
+        const code = readFileSync(join(dir, f), 'utf8');
+        return [...code.matchAll(/JSON\.stringify\(/g)].flatMap((m) => {
+          // The call's arguments, to its closing parenthesis.
+          let depth = 1;
+          let end = m.index + m[0].length;
+          for (; end < code.length && depth > 0; end++)
+            depth += code[end] === '(' ? 1 : code[end] === ')' ? -1 : 0;
+          const line = code.slice(0, m.index).split('\n').length;
+          return /null,\s*2\s*,?\s*\)$/.test(code.slice(m.index, end)) ? [`${f}:${line}`] : [];
+        });
+      });
+
+    expect(pretty).toEqual([]);
   });
 });
 
