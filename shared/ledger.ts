@@ -111,7 +111,8 @@ export interface OrderRecord {
   lastError?: string;
   /**
    * Epoch ms of the last Conversion Add that got no clear answer (timeout, connection lost, 500/502/
-   * 504). No new add is sent until the platform has shown nothing for the verification window after it.
+   * 504), or whose worker died (the end of its lease, written by the worker taking it over). No new
+   * add is sent until the platform has shown nothing for the verification window after it.
    */
   unclearAddAt?: number;
   /** When the first refund waiting for this order (state `awaiting`, or `failed`) was recorded. */

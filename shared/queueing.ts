@@ -13,6 +13,20 @@ export function messageGroupId(program: string, externalId: string): string {
 }
 
 /**
+ * The message group of the order the ledger keeps under `externalId`, for a message that names it so
+ * (a finance refund): the group its shop's webhooks are queued in. Those carry the shop's own id, the
+ * worker adding the source's `externalIdPrefix` (`1001` → `shopB-1001`); without the prefix taken off
+ * here the refund would run beside the order's webhooks instead of after them.
+ */
+export function ledgerOrderGroupId(program: string, externalId: string, externalIdPrefix?: string): string {
+  const shopId =
+    externalIdPrefix && externalId.startsWith(externalIdPrefix)
+      ? externalId.slice(externalIdPrefix.length)
+      : externalId;
+  return messageGroupId(program, shopId);
+}
+
+/**
  * FIFO deduplication id: the platform's delivery id plus what distinguishes events mapped from one
  * delivery (a WooCommerce update can carry several refunds). SQS drops a repeat within 5 minutes; the
  * ledger catches later repeats.

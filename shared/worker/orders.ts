@@ -4,7 +4,7 @@ import type { OrderPlaced } from '../domain/events.ts';
 import { isConnectorError, PermanentError, TransientError } from '../errors.ts';
 import { clearLease, countedRefunds, ledgerKey, type OrderRecord } from '../ledger.ts';
 import type { CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
-import { decideAttribution, toApiDate } from './attribution.ts';
+import { type AttributionDecision, decideAttribution, toApiDate } from './attribution.ts';
 import {
   CANCELLATION_REFUND_ID,
   DEFAULT_VERIFY_MS,
@@ -46,6 +46,7 @@ export async function placeOrder(
   for (let round = 0; round < 4; round++) {
     const existing = round === 0 ? undefined : await deps.ledger.get(key);
     let record: OrderRecord;
+    let lookedUp = false;
 
     if (existing && existing.state !== 'awaiting' && existing.source !== source.id && !existing.imported) {
       throw new PermanentError(
@@ -55,6 +56,12 @@ export async function placeOrder(
       );
     }
     if (existing && existing.state !== 'awaiting') {
+      if (existing.state === 'added' && source.mode === 'live' && hasPendingRefunds(existing)) {
+        // Refunds held for the order that its add or adoption did not get to apply (the update, or
+        // the lookup it needed, failed): their own messages are done, so this retry applies them.
+        const outcome = await applyRefunds(deps, backend, source, existing, undefined, call);
+        return { ...outcome, detail: 'order already added: applied the refunds held for it' };
+      }
       if (
         existing.state === 'added' ||
         existing.state === 'skipped' ||
@@ -86,54 +93,46 @@ export async function placeOrder(
         leaseOwner: deps.workerId,
         leaseUntil: deps.now() + deps.leaseMs,
         acceptDueAt: acceptDueAt(source, event.orderDate ?? event.receivedAt),
+        // A lease that ended without an answer (a worker died mid-add) is as unclear as a timeout.
+        // Written with the takeover, so that every later write keeps it: a lookup that fails gives
+        // the lease back, and the retry must still wait out the window after that add.
+        unclearAddAt:
+          existing.unclearAddAt ??
+          (existing.state === 'adding' ? existing.leaseUntil || undefined : undefined),
       };
       if (!(await deps.ledger.update(record))) continue;
-      if (source.mode === 'shadow') {
-        const decision = decideAttribution(event, source.unattributed);
-        if (decision.kind !== 'skip') takeOrder(record, event, decision.kind);
-        return addConversion(deps, backend, source, event, record, call);
-      }
-      const found = await findUnderLease(deps, backend, source, record, call);
-      if (found) {
-        // The pixel's conversion, adopted: the refunds recorded in shadow mode apply to its amount.
-        if (existing.state === 'shadowed') record.currentAmount = found.amount ?? record.originalAmount;
-        const outcome = await settleAdded(deps, record, found.id, 'reconciled');
-        // Refunds recorded while the order sat in the DLQ apply now, to the conversion found.
-        if (outcome.result === 'reconciled' && countedRefunds(record).some((r) => r.status === 'pending')) {
-          return applyRefunds(deps, backend, source, record, undefined, call);
+      // In shadow mode nothing is sent, so there is nothing to look up.
+      if (source.mode === 'live') {
+        const found = await findUnderLease(deps, backend, source, record, call);
+        // An add that went through, or the pixel's conversion: the refunds recorded meanwhile
+        // (while the order sat in the DLQ, or in shadow mode) apply to it now.
+        if (found)
+          return adoptConversion(
+            deps,
+            backend,
+            source,
+            record,
+            found,
+            call,
+            'conversion found on the platform after an interrupted add',
+          );
+        const unclearAt = record.unclearAddAt;
+        const verifyMs = deps.verifyMs ?? DEFAULT_VERIFY_MS;
+        const left = unclearAt === undefined || verifyMs <= 0 ? 0 : unclearAt + verifyMs - deps.now();
+        if (left > 0) {
+          // An add may still land: ask again when the window ends, the message hidden until then.
+          record.leaseUntil = deps.now() + left;
+          await deps.ledger.update(record).catch(() => undefined);
+          throw new TransientError(
+            `the last Conversion Add for this order got no clear answer and the platform shows nothing yet: no new add before ${new Date(deps.now() + left).toISOString()} (verification window)`,
+            { retryAfterMs: left, ambiguous: true },
+          );
         }
-        return { ...outcome, detail: 'conversion found on the platform after an interrupted add' };
+        record.unclearAddAt = undefined;
+        lookedUp = true;
       }
-      // A lease that ended without an answer (a worker died mid-add) is as unclear as a timeout.
-      const unclearAt =
-        record.unclearAddAt ?? (existing.state === 'adding' ? existing.leaseUntil : undefined);
-      const verifyMs = deps.verifyMs ?? DEFAULT_VERIFY_MS;
-      const left = unclearAt === undefined || verifyMs <= 0 ? 0 : unclearAt + verifyMs - deps.now();
-      if (left > 0) {
-        // An add may still land: ask again when the window ends, the message hidden until then.
-        record.unclearAddAt = unclearAt;
-        record.leaseUntil = deps.now() + left;
-        await deps.ledger.update(record).catch(() => undefined);
-        throw new TransientError(
-          `the last Conversion Add for this order got no clear answer and the platform shows nothing yet: no new add before ${new Date(deps.now() + left).toISOString()} (verification window)`,
-          { retryAfterMs: left, ambiguous: true },
-        );
-      }
-      record.unclearAddAt = undefined;
-      if (existing.state === 'shadowed' && refundsCoverOrder(record)) {
-        const why = 'cancelled or refunded in full while its source was in shadow mode: never added';
-        neverAdded(record, why, iso());
-        if (!(await deps.ledger.update(record))) continue;
-        return { result: 'skipped', detail: why };
-      }
-      // Nothing on the platform: the add goes out with this event's data (a corrected order replayed
-      // after a failure), written to the ledger first so the ledger always holds what was sent.
-      const decision = decideAttribution(event, source.unattributed);
-      if (decision.kind !== 'skip') takeOrder(record, event, decision.kind);
-      if (!(await deps.ledger.update(record))) continue;
     } else {
-      const decision = decideAttribution(event, source.unattributed);
-      const base: OrderRecord = existing
+      record = existing
         ? { ...existing, source: source.id, state: 'adding' }
         : newRecord(deps, source, event.externalId, {
             state: 'adding',
@@ -141,59 +140,86 @@ export async function placeOrder(
             currentAmount: event.amount,
             currency: event.currency,
           });
-      if (source.mode === 'shadow') base.shadow = true;
-      if (decision.kind === 'skip') {
-        const skipped: OrderRecord = {
-          ...base,
-          state: 'skipped',
-          skipReason: decision.reason,
-          originalAmount: event.amount,
-          currentAmount: event.amount,
-          currency: event.currency,
-        };
-        settleHeldRefunds(
-          skipped,
-          'skipped',
-          `order was skipped (${decision.reason}): no conversion to change`,
-          iso(),
-        );
-        if (!(await (existing ? deps.ledger.update(skipped) : deps.ledger.create(skipped)))) continue;
-        return { result: 'skipped', detail: decision.reason };
-      }
-      record = {
-        ...base,
-        leaseOwner: deps.workerId,
-        leaseUntil: deps.now() + deps.leaseMs,
-        // Indexed only once the conversion is added (see `awaitsAccept`).
-        acceptDueAt: acceptDueAt(source, event.orderDate ?? event.receivedAt),
-      };
-      takeOrder(record, event, decision.kind);
-      if (existing) {
-        rejectForeignRefunds(record, event, iso());
-        const cancelled = refundsCoverOrder(record);
-        if (cancelled) {
-          neverAdded(record, cancelled, iso());
-          if (!(await deps.ledger.update(record))) continue;
-          return { result: 'skipped', detail: cancelled };
-        }
-      }
-      if (!(await (existing ? deps.ledger.update(record) : deps.ledger.create(record)))) continue;
-      if (source.lookupBeforeAdd && source.mode === 'live') {
-        const found = await findUnderLease(deps, backend, source, record, call);
-        if (found) {
-          record.currentAmount = found.amount ?? record.currentAmount;
-          const outcome = await settleAdded(deps, record, found.id, 'reconciled');
-          if (outcome.result === 'reconciled' && countedRefunds(record).some((r) => r.status === 'pending')) {
-            return applyRefunds(deps, backend, source, record, undefined, call);
-          }
-          return { ...outcome, detail: 'the platform already had this order (lookupBeforeAdd): adopted it' };
-        }
-      }
+      if (source.mode === 'shadow') record.shadow = true;
+      record.leaseOwner = deps.workerId;
+      record.leaseUntil = deps.now() + deps.leaseMs;
+      // Indexed only once the conversion is added (see `awaitsAccept`).
+      record.acceptDueAt = acceptDueAt(source, event.orderDate ?? event.receivedAt);
     }
 
-    return addConversion(deps, backend, source, event, record, call);
+    // The add goes out with this event's data (a corrected order replayed after a failure), written
+    // to the ledger first so the ledger always holds what was sent. One path for a new order, one
+    // whose refunds came first and one replayed from the DLQ: a replay checks the refunds held for
+    // it (cancelled meanwhile? another currency?) as a first delivery does.
+    const prepared = prepareOrder(record, event, source, iso(), existing?.state === 'shadowed');
+    if (!(await (existing ? deps.ledger.update(record) : deps.ledger.create(record)))) continue;
+    if ('notAdded' in prepared) return { result: 'skipped', detail: prepared.notAdded };
+    if (!lookedUp && source.lookupBeforeAdd && source.mode === 'live') {
+      const found = await findUnderLease(deps, backend, source, record, call);
+      if (found) {
+        return adoptConversion(
+          deps,
+          backend,
+          source,
+          record,
+          found,
+          call,
+          'the platform already had this order (lookupBeforeAdd): adopted it',
+        );
+      }
+    }
+    return addConversion(deps, backend, source, event, record, prepared.add, call);
   }
   throw new TransientError('the ledger record kept changing under this worker; will retry');
+}
+
+/** How an order is added (tracking or manual), or why it is not. */
+type Prepared =
+  | { readonly add: Exclude<AttributionDecision, { kind: 'skip' }> }
+  | { readonly notAdded: string };
+
+/**
+ * Writes the order into `record` as its add will send it, or settles the record when the order is
+ * not to be added: no affiliate signal (skipped, and its held refunds with it), or refunds held for
+ * it that cover it (never added). Refunds held for it that were not its own are rejected.
+ */
+function prepareOrder(
+  record: OrderRecord,
+  event: OrderPlaced,
+  source: SourceConfig,
+  at: string,
+  wasShadowed: boolean,
+): Prepared {
+  const decision = decideAttribution(event, source.unattributed);
+  if (decision.kind === 'skip') {
+    record.state = 'skipped';
+    record.skipReason = decision.reason;
+    record.originalAmount = event.amount;
+    record.currentAmount = event.amount;
+    record.currency = event.currency;
+    record.acceptDueAt = undefined;
+    clearLease(record);
+    settleHeldRefunds(
+      record,
+      'skipped',
+      `order was skipped (${decision.reason}): no conversion to change`,
+      at,
+    );
+    return { notAdded: decision.reason };
+  }
+  takeOrder(record, event, decision.kind);
+  rejectForeignRefunds(record, event, at);
+  const covered = refundsCoverOrder(record);
+  if (!covered) return { add: decision };
+  const why = wasShadowed
+    ? 'cancelled or refunded in full while its source was in shadow mode: never added'
+    : covered;
+  neverAdded(record, why, at);
+  return { notAdded: why };
+}
+
+function hasPendingRefunds(record: OrderRecord): boolean {
+  return countedRefunds(record).some((r) => r.status === 'pending');
 }
 
 /**
@@ -275,16 +301,9 @@ async function addConversion(
   source: SourceConfig,
   event: OrderPlaced,
   record: OrderRecord,
+  decision: Exclude<AttributionDecision, { kind: 'skip' }>,
   call: CallOptions,
 ): Promise<Outcome> {
-  const decision = decideAttribution(event, source.unattributed);
-  if (decision.kind === 'skip') {
-    // A failed record re-read under a policy that now skips: settle it as skipped.
-    record.state = 'skipped';
-    record.skipReason = decision.reason;
-    await deps.ledger.update(record);
-    return { result: 'skipped', detail: decision.reason };
-  }
   if (source.mode === 'shadow') return recordShadowed(deps, record);
   let id: string | undefined;
   try {
@@ -313,8 +332,17 @@ async function addConversion(
   } catch (error) {
     if (isConnectorError(error) && error.failureClass === 'permanent' && error.status === 409) {
       // The platform already has this externalId: adopt that conversion.
-      const found = await backend.find(source.program, event.externalId, call);
-      if (found) return settleAdded(deps, record, found.id, 'reconciled');
+      const found = await findUnderLease(deps, backend, source, record, call);
+      if (found)
+        return adoptConversion(
+          deps,
+          backend,
+          source,
+          record,
+          found,
+          call,
+          'the platform already had this order (409): adopted it',
+        );
     }
     if (isConnectorError(error) && error.failureClass !== 'transient') {
       record.state = 'failed';
@@ -349,12 +377,17 @@ async function addConversion(
   // does, and looking it up now would take a second call (on the token's Conversion info budget,
   // shared with every other client) for each order. A refund or the accept job needs the id: each
   // looks it up then and keeps it, for the few orders it touches.
-  const outcome = await settleAdded(deps, record, id, 'added');
-  if (outcome.result === 'added' && countedRefunds(record).some((r) => r.status === 'pending')) {
-    // The add already subtracted the refunds that came first: this records them as applied.
-    await applyRefunds(deps, backend, source, record, undefined, call);
+  // The amount added is the order's less every refund held for it (`takeOrder`): they are applied
+  // with it, and recorded so in the same write. Nothing more to send, so nothing to look up.
+  const at = new Date(deps.now()).toISOString();
+  for (const refund of countedRefunds(record)) {
+    if (refund.status !== 'pending') continue;
+    refund.status = 'applied';
+    refund.appliedAt = at;
+    refund.resultingAmount = record.currentAmount;
   }
-  return outcome;
+  record.awaitingSince = undefined;
+  return settleAdded(deps, record, id, 'added');
 }
 
 /**
@@ -366,7 +399,6 @@ function leaseOver(deps: WorkerDeps, record: OrderRecord): boolean {
   return left <= 0 || (record.leaseOwner === deps.workerId && left <= OWN_LEASE_LEEWAY_MS);
 }
 
-/** Expires our lease so the next attempt reconciles through Conversion info instead of waiting. */
 /** Conversion info for the leased order; a failed lookup gives the lease back before it throws. */
 async function findUnderLease(
   deps: WorkerDeps,
@@ -381,9 +413,37 @@ async function findUnderLease(
   });
 }
 
+/**
+ * Expires our lease so the next attempt reconciles through Conversion info instead of waiting. The
+ * record keeps its `unclearAddAt`: an add that may still land holds back the next one all the same.
+ */
 async function releaseLease(deps: WorkerDeps, record: OrderRecord): Promise<void> {
   record.leaseUntil = 0;
   await deps.ledger.update(record).catch(() => undefined);
+}
+
+/**
+ * Adopts the conversion the platform already has for the order (an interrupted add that went
+ * through, the pixel's, or the one an add answered 409 for), then applies the refunds held for the
+ * order to it: the platform's amount is where it stands, and the target is absolute, so nothing is
+ * sent when it is there already. A conversion shown without an amount is taken at the order's, so
+ * that the target is sent (harmless if the conversion has it).
+ */
+async function adoptConversion(
+  deps: WorkerDeps,
+  backend: ConversionBackend,
+  source: SourceConfig,
+  record: OrderRecord,
+  found: PlatformConversion,
+  call: CallOptions,
+  detail: string,
+): Promise<Outcome> {
+  record.currentAmount = found.amount ?? record.originalAmount;
+  const outcome = await settleAdded(deps, record, found.id, 'reconciled');
+  if (outcome.result === 'reconciled' && hasPendingRefunds(record)) {
+    return applyRefunds(deps, backend, source, record, undefined, call);
+  }
+  return { ...outcome, detail };
 }
 
 async function settleAdded(

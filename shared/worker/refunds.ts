@@ -1,5 +1,6 @@
 import type { SourceConfig } from '../config/sources.ts';
 import type { OrderRefunded } from '../domain/events.ts';
+import { shopText } from '../domain/limits.ts';
 import {
   type ConnectorError,
   failureClassOf,
@@ -158,10 +159,14 @@ function importFromPlatform(
   });
 }
 
+/** What a conversion is set to: an absolute amount, or refused. */
+type Target = number | 'refused';
+
 /**
  * Brings the platform to the state the recorded refunds imply: the original amount minus every
  * counted refund, as an absolute Update conversion amount, or a refusal when a refund is full or the
- * amount reaches zero. Absolute targets make a repeat (or a replay after a DLQ stay) harmless.
+ * amount reaches zero. Absolute targets make a repeat (or a replay after a DLQ stay) harmless. The
+ * conversion's id is looked up only when a call is to be made.
  */
 export async function applyRefunds(
   deps: WorkerDeps,
@@ -171,66 +176,142 @@ export async function applyRefunds(
   event: OrderRefunded | undefined,
   call: CallOptions,
 ): Promise<Outcome> {
-  const counted = countedRefunds(record);
-  // Held refunds applied by their order's arrival are described by the last of them.
-  const described = event ?? counted.filter((r) => r.status === 'pending').at(-1) ?? counted.at(-1);
-  const refundedTotal = counted.reduce((sum, r) => sum + r.amount, 0);
-  const target = record.originalAmount - refundedTotal;
-  const refuse = counted.some((r) => r.full) || target <= 0;
-  const conversionId =
-    record.conversionId ?? (await backend.find(source.program, record.externalId, call))?.id;
-  if (!conversionId) throw new PermanentError(`no conversion for externalId ${record.externalId}`);
-  record.conversionId = conversionId;
+  let conversionId = record.conversionId;
+  // What this worker last set the conversion to, once it has made a call.
+  let sent: Target | undefined;
+  for (let round = 0; round < 4; round++) {
+    const counted = countedRefunds(record);
+    // Held refunds applied by their order's arrival are described by the last of them.
+    const described = event ?? counted.filter((r) => r.status === 'pending').at(-1) ?? counted.at(-1);
+    conversionId = record.conversionId ?? conversionId;
 
-  const reason = described
-    ? refundReason(described, refuse, target, record.currency)
-    : 'refunds recorded before the order';
-  try {
-    if (refuse) {
-      await refuseOnce(backend, source.program, record.externalId, conversionId, reason, call);
-    } else if (target !== record.currentAmount) {
-      await backend.updateAmount(source.program, conversionId, target, reason, call);
+    if (!counted.some((r) => r.status === 'pending')) {
+      // A ledger write of ours lost (below), and another worker has recorded every refund applied
+      // since. Two refunds of one order can run side by side (a DLQ replay beside a new refund, or
+      // messages queued in two groups), each sending the target its own copy of the record implied:
+      // the winner's write says where the platform is, but a loser's stale target may have reached
+      // the platform after the winner's. So when what this worker sent is not what the ledger now
+      // records, it sends the ledger's target again, and then writes the record unchanged, conditional
+      // on the version it read: that write succeeds only if no one recorded another refund
+      // meanwhile (whose worker then sends after this), else this looks again.
+      const recorded = recordedTarget(record);
+      if (sent === undefined || recorded === undefined || sent === recorded || !conversionId) {
+        return appliedOutcome(record, conversionId, 'recorded applied by a concurrent worker');
+      }
+      const reason = described
+        ? refundReason(described, recorded === 'refused', record.currentAmount, record.currency)
+        : 'refunds recorded before the order';
+      await setConversion(backend, source, record.externalId, conversionId, recorded, reason, call);
+      sent = recorded;
+      if (await deps.ledger.update(record)) {
+        return appliedOutcome(record, conversionId, 'recorded applied by a concurrent worker; sent again');
+      }
+    } else {
+      const refundedTotal = counted.reduce((sum, r) => sum + r.amount, 0);
+      const target = record.originalAmount - refundedTotal;
+      const refuse = counted.some((r) => r.full) || target <= 0;
+      const reason = described
+        ? refundReason(described, refuse, target, record.currency)
+        : 'refunds recorded before the order';
+      // A refund that leaves the amount as it is needs no call, hence no id: a lookup then would
+      // only add a way to fail (a 429, or an add Conversion info does not show yet). Unless this
+      // worker already sent another target, which may be what the platform holds now.
+      const wanted: Target = refuse ? 'refused' : target;
+      if (wanted !== recordedTarget(record) || (sent !== undefined && sent !== wanted)) {
+        conversionId ??= (await backend.find(source.program, record.externalId, call))?.id;
+        if (!conversionId) throw new PermanentError(`no conversion for externalId ${record.externalId}`);
+        record.conversionId = conversionId;
+        try {
+          await setConversion(backend, source, record.externalId, conversionId, wanted, reason, call);
+        } catch (error) {
+          if (!isConnectorError(error) || error.failureClass !== 'permanent') throw error;
+          return lateOrThrow(deps, backend, source, record, conversionId, refuse, error, call);
+        }
+        sent = wanted;
+      }
+
+      const at = new Date(deps.now()).toISOString();
+      const resultingAmount = refuse ? 0 : target;
+      for (const refund of counted) {
+        if (refund.status !== 'pending') continue;
+        refund.status = 'applied';
+        refund.appliedAt = at;
+        refund.resultingAmount = resultingAmount;
+        if (target < 0)
+          refund.outcome = `refunds exceed the conversion amount by ${formatMinor(-target, record.currency)}: conversion refused`;
+      }
+      record.currentAmount = resultingAmount;
+      record.awaitingSince = undefined;
+      if (refuse) record.state = 'refused';
+      if (await deps.ledger.update(record)) {
+        return refuse
+          ? { result: 'refused', conversionId, amount: 0, detail: reason }
+          : { result: 'refund_applied', conversionId, amount: target };
+      }
     }
-  } catch (error) {
-    if (!isConnectorError(error) || error.failureClass !== 'permanent') throw error;
-    // Refused for good: a conversion the platform no longer lets change is a late refund, for finance.
-    // Telling one needs the lookup: should it fail transiently, the refund is tried again later.
-    const current = await backend.find(source.program, record.externalId, call).catch((lookup: unknown) => {
-      if (failureClassOf(lookup) === 'transient') throw lookup;
-      return undefined;
-    });
-    const because =
-      current?.id !== conversionId
-        ? undefined
-        : current.isLocked
-          ? 'locked'
-          : !refuse && current.status === 'accepted'
-            ? 'accepted'
-            : undefined;
-    if (!current || !because) throw error;
-    return recordLateRefunds(deps, record, current, because, error);
+    // Another worker wrote the record since this one read it: read it again and look.
+    const fresh = await deps.ledger.get(record.key);
+    if (!fresh)
+      throw new TransientError('ledger record vanished while recording an applied refund; will re-check');
+    record = fresh;
   }
+  throw new TransientError('ledger changed while recording an applied refund; will re-check');
+}
 
-  const at = new Date(deps.now()).toISOString();
-  const resultingAmount = refuse ? 0 : target;
-  for (const refund of counted) {
-    if (refund.status !== 'pending') continue;
-    refund.status = 'applied';
-    refund.appliedAt = at;
-    refund.resultingAmount = resultingAmount;
-    if (target < 0)
-      refund.outcome = `refunds exceed the conversion amount by ${formatMinor(-target, record.currency)}: conversion refused`;
-  }
-  record.currentAmount = resultingAmount;
-  record.awaitingSince = undefined;
-  if (refuse) record.state = 'refused';
-  if (!(await deps.ledger.update(record))) {
-    // The platform already has the absolute target; a concurrent writer will record it on its turn.
-    throw new TransientError('ledger changed while recording an applied refund; will re-check');
-  }
-  return refuse
-    ? { result: 'refused', conversionId, amount: 0, detail: reason }
-    : { result: 'refund_applied', conversionId, amount: target };
+/** Where the record says the conversion is (refused, or at its current amount); undefined before it is added. */
+function recordedTarget(record: OrderRecord): Target | undefined {
+  if (record.state === 'refused') return 'refused';
+  if (record.state === 'added') return record.currentAmount;
+  return undefined;
+}
+
+function appliedOutcome(record: OrderRecord, conversionId: string | undefined, detail: string): Outcome {
+  return record.state === 'refused'
+    ? { result: 'refused', conversionId, amount: 0, detail }
+    : { result: 'refund_applied', conversionId, amount: record.currentAmount, detail };
+}
+
+async function setConversion(
+  backend: ConversionBackend,
+  source: SourceConfig,
+  externalId: string,
+  conversionId: string,
+  target: Target,
+  reason: string,
+  call: CallOptions,
+): Promise<void> {
+  if (target === 'refused') await refuseOnce(backend, source.program, externalId, conversionId, reason, call);
+  else await backend.updateAmount(source.program, conversionId, target, reason, call);
+}
+
+/**
+ * A call refused for good: a conversion the platform no longer lets change is a late refund, for
+ * finance. Telling one needs the lookup: should it fail transiently, the refund is tried again later.
+ */
+async function lateOrThrow(
+  deps: WorkerDeps,
+  backend: ConversionBackend,
+  source: SourceConfig,
+  record: OrderRecord,
+  conversionId: string,
+  refuse: boolean,
+  error: ConnectorError,
+  call: CallOptions,
+): Promise<never> {
+  const current = await backend.find(source.program, record.externalId, call).catch((lookup: unknown) => {
+    if (failureClassOf(lookup) === 'transient') throw lookup;
+    return undefined;
+  });
+  const because =
+    current?.id !== conversionId
+      ? undefined
+      : current.isLocked
+        ? 'locked'
+        : !refuse && current.status === 'accepted'
+          ? 'accepted'
+          : undefined;
+  if (!current || !because) throw error;
+  return recordLateRefunds(deps, record, current, because, error);
 }
 
 /**
@@ -293,6 +374,13 @@ async function refuseOnce(
   }
 }
 
+/** The longest reason the connector sends with a refusal or an amount change. */
+const MAX_REASON = 250;
+
+/**
+ * The reason sent with a refund. It ends with the shop's own note, which may hold an emoji: cut on
+ * a character boundary (`shopText`), as half of a surrogate pair is not valid text to send.
+ */
 function refundReason(
   event: Pick<RefundRecord, 'refundId' | 'reason' | 'full'>,
   refuse: boolean,
@@ -300,13 +388,18 @@ function refundReason(
   currency: string | undefined,
 ): string {
   const why = event.reason ? `: ${event.reason}` : '';
-  if (event.refundId === CANCELLATION_REFUND_ID) return (event.reason ?? 'order cancelled').slice(0, 250);
+  if (event.refundId === CANCELLATION_REFUND_ID)
+    return shopText(event.reason ?? 'order cancelled', MAX_REASON);
   if (refuse) {
-    return (
+    return shopText(
       event.full
         ? `order fully refunded (refund ${event.refundId})${why}`
-        : `refunds reached the order amount${why}`
-    ).slice(0, 250);
+        : `refunds reached the order amount${why}`,
+      MAX_REASON,
+    );
   }
-  return `partial refund ${event.refundId}: amount now ${formatMinor(target, currency)}${why}`.slice(0, 250);
+  return shopText(
+    `partial refund ${event.refundId}: amount now ${formatMinor(target, currency)}${why}`,
+    MAX_REASON,
+  );
 }
