@@ -336,7 +336,8 @@ export class PlatformHttp<R extends string> {
     });
 
     if (answer.status >= 200 && answer.status < 300) return request.read(answer);
-    if (answer.status === 404 && request.notFound && !isUnknownRoute(answer)) return request.notFound();
+    if (answer.status === 404 && request.notFound && !isUnknownRoute(answer, echoable(request)))
+      return request.notFound();
     const ambiguousAdd = this.guardsDuplicates(request.idempotent) && isAmbiguousStatus(answer.status);
     const failure = this.failure(request, answer, ambiguousAdd ? NOT_RETRIED : '');
     if (answer.status === 429) {
@@ -412,6 +413,11 @@ export class PlatformHttp<R extends string> {
         { ...details, retryAfterMs },
       );
     }
+    if (status === 408) {
+      // "Did not receive a complete request message" (RFC 9110): nothing was done, so even an add
+      // is sent again; a gateway's idle timeout, not a refusal of the order.
+      return new TransientError(`${head}: the platform did not get the whole request in time`, details);
+    }
     if (status >= 500) {
       return new TransientError(`${head}: ${platformMessage}${suffix}`, {
         ...details,
@@ -420,7 +426,7 @@ export class PlatformHttp<R extends string> {
     }
     if (status === 405 && wrongMethod)
       return new ConfigurationError(`${head}: ${wrongMethod(path)}`, details);
-    if (status === 404 && isUnknownRoute(answer)) {
+    if (status === 404 && isUnknownRoute(answer, echoable(request))) {
       return new ConfigurationError(`${head}: ${unknownRoute(path)}`, details);
     }
     if (status >= 400) {
@@ -525,11 +531,44 @@ export function field(value: unknown, name: string): unknown {
 /**
  * A 404 for a path the platform does not serve, told from "no such conversion" by its wording
  * (`Route GET:/x not found`, `Cannot GET /x`) or by a body that is not JSON (a gateway's page).
+ * Wording that lies wholly within a value the request carried does not count: the platform echoes
+ * what it looked for (`no conversion for externalId en-route-1042`), and an order id is no route.
  */
-function isUnknownRoute(answer: PlatformResponse): boolean {
+function isUnknownRoute(answer: PlatformResponse, echoable: readonly string[]): boolean {
   if (answer.json === undefined) return answer.text.trim() !== '';
   const message = field(answer.json, 'message');
-  return typeof message === 'string' && /\broute\b|cannot (get|post)\b/i.test(message);
+  if (typeof message !== 'string') return false;
+  const text = message.toLowerCase();
+  const values = echoable.map((value) => value.toLowerCase());
+  for (const match of text.matchAll(/\broute\b|cannot (get|post)\b/g)) {
+    const end = match.index + match[0].length;
+    if (!values.some((value) => within(text, value, match.index, end))) return true;
+  }
+  return false;
+}
+
+/** Whether some occurrence of `value` in `text` spans `[start, end)`. */
+function within(text: string, value: string, start: number, end: number): boolean {
+  if (value.length < end - start) return false;
+  for (let at = text.indexOf(value, Math.max(0, end - value.length)); at !== -1 && at <= start; ) {
+    if (at + value.length >= end) return true;
+    at = text.indexOf(value, at + 1);
+  }
+  return false;
+}
+
+/** The text values a request carried (query and body), which an answer may echo. */
+function echoable(request: PlatformRequest<string, unknown>): string[] {
+  const values: string[] = [];
+  for (const source of [request.query, request.body]) {
+    if (typeof source !== 'object' || source === null) continue;
+    for (const value of Object.values(source)) {
+      for (const item of Array.isArray(value) ? value : [value]) {
+        if (typeof item === 'string' && item !== '') values.push(item);
+      }
+    }
+  }
+  return values;
 }
 
 /** Statuses after which the platform may or may not have done the work. */

@@ -3,24 +3,41 @@ import { TransientError } from '../errors.ts';
 /** Waits `ms` milliseconds; rejects with the signal's reason when it aborts first. */
 export type Sleep = (ms: number, signal?: AbortSignal) => Promise<void>;
 
-/** The real `Sleep`: a timer that is cleared when the signal aborts. */
+/** The longest delay one Node timer holds: past it, Node fires the timer after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * The real `Sleep`: a timer that is cleared when the signal aborts. A wait past what one timer holds
+ * (a 429's retry-after is not capped) runs as a chain of timers, instead of ending after 1 ms and
+ * sending the retry at once.
+ */
 export const sleep: Sleep = (ms, signal) =>
   new Promise<void>((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason);
       return;
     }
+    const end = Date.now() + Math.max(0, ms);
+    let timer: ReturnType<typeof setTimeout>;
     const onAbort = (): void => {
       clearTimeout(timer);
       reject(signal?.reason);
     };
-    const timer = setTimeout(
-      () => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      },
-      Math.max(0, ms),
-    );
+    const arm = (left: number): void => {
+      timer = setTimeout(
+        () => {
+          const rest = end - Date.now();
+          if (left > MAX_TIMER_MS && rest > 0) {
+            arm(rest);
+            return;
+          }
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        },
+        Math.min(MAX_TIMER_MS, Math.max(0, left)),
+      );
+    };
+    arm(Math.max(0, ms));
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 

@@ -122,7 +122,7 @@ const CLIENT = 'legacy client';
  * Typed client of the legacy 2.0 interface (advertiser half): HTTP Basic, bodies and queries checked
  * with the shared schemas before they leave, a client-side rate limit per route, bounded retries with
  * jittered backoff within the caller's deadline, and the connector's error classes: 401/403 →
- * `ConfigurationError`, 429/5xx/network/timeout → `TransientError`, other 4xx and action answers
+ * `ConfigurationError`, 429/408/5xx/network/timeout → `TransientError`, other 4xx and action answers
  * with `status` `aborted`/`failed` → `PermanentError` (`LegacyActionError`).
  */
 export class LegacyClient {

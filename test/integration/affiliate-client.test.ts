@@ -174,6 +174,17 @@ describe('AffiliateClient against the sandbox: operations', () => {
     expect(found).toBeUndefined();
   });
 
+  it('answers undefined for a missing conversion whose externalId holds the word "route"', async () => {
+    // Prepare: the sandbox's 404 names the externalId it looked for
+    const client = clientFor(sandbox);
+
+    // Act
+    const found = await client.conversionInfo({ program: PROGRAM, externalId: 'en-route-1042' });
+
+    // Assess
+    expect(found).toBeUndefined();
+  });
+
   it('lists conversions with the total before paging', async () => {
     // Prepare
     const client = clientFor(sandbox);

@@ -6,7 +6,7 @@ import {
   searchParamsOf,
 } from '../../shared/affiliate/client.ts';
 import { type Permit, RateLimiter, type RouteWindowState } from '../../shared/affiliate/rate-limiter.ts';
-import { backoffDelay, withRetry } from '../../shared/affiliate/retry.ts';
+import { backoffDelay, sleep, withRetry } from '../../shared/affiliate/retry.ts';
 import { DEFAULT_ROUTES, parseRouteOverrides, resolveRoutes } from '../../shared/affiliate/routes.ts';
 import type { ConversionAddBody } from '../../shared/affiliate/schemas.ts';
 import { BadInputError, ConfigurationError, PermanentError, TransientError } from '../../shared/errors.ts';
@@ -297,6 +297,42 @@ describe('AffiliateClient answers', () => {
 
     // Act
     const result = clock.run(client.conversionInfo({ program: PROGRAM, externalId: 'order-1' }));
+
+    // Assess
+    await expect(result).rejects.toBeInstanceOf(ConfigurationError);
+  });
+
+  it.each([['en-route-1042'], ['ROUTE-7'], ['cannot get-it']])(
+    'answers undefined for a missing conversion whose externalId %s the 404 echoes',
+    async (externalId) => {
+      // Prepare: the platform names the externalId it looked for, as the sandbox does
+      const { client, clock } = setup([
+        json(404, {
+          statusCode: 404,
+          error: 'Not Found',
+          message: `no conversion for externalId ${externalId}`,
+        }),
+      ]);
+
+      // Act
+      const result = await clock.run(client.conversionInfo({ program: PROGRAM, externalId }));
+
+      // Assess: "no such conversion", not "check the routes" (which would park the order's refunds)
+      expect(result).toBeUndefined();
+    },
+  );
+
+  it('still reads a 404 naming the route as unknown when it also echoes the query', async () => {
+    // Prepare: Fastify's wording quotes the whole URL, query included
+    const { client, clock } = setup([
+      json(404, {
+        statusCode: 404,
+        message: 'Route GET:/advertiser/conversions.info?program=x&externalId=en-route-1 not found',
+      }),
+    ]);
+
+    // Act
+    const result = clock.run(client.conversionInfo({ program: PROGRAM, externalId: 'en-route-1' }));
 
     // Assess
     await expect(result).rejects.toBeInstanceOf(ConfigurationError);
@@ -753,6 +789,29 @@ describe('AffiliateClient retries', () => {
     await expect(result).rejects.toMatchObject({ name: 'TransientError', ambiguous: false });
   });
 
+  it('retries a 408, even for an add: the platform never had the whole request', async () => {
+    // Prepare
+    const { client, clock, sent } = setup([json(408, { message: 'Request Timeout' }), json(200, {})]);
+
+    // Act
+    const result = await clock.run(client.addConversion(trackingAdd));
+
+    // Assess: sent again rather than parked as a refusal
+    expect(result).toEqual({ id: undefined });
+    expect(sent).toHaveLength(2);
+  });
+
+  it('surfaces a 408 that outlasts the attempts as a TransientError, not possibly recorded', async () => {
+    // Prepare
+    const { client, clock } = setup([json(408, {}), json(408, {})], { maxAttempts: 2 });
+
+    // Act
+    const result = clock.run(client.addConversion(trackingAdd));
+
+    // Assess
+    await expect(result).rejects.toMatchObject({ name: 'TransientError', status: 408, ambiguous: false });
+  });
+
   it('retries an add after a 500 when retryAmbiguousAdds is on', async () => {
     // Prepare
     const { client, clock, sent } = setup([json(500, {}), json(200, {})], { retryAmbiguousAdds: true });
@@ -838,6 +897,26 @@ describe('backoff', () => {
     expect(at(3, 0.5)).toBe(200);
     expect(at(10, 0.5)).toBe(500);
     expect(at(10_000, 0.999)).toBe(999);
+  });
+
+  it('sleeps through a wait longer than one timer can hold (a 429 asking for weeks), not 1 ms', async () => {
+    // Prepare: Node fires a timer set past 2^31 - 1 ms after 1 ms
+    const stop = new AbortController();
+    const slept = sleep(2 ** 31 + 1000, stop.signal).then(
+      () => 'woke',
+      () => 'aborted',
+    );
+
+    // Act
+    const first = await Promise.race([
+      slept,
+      new Promise<string>((resolve) => setTimeout(() => resolve('still asleep'), 50)),
+    ]);
+    stop.abort(new Error('test over'));
+
+    // Assess
+    expect(first).toBe('still asleep');
+    expect(await slept).toBe('aborted');
   });
 
   it('withRetry stops at a failure classified as final', async () => {
