@@ -21,7 +21,8 @@ import { DAY_MS } from './due.ts';
  * (the index lags), takes a lease on it with a conditional write, calls accept, and writes
  * `acceptedAt`, which takes the record out of the index. A run that died mid-call leaves a lease that
  * expires; the next run accepts again, which the current API answers as a no-op and the legacy one
- * refuses (then the conversion is looked up: accepted already is success).
+ * refuses (then the conversion is looked up: accepted already is success; a lookup that fails
+ * transiently leaves the order to the next run, not parked).
  *
  * Refunds: a record with a refund pending (recorded by the worker and not applied yet) is held, and
  * a refused one has left the index. A refund still in the queue, not yet recorded, is invisible here:
@@ -213,7 +214,13 @@ async function acceptOne(
   } catch (error) {
     if (isFinal(error)) {
       // Accepted already (a run that died after its call; the legacy API refuses a second accept)?
-      const found = await backend.find(record.program, record.externalId, call).catch(() => undefined);
+      let found: PlatformConversion | undefined;
+      try {
+        found = await backend.find(record.program, record.externalId, call);
+      } catch (findError) {
+        // Unknown whether it is accepted: parking now would give up on what may be done already.
+        if (!isFinal(findError)) return retryNextRun(deps, record, known, findError);
+      }
       if (found?.id === conversionId && found.status === 'accepted') {
         await settle(deps, record, (r) => {
           r.acceptedAt = new Date(deps.now()).toISOString();

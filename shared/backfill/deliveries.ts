@@ -50,6 +50,9 @@ export const STRIPE_EVENTS_WINDOW_MS = 30 * 24 * 3600 * 1000;
  */
 const STRIPE_SLICES = 8;
 
+/** WooCommerce's dates are whole seconds; its period bounds are widened by one (see `woocommerce`). */
+const WOOCOMMERCE_EDGE_MS = 1000;
+
 /** Shopify's financial statuses of an order that has been paid (for `orderTopic: orders/paid`). */
 const SHOPIFY_PAID = new Set(['paid', 'partially_refunded', 'refunded']);
 
@@ -167,9 +170,11 @@ function shopifyHeaders(topic: string, id: string): Record<string, string> {
  * when it was cancelled or refunded (its `refunds` list carries each refund, as the webhook does).
  */
 async function* woocommerce(client: WooCommerceClient, period: Period): AsyncGenerator<Delivery> {
+  // WooCommerce compares both bounds exclusively, on whole seconds: widened by a second, an order
+  // modified on the very second a period ends or starts is read (by both periods, a no-op the second time).
   const query = {
-    modified_after: period.from.toISOString(),
-    modified_before: period.to.toISOString(),
+    modified_after: new Date(period.from.getTime() - WOOCOMMERCE_EDGE_MS).toISOString(),
+    modified_before: new Date(period.to.getTime() + WOOCOMMERCE_EDGE_MS).toISOString(),
     dates_are_gmt: 'true',
     per_page: '100',
     orderby: 'id',

@@ -43,24 +43,71 @@ export class WooCommerceClient {
     });
   }
 
-  /** Every item of a list route, page by page until `X-WP-TotalPages`. */
+  /**
+   * Every item of a list route, each once. The pages are numbered over a list that can shrink while
+   * it is walked (an order modified after the period leaves a `modified_before` list), and a shrink
+   * moves every later item a place towards page 1: walked first to last, the item on a page's edge
+   * would move onto the page just read and be skipped. So after page 1, which tells the count, the
+   * pages are read last to first: an item only ever moves onto a page still to read. Page 1 is read
+   * again at the end when the list shrank meanwhile. Items already given (by `id`) are not given again.
+   */
   async *list(path: string, query: Readonly<Record<string, string>>): AsyncGenerator<unknown[]> {
-    for (let page = 1; page <= MAX_PAGES; page++) {
-      const url = this.#url(path, { ...query, page: String(page) });
-      const answer = await this.#http.request(url);
-      if (!Array.isArray(answer.json)) {
-        throw new PermanentError(`WooCommerce API: GET ${url.pathname} answered without a list`);
-      }
-      yield answer.json;
-      const total = Number(answer.headers.get('x-wp-totalpages') ?? '1');
-      if (!Number.isFinite(total) || page >= total || answer.json.length === 0) return;
+    const seen = new Set<string>();
+    const fresh = (items: unknown[]): unknown[] =>
+      items.filter((item) => {
+        const id = idOf(item);
+        if (id === undefined) return true;
+        if (seen.has(id)) return false;
+        seen.add(id);
+        return true;
+      });
+    const first = await this.#page(path, query, 1);
+    if (first.pages > MAX_PAGES) {
+      throw new PermanentError(
+        `WooCommerce API: GET ${path} has more than ${MAX_PAGES} pages: narrow the period`,
+      );
     }
-    throw new PermanentError(
-      `WooCommerce API: GET ${path} has more than ${MAX_PAGES} pages: narrow the period`,
-    );
+    yield fresh(first.items);
+    if (first.pages <= 1 || first.items.length === 0) return;
+    let shrank = false;
+    for (let page = first.pages; page >= 2; page--) {
+      const answer = await this.#page(path, query, page);
+      if (answer.count === undefined || first.count === undefined || answer.count < first.count)
+        shrank = true;
+      yield fresh(answer.items);
+    }
+    if (shrank) yield fresh((await this.#page(path, query, 1)).items);
+  }
+
+  /** One page, with `X-WP-TotalPages` and the list's size (`X-WP-Total`, else the pages). */
+  async #page(
+    path: string,
+    query: Readonly<Record<string, string>>,
+    page: number,
+  ): Promise<{ items: unknown[]; pages: number; count: number | undefined }> {
+    const url = this.#url(path, { ...query, page: String(page) });
+    const answer = await this.#http.request(url);
+    if (!Array.isArray(answer.json)) {
+      throw new PermanentError(`WooCommerce API: GET ${url.pathname} answered without a list`);
+    }
+    const pages = Number(answer.headers.get('x-wp-totalpages') ?? '1');
+    const total = answer.headers.get('x-wp-total');
+    const count = total === null ? pages : Number(total);
+    return {
+      items: answer.json,
+      pages: Number.isFinite(pages) ? pages : 1,
+      count: Number.isFinite(count) ? count : undefined,
+    };
   }
 
   #url(path: string, query: Readonly<Record<string, string>>): URL {
     return urlOf(this.#base, `/wp-json/wc/v3/${path}`, query);
   }
+}
+
+/** A list item's `id` as text, if it has one. */
+function idOf(item: unknown): string | undefined {
+  if (typeof item !== 'object' || item === null) return undefined;
+  const id = (item as Record<string, unknown>)['id'];
+  return typeof id === 'string' || typeof id === 'number' ? String(id) : undefined;
 }

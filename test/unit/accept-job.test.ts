@@ -180,6 +180,30 @@ describe('runAccept', () => {
     expect((await h.ledger.get(ledgerKey(PROGRAM, '1')))?.acceptedAt).toBeDefined();
   });
 
+  it('does not park a conversion refused a second accept while the lookup that would show it accepted fails transiently: the next run settles it', async () => {
+    const platform = new ScriptedPlatform(
+      (id, attempt) =>
+        attempt === 1
+          ? undefined
+          : new PermanentError(`conversion ${id} is accepted: only a pending one can be accepted`),
+      (_externalId, attempt) => (attempt === 1 ? new TransientError('platform answered 503') : undefined),
+    );
+    const h = setup(platform, [due('1')]);
+    await h.seed();
+    // The first accept went through but its run died before writing the ledger.
+    await platform.accept(PROGRAM, 'conv-1');
+
+    const first = await runAccept(h.deps, { limit: 10 });
+    const second = await runAccept(h.deps, { limit: 10 });
+
+    expect(first.items).toMatchObject([{ result: 'retry', detail: expect.stringMatching(/503/) }]);
+    expect(h.parked).toEqual([]);
+    expect(second.items).toMatchObject([{ result: 'accepted', detail: 'already accepted on the platform' }]);
+    const record = await h.ledger.get(ledgerKey(PROGRAM, '1'));
+    expect(record?.acceptedAt).toBeDefined();
+    expect(record?.acceptError).toBeUndefined();
+  });
+
   it('skips an order whose accept is in flight in another run until its lease ends', async () => {
     const platform = new ScriptedPlatform();
     const h = setup(platform, [due('1', 40, { acceptLeaseUntil: NOW + 30_000 })]);
