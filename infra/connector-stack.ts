@@ -325,8 +325,11 @@ export class ConnectorStack extends Stack {
       }),
     );
     // The accept job: the worker's platform settings (same clients and pacing), its own schedule.
+    // Not the pacing table: one instance an hour has no fleet to share a route with, and its role
+    // may not write there, so every share and claim was a call refused by IAM.
+    const { PACING_TABLE: _workersOnly, ...acceptPlatform } = workerEnvironment;
     const accept = make('accept', {
-      ...workerEnvironment,
+      ...acceptPlatform,
       ACCEPT_MAX_PER_RUN: String(config.accept.maxPerRun),
     });
     this.#grantLedger(accept, 'dynamodb:GetItem', 'dynamodb:PutItem');
@@ -407,6 +410,7 @@ export class ConnectorStack extends Stack {
       queue,
       deadLetterQueue,
       worker,
+      webhook,
       accept,
       functions: this.functions,
       oldestMessageAge: Duration.seconds(config.alarms.oldestMessageAgeSeconds),

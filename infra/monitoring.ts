@@ -36,6 +36,12 @@ export interface ConnectorMonitoringProps {
   readonly queue: sqs.IQueue;
   readonly deadLetterQueue: sqs.IQueue;
   readonly worker: lambda.IFunction;
+  /**
+   * The function behind the shops' webhook URLs: alarms on its errors and throttles. Its failures
+   * leave nothing in any queue (the shop gets API Gateway's 500), so nothing else would fire.
+   * @default - no intake alarms
+   */
+  readonly webhook?: lambda.IFunction;
   /** The hourly accept function (acceptAfterDays): alarms on its errors, failures and backlog. */
   readonly accept?: lambda.IFunction;
   /** All functions, for the dashboard's Lambda widgets. */
@@ -144,6 +150,7 @@ export class ConnectorMonitoring extends Construct {
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
     ];
+    if (props.webhook !== undefined) alarms.push(...webhookAlarms(this, props.webhook));
     if (props.accept !== undefined) alarms.push(...acceptAlarms(this, props.accept, connectorMetric));
     this.alarms = alarms;
 
@@ -218,6 +225,37 @@ export class ConnectorMonitoring extends Construct {
       ],
     });
   }
+}
+
+/**
+ * The webhook function's alarms. A webhook function that cannot start (a bad setting after a
+ * deploy) or that Lambda throttles (its reserved concurrency spent) refuses every shop delivery
+ * with API Gateway's 500: WooCommerce does not retry and disables the webhook after a few, Shopify
+ * removes the subscription after its retries, and no message reaches the queue or the DLQ.
+ */
+function webhookAlarms(scope: Construct, webhook: lambda.IFunction): cloudwatch.Alarm[] {
+  const fiveMinutes = { statistic: cloudwatch.Stats.SUM, period: Duration.minutes(5) };
+  const alarm = (id: string, alarmDescription: string, metric: cloudwatch.IMetric) =>
+    new cloudwatch.Alarm(scope, id, {
+      alarmDescription,
+      metric,
+      threshold: 0,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+  return [
+    alarm(
+      'WebhookErrors',
+      'The webhook function failed whole invocations (bad configuration, crash, timeout): shops got a 500 and their orders were not queued. Read its logs; shops that gave up need their webhooks re-enabled (`connector doctor`) and a backfill.',
+      webhook.metricErrors(fiveMinutes),
+    ),
+    alarm(
+      'WebhookThrottles',
+      'Lambda throttled the webhook function (ingest.reservedConcurrency spent): shops got an error and their orders were not queued. Raise ingest.reservedConcurrency or the route throttles; backfill what was refused.',
+      webhook.metricThrottles(fiveMinutes),
+    ),
+  ];
 }
 
 /** The accept job's alarms: the function failing, conversions the platform would not accept, a backlog. */

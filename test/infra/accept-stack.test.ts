@@ -102,3 +102,20 @@ describe('accept after the return window (CDK)', () => {
     });
   });
 });
+
+describe('accept function and the pacing table', () => {
+  it('the accept function is given no PACING_TABLE, so it makes no pacing-table calls that its role would refuse', () => {
+    const resource = template.toJSON().Resources[id(stack.functions.accept)];
+    const environment = resource.Properties.Environment.Variables as Record<string, unknown>;
+    const mayWritePaces = statementsOfAccept().some(
+      (st) =>
+        actionsOf([st]).includes('dynamodb:UpdateItem') &&
+        JSON.stringify(st.Resource) === JSON.stringify({ 'Fn::GetAtt': [id(stack.pacing), 'Arn'] }),
+    );
+
+    expect({ pacingTable: environment['PACING_TABLE'] !== undefined, mayWritePaces }).toEqual({
+      pacingTable: false,
+      mayWritePaces: false,
+    });
+  });
+});

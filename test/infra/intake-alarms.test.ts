@@ -1,0 +1,58 @@
+import type { CfnElement } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import type { IConstruct } from 'constructs';
+import { describe, expect, it } from 'vitest';
+import { connectorApp, exampleConfig } from './support.ts';
+
+/**
+ * The shops' side of the connector fails without a message in any queue: a webhook function that
+ * cannot start (a bad SOURCES after a deploy) or that Lambda throttles (its reserved concurrency
+ * spent) answers API Gateway's 500 to every delivery, WooCommerce gives up on each one and disables
+ * the webhook after a few, Shopify removes the subscription after its retries. Nothing reaches the
+ * queue or the DLQ, so only an alarm on the function itself tells anyone.
+ */
+
+function synth(overrides: Record<string, unknown> = {}) {
+  const { stack } = connectorApp(exampleConfig(overrides));
+  const template = Template.fromStack(stack);
+  const id = (construct: IConstruct) =>
+    stack.getLogicalId((construct.node.defaultChild ?? construct) as CfnElement);
+  return { stack, template, id };
+}
+
+describe('intake alarms', () => {
+  it('alarms when the webhook function fails or is throttled, so refused shop deliveries are noticed', () => {
+    const { stack, template, id } = synth();
+
+    for (const metric of ['Errors', 'Throttles']) {
+      template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: 'AWS/Lambda',
+        MetricName: metric,
+        Dimensions: [{ Name: 'FunctionName', Value: { Ref: id(stack.functions.webhook) } }],
+        Statistic: 'Sum',
+        Threshold: 0,
+        ComparisonOperator: 'GreaterThanThreshold',
+        TreatMissingData: 'notBreaching',
+      });
+    }
+  });
+
+  it('the webhook alarms notify alarmEmail like the others', () => {
+    const { stack, template, id } = synth({ alarmEmail: 'ops@example.com' });
+
+    const alarms = Object.values(
+      template.findResources('AWS::CloudWatch::Alarm', {
+        Properties: {
+          Namespace: 'AWS/Lambda',
+          Dimensions: [{ Name: 'FunctionName', Value: { Ref: id(stack.functions.webhook) } }],
+        },
+      }),
+    );
+
+    expect(alarms).toHaveLength(2);
+    const topic = [{ Ref: id(stack.monitoring.topic!) }];
+    for (const alarm of alarms) {
+      expect(alarm['Properties']).toMatchObject({ AlarmActions: topic, OKActions: topic });
+    }
+  });
+});
