@@ -1,10 +1,14 @@
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
 import { AffiliateClient, type AffiliateClientEvent } from '../../shared/affiliate/client.ts';
 import { ConfigurationError } from '../../shared/errors.ts';
 import { AwsSecretStore } from '../../shared/secrets.ts';
-import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
+import {
+  type FakeSecretsManager,
+  secretsManagerClientFor,
+  startFakeSecretsManager,
+} from '../support/fake-secrets-manager.ts';
 
 /**
  * The platform token is rotated in Secrets Manager while worker containers stay warm. A client
@@ -24,12 +28,7 @@ let client: SecretsManagerClient;
 beforeAll(async () => {
   sandbox = await startSandbox({ port: 0, token: NEW_TOKEN });
   fake = await startFakeSecretsManager({});
-  client = new SecretsManagerClient({
-    endpoint: fake.endpoint,
-    region: 'us-east-1',
-    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-    maxAttempts: 1,
-  });
+  client = secretsManagerClientFor(fake);
 });
 afterAll(async () => {
   client?.destroy();

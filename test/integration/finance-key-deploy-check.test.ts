@@ -1,8 +1,12 @@
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeHandler } from '../../infra/finance-key-check-handler.ts';
-import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
+import {
+  type FakeSecretsManager,
+  secretsManagerClientFor,
+  startFakeSecretsManager,
+} from '../support/fake-secrets-manager.ts';
 
 const SHORT_KEY = 'short,key;with [brackets]';
 const LONG_KEY = 'k'.repeat(20) + ',; []{}' + 'x'.repeat(20);
@@ -16,12 +20,7 @@ beforeAll(async () => {
     'connector/finance-long': LONG_KEY,
     'connector/finance-rotated': { AWSCURRENT: SHORT_KEY, AWSPREVIOUS: LONG_KEY },
   });
-  client = new SecretsManagerClient({
-    endpoint: fake.endpoint,
-    region: 'us-east-1',
-    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-    maxAttempts: 1,
-  });
+  client = secretsManagerClientFor(fake);
 });
 afterAll(async () => {
   client?.destroy();

@@ -1,10 +1,14 @@
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { legacyClientFromEnv } from '../../functions/worker.ts';
 import { type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
 import type { LegacyClientEvent } from '../../shared/legacy/client.ts';
 import { AwsSecretStore } from '../../shared/secrets.ts';
-import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
+import {
+  type FakeSecretsManager,
+  secretsManagerClientFor,
+  startFakeSecretsManager,
+} from '../support/fake-secrets-manager.ts';
 
 /**
  * The legacy credentials (`user_code:api_key`) are rotated in Secrets Manager while worker and
@@ -27,12 +31,7 @@ let client: SecretsManagerClient;
 beforeAll(async () => {
   sandbox = await startSandbox({ port: 0, legacyUserCode: USER, legacyApiKey: NEW_KEY });
   fake = await startFakeSecretsManager({});
-  client = new SecretsManagerClient({
-    endpoint: fake.endpoint,
-    region: 'us-east-1',
-    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-    maxAttempts: 1,
-  });
+  client = secretsManagerClientFor(fake);
 });
 afterAll(async () => {
   client?.destroy();

@@ -1,8 +1,12 @@
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigurationError } from '../../shared/errors.ts';
 import { AwsSecretStore } from '../../shared/secrets.ts';
-import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
+import {
+  type FakeSecretsManager,
+  secretsManagerClientFor,
+  startFakeSecretsManager,
+} from '../support/fake-secrets-manager.ts';
 
 /**
  * Rotation in AWS is Secrets Manager's own: `put-secret-value` makes the new value AWSCURRENT and
@@ -23,12 +27,7 @@ beforeAll(async () => {
     'connector/rotated': { AWSCURRENT: NEW, AWSPREVIOUS: OLD },
     'connector/later': OLD,
   });
-  client = new SecretsManagerClient({
-    endpoint: fake.endpoint,
-    region: 'us-east-1',
-    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-    maxAttempts: 1,
-  });
+  client = secretsManagerClientFor(fake);
 });
 afterAll(async () => {
   client?.destroy();

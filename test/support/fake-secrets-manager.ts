@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 
 /**
  * Secrets Manager has no emulator among ours, so this stands in for it on the wire (AWS JSON 1.1,
@@ -99,4 +100,14 @@ export async function startFakeSecretsManager(
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** The real SDK client pointed at `fake`, with test credentials and no SDK retries. */
+export function secretsManagerClientFor(fake: FakeSecretsManager): SecretsManagerClient {
+  return new SecretsManagerClient({
+    endpoint: fake.endpoint,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    maxAttempts: 1,
+  });
 }
