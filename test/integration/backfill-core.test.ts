@@ -6,11 +6,11 @@ import { parseSources, type SourceConfig } from '../../shared/config/sources.ts'
 import type { ConnectorEvent } from '../../shared/domain/events.ts';
 import type { OrderRecord } from '../../shared/ledger.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
-import type { EventQueue } from '../../shared/ports.ts';
 import { deduplicationId } from '../../shared/queueing.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import { shopCredentials } from '../../shared/shops/credentials.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
+import { RecordingQueue } from '../support/recording-queue.ts';
 
 /**
  * The backfill use case on the shop fakes, with the queue and the ledger in memory: what each shop's
@@ -20,14 +20,6 @@ import { MemoryLedger } from '../support/memory-ledger.ts';
 const CLICK = '0123456789abcdef01234567';
 const PROGRAM = 'a'.repeat(24);
 let sandbox: RunningSandbox;
-
-class RecordingQueue implements EventQueue {
-  readonly sent: { event: ConnectorEvent; groupId: string; deduplicationId: string }[] = [];
-  async send(event: ConnectorEvent, options: { groupId: string; deduplicationId: string }): Promise<string> {
-    this.sent.push({ event, ...options });
-    return `m${this.sent.length}`;
-  }
-}
 
 beforeAll(async () => {
   sandbox = await startSandbox({ port: 0 });

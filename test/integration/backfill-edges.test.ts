@@ -3,11 +3,10 @@ import { type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
 import { backfill } from '../../shared/backfill/backfill.ts';
 import { type Period, readShop } from '../../shared/backfill/deliveries.ts';
 import { parseSources, type SourceConfig } from '../../shared/config/sources.ts';
-import type { ConnectorEvent } from '../../shared/domain/events.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
-import type { EventQueue } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import { shopCredentials } from '../../shared/shops/credentials.ts';
+import { RecordingQueue } from '../support/recording-queue.ts';
 
 /**
  * The edges of what a backfill reads from WooCommerce: numbered pages over a list that shrinks while
@@ -17,14 +16,6 @@ import { shopCredentials } from '../../shared/shops/credentials.ts';
 const CLICK = '0123456789abcdef01234567';
 const PROGRAM = 'a'.repeat(24);
 let sandbox: RunningSandbox;
-
-class RecordingQueue implements EventQueue {
-  readonly sent: ConnectorEvent[] = [];
-  async send(event: ConnectorEvent): Promise<string> {
-    this.sent.push(event);
-    return `m${this.sent.length}`;
-  }
-}
 
 beforeAll(async () => {
   sandbox = await startSandbox({ port: 0 });
@@ -61,7 +52,7 @@ async function run(period: Period, onChange?: (found: number) => void) {
     source,
     read.deliveries,
   );
-  return queue.sent.filter((e) => e.type === 'OrderPlaced').map((e) => e.externalId);
+  return queue.events.filter((e) => e.type === 'OrderPlaced').map((e) => e.externalId);
 }
 
 describe('WooCommerce backfill', () => {

@@ -1,11 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { SourceConfig } from '../../shared/config/sources.ts';
-import type { ConnectorEvent } from '../../shared/domain/events.ts';
 import { submitFinanceRefund } from '../../shared/finance.ts';
 import { ledgerKey, type OrderRecord, type RefundRecord } from '../../shared/ledger.ts';
-import type { EventQueue } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
+import { RecordingQueue } from '../support/recording-queue.ts';
 
 /**
  * `POST /refunds` and a partial refund larger than what remains: the worker would refuse the whole
@@ -25,14 +24,6 @@ const sources = new Map(
     }),
   ].map((s) => [s.id, s]),
 );
-
-class RecordingQueue implements EventQueue {
-  readonly sent: ConnectorEvent[] = [];
-  async send(event: ConnectorEvent): Promise<string> {
-    this.sent.push(event);
-    return `m-${this.sent.length}`;
-  }
-}
 
 function refund(refundId: string, amount: number, status: RefundRecord['status']): RefundRecord {
   return { refundId, amount, full: false, origin: 'shop', receivedAt: '2026-06-01T10:00:00.000Z', status };
@@ -89,7 +80,7 @@ describe('POST /refunds: a partial refund larger than what remains', () => {
     expect(answer.body['message']).toContain('EUR 43.90 remains');
     expect(answer.body['message']).toContain('EUR 1000.00');
     expect(answer.body['message']).not.toMatch(/4390|100000/);
-    expect(queue.sent).toHaveLength(0);
+    expect(queue.events).toHaveLength(0);
   });
 
   it('checks amountCents the same way', async () => {
@@ -100,7 +91,7 @@ describe('POST /refunds: a partial refund larger than what remains', () => {
     // Assess
     expect(answer).toMatchObject({ status: 400, body: { field: 'amount' } });
     expect(answer.body['message']).toContain('EUR 43.90 remains');
-    expect(queue.sent).toHaveLength(0);
+    expect(queue.events).toHaveLength(0);
   });
 
   it('queues a refund of exactly what remains, and a full refund', async () => {
@@ -111,9 +102,9 @@ describe('POST /refunds: a partial refund larger than what remains', () => {
     const full = await submit(ledger, { full: true });
     // Assess
     expect(exact.answer.status).toBe(202);
-    expect(exact.queue.sent).toMatchObject([{ amount: 4_390, full: false }]);
+    expect(exact.queue.events).toMatchObject([{ amount: 4_390, full: false }]);
     expect(full.answer.status).toBe(202);
-    expect(full.queue.sent).toMatchObject([{ full: true }]);
+    expect(full.queue.events).toMatchObject([{ full: true }]);
   });
 
   it('queues a resend of a refund id already recorded, which counts once', async () => {

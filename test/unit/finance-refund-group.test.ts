@@ -1,14 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { SourceConfig } from '../../shared/config/sources.ts';
-import type { ConnectorEvent } from '../../shared/domain/events.ts';
 import { submitFinanceRefund } from '../../shared/finance.ts';
 import { ingestWebhook } from '../../shared/ingest.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
 import { signGeneric } from '../../shared/platforms/signature.ts';
-import type { EventQueue } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
+import { RecordingQueue } from '../support/recording-queue.ts';
 
 /**
  * SQS FIFO hands one message group's messages over one at a time, in order, and runs groups side by
@@ -39,17 +38,9 @@ const secrets = new EnvSecretStore({
   FINANCE_API_KEY: FINANCE_KEY,
 });
 
-class GroupRecordingQueue implements EventQueue {
-  readonly groups: { readonly event: ConnectorEvent; readonly groupId: string }[] = [];
-  async send(event: ConnectorEvent, options: { groupId: string }): Promise<string> {
-    this.groups.push({ event, groupId: options.groupId });
-    return `m-${this.groups.length}`;
-  }
-}
-
 /** The message group a shop's webhook about order `orderId` is queued in. */
 async function webhookGroup(sourceId: string, secret: string, payload: Record<string, unknown>) {
-  const queue = new GroupRecordingQueue();
+  const queue = new RecordingQueue();
   const rawBody = Buffer.from(JSON.stringify(payload));
   const now = Math.floor(Date.now() / 1000);
   const answer = await ingestWebhook(
@@ -65,18 +56,18 @@ async function webhookGroup(sourceId: string, secret: string, payload: Record<st
     },
   );
   expect(answer.status).toBe(202);
-  return queue.groups[0]?.groupId;
+  return queue.sent[0]?.groupId;
 }
 
 async function financeGroup(ledger: MemoryLedger, body: Record<string, unknown>) {
-  const queue = new GroupRecordingQueue();
+  const queue = new RecordingQueue();
   const answer = await submitFinanceRefund(
     { sources, ledger, queue, secrets, keyRef: 'FINANCE_API_KEY', now: () => new Date() },
     { 'x-api-key': FINANCE_KEY },
     Buffer.from(JSON.stringify(body)),
   );
   expect(answer.status).toBe(202);
-  return queue.groups[0]?.groupId;
+  return queue.sent[0]?.groupId;
 }
 
 const ORDER = {

@@ -2,9 +2,9 @@ import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { makeHandler } from '../../functions/refunds.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
-import type { ConnectorEvent } from '../../shared/domain/events.ts';
 import type { FinanceOutcome } from '../../shared/finance.ts';
-import type { EventQueue, Ledger, SecretStore } from '../../shared/ports.ts';
+import type { Ledger, SecretStore } from '../../shared/ports.ts';
+import { RecordingQueue } from '../support/recording-queue.ts';
 
 /**
  * `POST /refunds` when a dependency fails: finance's tool gets 503 with retry-after, never a 500,
@@ -24,14 +24,6 @@ const sources = new Map(
   ].map((s) => [s.id, s]),
 );
 const secrets: SecretStore = { get: async () => FINANCE_KEY, accepted: async () => [FINANCE_KEY] };
-
-class RecordingQueue implements EventQueue {
-  readonly sent: ConnectorEvent[] = [];
-  async send(event: ConnectorEvent): Promise<string> {
-    this.sent.push(event);
-    return `m-${this.sent.length}`;
-  }
-}
 
 /** DynamoDB throttling the read, as the SDK throws it once its retries are spent. */
 const throttledLedger: Pick<Ledger, 'get'> = {
@@ -83,7 +75,7 @@ describe('POST /refunds: a failing dependency is a 503 to retry, not a 500', () 
       error: 'unavailable',
       message: 'ledger unavailable, retry later',
     });
-    expect(queue.sent).toHaveLength(0);
+    expect(queue.events).toHaveLength(0);
   });
 
   it('answers 503 with retry-after when the finance key cannot be read or the queue refuses', async () => {
@@ -142,7 +134,7 @@ describe('POST /refunds: refund ids', () => {
     // Assess
     expect(result.statusCode).toBe(400);
     expect(JSON.parse(result.body ?? '{}')).toMatchObject({ error: 'bad_request', field: 'refundId' });
-    expect(queue.sent).toHaveLength(0);
+    expect(queue.events).toHaveLength(0);
   });
 });
 
@@ -175,7 +167,7 @@ describe('POST /refunds: what the observer is told', () => {
         source: 'shopify',
         externalId: '1001',
         refundId: 'r-1',
-        messageId: 'm-1',
+        messageId: 'm1',
       }),
       expect.objectContaining({ status: 400, result: 'rejected', field: 'amount' }),
       expect.objectContaining({
