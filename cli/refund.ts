@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { BadInputError } from '../shared/errors.ts';
 import { FinanceRefundRequest, overRefundMessage } from '../shared/finance.ts';
 import { isRedirect, redirectRefusal, redirectTarget } from '../shared/http/client-answers.ts';
-import { ledgerKey, type OrderRecord } from '../shared/ledger.ts';
+import { ledgerKey, type OrderRecord, refundOf } from '../shared/ledger.ts';
 import { formatMinor, parseMoney } from '../shared/money.ts';
 import { issuesOf } from '../shared/validation.ts';
 import { CliContext, missingMessage, settingOptions } from './context.ts';
@@ -358,6 +358,9 @@ async function checkRemaining(
     return { issues: [], note: unchecked(missingMessage('ledgerTable')) };
   const issues: RefundIssue[] = [];
   const ledger = ctx.ledger();
+  // Rows of one order sent one after the other are all queued before the worker records the first:
+  // each is judged against what the earlier rows (not recorded yet) leave, not against the ledger alone.
+  const earlier = new Map<string, { amount: number; lines: number[] }>();
   for (const row of partial) {
     const { request } = row;
     let programs: string[];
@@ -376,28 +379,49 @@ async function checkRemaining(
     } catch (error) {
       return { issues, note: unchecked(`the ledger could not be read: ${explain(error)}`) };
     }
-    const amount = minorOf(request, record?.currency);
-    const message = amount === undefined ? undefined : overRefundMessage(record, request.refundId, amount);
-    if (message) {
-      issues.push({
-        line: row.line,
-        field: request.amountCents === undefined ? 'amount' : 'amountCents',
-        message,
+    const field = request.amountCents === undefined ? 'amount' : 'amountCents';
+    const minor = minorOf(request, record?.currency);
+    if (typeof minor === 'object') {
+      issues.push({ line: row.line, field, message: minor.problem });
+      continue;
+    }
+    const amount = minor;
+    if (!record || amount === undefined) continue;
+    const before = earlier.get(record.key);
+    const alongside =
+      before && before.amount > 0
+        ? {
+            amount: before.amount,
+            what: `${before.lines.length === 1 ? 'line' : 'lines'} ${before.lines.join(', ')} of this file`,
+          }
+        : undefined;
+    const message = overRefundMessage(record, request.refundId, amount, alongside);
+    if (!message && !refundOf(record, request.refundId) && row.line !== undefined) {
+      earlier.set(record.key, {
+        amount: (before?.amount ?? 0) + amount,
+        lines: [...(before?.lines ?? []), row.line],
       });
     }
+    if (message) issues.push({ line: row.line, field, message });
   }
   return { issues };
 }
 
-/** The refund's amount in minor units, when it can be read in the order's currency. */
-function minorOf(request: FinanceRefundRequest, currency: string | undefined): number | undefined {
+/**
+ * The refund's amount in minor units when it can be read in the order's currency (undefined when
+ * that is unknown), or why it cannot: more decimals than the currency has is a bad row, like on the
+ * server, and found here before any row is sent.
+ */
+function minorOf(
+  request: FinanceRefundRequest,
+  currency: string | undefined,
+): number | undefined | { problem: string } {
   if (request.amountCents !== undefined) return request.amountCents;
   if (request.amount === undefined || currency === undefined) return undefined;
   try {
     return parseMoney(request.amount, currency);
   } catch (error) {
-    // The server names the amount's problem in this currency; here only the remainder is judged.
-    if (error instanceof BadInputError) return undefined;
+    if (error instanceof BadInputError) return { problem: error.message.replace(/^amount: /, '') };
     throw error;
   }
 }

@@ -273,24 +273,38 @@ export function remainingOf(record: OrderRecord | undefined): number | undefined
   return record.originalAmount - countedRefunds(record).reduce((sum, r) => sum + r.amount, 0);
 }
 
+/** Partial refunds of the same order sent along with the one judged, which the ledger does not hold yet. */
+export interface SentAlongside {
+  /** Their sum, in minor units. */
+  readonly amount: number;
+  /** Where they are, for the message (`line 2 of this file`). */
+  readonly what: string;
+}
+
 /**
  * The reason to refuse a partial refund of `amount` (minor units) that is larger than what remains:
  * the worker would refuse the whole conversion, which cannot be undone. Undefined when it fits, when
  * `refundId` is already recorded (a resend counts once), or when the ledger cannot tell (the worker
- * then decides). Shared by `POST /refunds` and `connector refund`.
+ * then decides). `alongside` are refunds of the order sent before this one and not recorded yet (the
+ * earlier rows of a CSV): they reach the worker first, so they take from what remains first. Shared
+ * by `POST /refunds` and `connector refund`.
  */
 export function overRefundMessage(
   record: OrderRecord | undefined,
   refundId: string,
   amount: number,
+  alongside?: SentAlongside,
 ): string | undefined {
   if (record && refundOf(record, refundId)) return undefined;
-  const remaining = remainingOf(record);
-  if (remaining === undefined || amount <= remaining) return undefined;
+  const left = remainingOf(record);
+  if (left === undefined) return undefined;
+  const remaining = left - (alongside?.amount ?? 0);
+  if (amount <= remaining) return undefined;
   const currency = record?.currency;
+  const after = alongside ? ` after ${alongside.what} (${formatMinor(alongside.amount, currency)})` : '';
   return (
     `${formatMinor(amount, currency)} is more than is left of order ${record?.externalId}: ` +
-    `${formatMinor(Math.max(remaining, 0), currency)} remains. A partial refund past it would refuse the ` +
+    `${formatMinor(Math.max(remaining, 0), currency)} remains${after}. A partial refund past it would refuse the ` +
     'conversion; to refund the whole order, send a full refund (full: true, or --full) instead'
   );
 }

@@ -116,10 +116,63 @@ describe('a partial refund larger than what remains', () => {
     expect(dryRun.stdout).not.toContain('would POST');
     expect(file.code).toBe(2);
     expect(file.stderr).toContain(
-      'line 3: amount: USD 1000.00 is more than is left of order 6102: USD 43.90 remains',
+      'line 3: amount: USD 1000.00 is more than is left of order 6102: USD 33.90 remains after line 2 of this file (USD 10.00)',
     );
     expect(full.code, full.stderr).toBe(0);
     expect(conversionOf('6102')).toMatchObject({ status: 'pending', amount: 4_390 });
+  });
+
+  it('counts the earlier rows of a CSV for the same order, so that rows which fit alone but not together send nothing', async () => {
+    // Prepare: USD 43.90 left; two refunds of 30.00 each fit alone, not together (the second would
+    // reach the worker before the first is recorded, and refuse the conversion).
+    await orderWith4390Left('6105');
+    const csv = join(local.dir, 'together.csv');
+    writeFileSync(
+      csv,
+      'externalId,refundId,amount\n6105,RF-6105-2,30.00\n6105,RF-6105-3,30.00\n6101,RF-6101-9,1.00\n',
+    );
+    // Act
+    const file = await cli('refund', '--csv', csv, '--dry-run');
+    const sent = await cli('refund', '--csv', csv);
+    await local.stack.waitForIdle();
+    // Assess
+    expect(file.code).toBe(2);
+    expect(file.stderr).toContain(
+      'line 3: amount: USD 30.00 is more than is left of order 6105: USD 13.90 remains after line 2 of this file (USD 30.00)',
+    );
+    expect(file.stderr).not.toContain('line 2:');
+    expect(sent.code).toBe(2);
+    expect(conversionOf('6105')).toMatchObject({ status: 'pending', amount: 4_390 });
+  });
+
+  it('refuses a CSV whose amount has more decimals than its order’s currency before sending any row (exit 2, naming the line)', async () => {
+    // Prepare: a USD order; the file gives no currency column, so only the ledger knows USD.
+    await orderWith4390Left('6107');
+    const csv = join(local.dir, 'decimals.csv');
+    writeFileSync(csv, 'externalId,refundId,amount\n6107,RF-6107-2,1.00\n6107,RF-6107-3,1.005\n');
+    // Act
+    const sent = await cli('refund', '--csv', csv);
+    await local.stack.waitForIdle();
+    // Assess
+    expect(sent.code).toBe(2);
+    expect(sent.stderr).toContain('line 3: amount: more than 2 decimals for USD');
+    expect(conversionOf('6107')).toMatchObject({ status: 'pending', amount: 4_390 });
+  });
+
+  it('lets a CSV be sent again after a partial failure: rows already recorded do not count twice', async () => {
+    // Prepare: the file's first row is the refund already applied (USD 543.10 of USD 587.00).
+    await orderWith4390Left('6106');
+    const csv = join(local.dir, 'again.csv');
+    writeFileSync(
+      csv,
+      'externalId,refundId,amount\n6106,RF-6106-1,543.10\n6106,RF-6106-2,20.00\n6106,RF-6106-3,20.00\n',
+    );
+    // Act
+    const sent = await cli('refund', '--csv', csv);
+    await local.stack.waitForIdle();
+    // Assess
+    expect(sent.code, sent.stderr).toBe(0);
+    expect(conversionOf('6106')).toMatchObject({ status: 'pending', amount: 390 });
   });
 });
 
