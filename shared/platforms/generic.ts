@@ -26,6 +26,15 @@ import type { AdapterContext, AdapterResult, PlatformAdapter } from './types.ts'
 
 const Amount = z.string().check(z.minLength(1, 'must be a decimal string such as "49.90"'));
 const TrackingId = z.optional(z.union([z.number(), z.string()]));
+/**
+ * ISO 8601 with its offset: a date without one (`2026-05-01T10:00:00`) would be read in the zone
+ * the connector runs in, moving the accept date and the date sent to the platform by hours. The
+ * event's own check (`mapped`) then bounds the year.
+ */
+const OrderDate = z.iso.datetime({
+  offset: true,
+  error: 'must be an ISO 8601 date and time with an offset such as Z or +02:00',
+});
 
 const common = {
   eventId: z.optional(z.string().check(z.trim(), z.minLength(1), z.maxLength(256))),
@@ -45,7 +54,7 @@ const OrderBody = z.looseObject({
   refundId: REFUND_ONLY,
   amount: Amount,
   currency: CurrencyCode,
-  orderDate: z.optional(z.string()),
+  orderDate: z.optional(OrderDate),
   customerId: z.optional(IdString),
   vouchers: z.optional(z.array(z.string())),
   clickIds: z.optional(z.array(z.string())),

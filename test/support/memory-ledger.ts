@@ -40,17 +40,55 @@ export class MemoryLedger implements Ledger, AcceptIndex {
     }
   }
 
-  /** DynamoLedger's due-date index: records that `awaitsAccept`, oldest due first; the cursor an offset. */
+  /**
+   * DynamoLedger's due-date index: records that `awaitsAccept`, oldest due first. Paged by key, as a
+   * DynamoDB Query is (`ExclusiveStartKey`): the cursor is the last key returned, and the next page
+   * starts after it whatever left the index meanwhile (an order accepted in the same run). Like
+   * dynalite, a full page carries a cursor even when nothing follows.
+   */
   async dueForAccept(
     source: string,
     dueBy: string,
     page: { readonly limit: number; readonly cursor?: string },
   ): Promise<DuePage> {
-    const due = [...this.#records.values()]
+    const after = page.cursor === undefined ? undefined : parseDueCursor(page.cursor);
+    const keys = [...this.#records.values()]
       .filter((r) => r.source === source && awaitsAccept(r) && (r.acceptDueAt ?? '') <= dueBy)
-      .sort((a, b) => (a.acceptDueAt ?? '').localeCompare(b.acceptDueAt ?? '') || a.key.localeCompare(b.key));
-    const from = Number(page.cursor ?? 0);
-    const keys = due.slice(from, from + page.limit).map((r) => r.key);
-    return from + page.limit < due.length ? { keys, cursor: String(from + page.limit) } : { keys };
+      .map((r) => ({ acceptDueAt: r.acceptDueAt ?? '', key: r.key }))
+      .filter((k) => after === undefined || compareDue(k, after) > 0)
+      .sort(compareDue)
+      .slice(0, page.limit);
+    const last = keys.at(-1);
+    return {
+      keys: keys.map((k) => k.key),
+      ...(last && keys.length === page.limit ? { cursor: JSON.stringify(last) } : {}),
+    };
   }
+}
+
+/** A record's place in the due-date index: its due date, then (for equal dates) its key. */
+interface DueKey {
+  readonly acceptDueAt: string;
+  readonly key: string;
+}
+
+/** In code units, not the locale's order: DynamoDB sorts strings by their bytes. */
+function compareDue(a: DueKey, b: DueKey): number {
+  return compareText(a.acceptDueAt, b.acceptDueAt) || compareText(a.key, b.key);
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function parseDueCursor(cursor: string): DueKey {
+  try {
+    const parsed = JSON.parse(cursor) as Partial<DueKey>;
+    if (typeof parsed.acceptDueAt === 'string' && typeof parsed.key === 'string') {
+      return { acceptDueAt: parsed.acceptDueAt, key: parsed.key };
+    }
+  } catch {
+    // Reported below, as DynamoLedger does.
+  }
+  throw new Error('not a cursor of dueForAccept');
 }

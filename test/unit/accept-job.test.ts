@@ -146,6 +146,38 @@ describe('runAccept', () => {
     expect(second).toMatchObject({ accepted: 1, dueLeft: 0 });
   });
 
+  describe('over more than one page of the due-date index (100 keys a page)', () => {
+    // DynamoDB pages a Query by the last key read (`ExclusiveStartKey`), so orders accepted earlier
+    // in the run, which leave the sparse index, cannot shift the next page past due ones.
+    const many = Array.from({ length: 250 }, (_, i) => due(`o-${String(i).padStart(3, '0')}`, 40 + (i % 3)));
+    const conversions = many.map((r) => r.conversionId).sort();
+
+    it('accepts every due order in one run, skipping none', async () => {
+      const platform = new ScriptedPlatform();
+      const h = setup(platform, many);
+      await h.seed();
+
+      const run = await runAccept(h.deps, { limit: 1000 });
+
+      expect(run).toMatchObject({ accepted: 250, failed: 0, held: 0, dueLeft: 0 });
+      expect([...platform.accepts].sort()).toEqual(conversions);
+      expect((await runAccept(h.deps, { limit: 1000 })).items).toEqual([]);
+    });
+
+    it('past the run’s bound counts every due order left, and the next run takes them all', async () => {
+      const platform = new ScriptedPlatform();
+      const h = setup(platform, many);
+      await h.seed();
+
+      const first = await runAccept(h.deps, { limit: 120 });
+      const second = await runAccept(h.deps, { limit: 1000 });
+
+      expect(first).toMatchObject({ accepted: 120, dueLeft: 130 });
+      expect(second).toMatchObject({ accepted: 130, dueLeft: 0 });
+      expect([...platform.accepts].sort()).toEqual(conversions);
+    });
+  });
+
   it('leaves a transient failure for the next run, with the lease released', async () => {
     const platform = new ScriptedPlatform((_id, attempt) =>
       attempt === 1 ? new TransientError('platform answered 503') : undefined,

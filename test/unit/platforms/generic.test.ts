@@ -109,6 +109,32 @@ describe('generic adapter', () => {
     expect(error.field).toBe(field);
   });
 
+  it.each(['2026-05-01T10:00:00', '2026-05-01T10:00:00.000', '2026-05-01T10:00', '2026-05-01'])(
+    'refuses the orderDate %s, which has no offset, naming orderDate and asking for one',
+    (orderDate) => {
+      // Prepare
+      const body = JSON.stringify({ ...localJson('generic/order.json'), orderDate });
+      // Act
+      const error = thrown(() => handle(body));
+      // Assess
+      expect(error).toBeInstanceOf(BadInputError);
+      expect(error.field).toBe('orderDate');
+      expect(error.message).toMatch(/^orderDate: .*offset such as Z or \+02:00/);
+    },
+  );
+
+  it.each(['2026-05-01T10:00:00Z', '2026-05-01T10:00:00.123+02:00', '2026-05-01T10:00:00-05:00'])(
+    'takes the orderDate %s, which carries its offset, as sent',
+    (orderDate) => {
+      // Prepare
+      const body = JSON.stringify({ ...localJson('generic/order.json'), orderDate });
+      // Act
+      const event = onlyEvent(handle(body));
+      // Assess
+      expect(event).toMatchObject({ type: 'OrderPlaced', orderDate });
+    },
+  );
+
   it('requires an amount and currency on a partial refund', () => {
     // Prepare
     const body = JSON.stringify({ type: 'refund', orderId: '1', refundId: 'r1' });
