@@ -9,6 +9,7 @@ import {
   TransientError,
 } from '../errors.ts';
 import { isRedirect, redirectRefusal } from '../http/client-answers.ts';
+import { retryAfterMs, secondsToMs } from '../http/retry-after.ts';
 import type { HttpFetch, ResponseHeaders } from '../ports.ts';
 import { firstIssue } from '../validation.ts';
 import { type FleetPaces, RateLimiter } from './rate-limiter.ts';
@@ -579,7 +580,8 @@ function isAmbiguousStatus(status: number): boolean {
 /**
  * Milliseconds a 429 asks to wait: a header named `…<vendorSuffix>` in decimal seconds (the current
  * API's `x-<vendor>-ratelimit-route-second-retry-after`; the vendor word is not fixed, so matched by
- * suffix), else `Retry-After` (seconds or an HTTP date).
+ * suffix), else `Retry-After` (seconds or an HTTP date). A value that is neither (`-1`) is
+ * ignored, so the wait falls back to the backoff.
  */
 function retryAfter(
   headers: ResponseHeaders,
@@ -594,11 +596,7 @@ function retryAfter(
     }
   }
   const standard = headers.get('retry-after');
-  if (standard === null) return undefined;
-  const ms = secondsToMs(standard);
-  if (ms !== undefined) return ms;
-  const date = Date.parse(standard);
-  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+  return standard === null ? undefined : retryAfterMs(standard, now);
 }
 
 /** The route window's `limit`, `remaining` and length (`reset`) from vendor headers matched by suffix. */
@@ -616,13 +614,6 @@ function windowState(
     else if (name.endsWith(`${suffix}-remaining`)) remaining = Number(value);
   }
   return { limit, remaining, windowMs };
-}
-
-function secondsToMs(value: string): number | undefined {
-  const text = value.trim();
-  if (!/^\d+(\.\d+)?$/.test(text)) return undefined;
-  // Round away float noise (0.29 * 1000 = 290.00000000000006) before rounding up.
-  return Math.ceil(Math.round(Number(text) * 1e6) / 1e3);
 }
 
 function errorCode(error: unknown): string | undefined {

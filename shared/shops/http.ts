@@ -1,6 +1,7 @@
 import { sleep as realSleep, type Sleep, withRetry } from '../affiliate/retry.ts';
 import { ConfigurationError, PermanentError, TransientError } from '../errors.ts';
 import { answerTooLargeMessage, isRedirect, redirectRefusal } from '../http/client-answers.ts';
+import { retryAfterMs } from '../http/retry-after.ts';
 import { parseJsonBody } from '../json.ts';
 
 /**
@@ -21,6 +22,58 @@ import { parseJsonBody } from '../json.ts';
  * size, so the catch-up function gives a lower cap for its memory (`shopAnswerCap`).
  */
 export const SHOP_MAX_ANSWER_BYTES = 32 * 1024 * 1024;
+
+/**
+ * Pages a list route is walked for at most (100 to 250 items a page: 100 000 orders or more). Past
+ * them the list is refused as a `PermanentError` that says to narrow the period: a period that large
+ * is better read in parts, and a shop, or a proxy in front of it, whose pages never end must not hold
+ * the function until its timeout.
+ */
+export const SHOP_MAX_PAGES = 1000;
+
+/** What a list route with more than `SHOP_MAX_PAGES` pages fails with. */
+export function tooManyPages(name: string, route: string): PermanentError {
+  return new PermanentError(
+    `${name} API: GET ${route} has more than ${SHOP_MAX_PAGES} pages: narrow the period`,
+  );
+}
+
+/**
+ * The cursors of one walk through a cursor-paged list (Shopify's `Link` URL, Stripe's `starting_after`
+ * id), checked before each page after the first: the walk ends at `SHOP_MAX_PAGES` pages, and at a
+ * cursor it has already followed, which would only read the same pages again until the timeout (a
+ * shop or a caching proxy that ignores the cursor), with a `PermanentError` naming the route and it.
+ */
+export class PageCursors {
+  readonly #name: string;
+  readonly #route: string;
+  readonly #followed = new Set<string>();
+  #pages = 1;
+
+  /** `first`: the cursor the first page was read with, when it has one (Shopify's first URL). */
+  constructor(name: string, route: string, first?: string) {
+    this.#name = name;
+    this.#route = route;
+    if (first !== undefined) this.#followed.add(first);
+  }
+
+  /** Takes `cursor` for the next page, or throws; `shown` is how the message quotes it. */
+  follow(cursor: string, shown: string): void {
+    if (this.#followed.has(cursor)) {
+      throw new PermanentError(
+        `${this.#name} API: GET ${this.#route} sent ${shown}: its cursor does not move; is a proxy or cache answering at shopApi.url?`,
+      );
+    }
+    if (this.#pages >= SHOP_MAX_PAGES) throw tooManyPages(this.#name, this.#route);
+    this.#followed.add(cursor);
+    this.#pages++;
+  }
+}
+
+/** At most `max` characters of a text a shop sent, for a message. */
+export function quoted(text: string, max = 200): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
 
 export interface ShopHttpOptions {
   /** Per attempt, including reading the answer. @default 10000 */
@@ -171,7 +224,7 @@ export class ShopHttp {
       throw new TransientError(`${name} API: ${label} answered ${status}${suffix}`, {
         status,
         platformMessage,
-        retryAfterMs: retryAfterMs(response.headers),
+        retryAfterMs: retryAfterOf(response.headers),
       });
     }
     if (status === 404) {
@@ -191,14 +244,13 @@ export class ShopHttp {
   }
 }
 
-/** `Retry-After` in (possibly decimal) seconds, as Shopify sends `2.0`; an HTTP date is read too. */
-function retryAfterMs(headers: Headers): number | undefined {
+/**
+ * `Retry-After` in (possibly decimal) seconds, as Shopify sends `2.0`, or an HTTP date; anything else
+ * (`-1`) is ignored, so the wait is the backoff.
+ */
+function retryAfterOf(headers: Headers): number | undefined {
   const raw = headers.get('retry-after');
-  if (raw === null || raw.trim() === '') return undefined;
-  const seconds = Number(raw);
-  if (Number.isFinite(seconds) && seconds >= 0) return Math.ceil(seconds * 1000);
-  const at = Date.parse(raw);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+  return raw === null ? undefined : retryAfterMs(raw, Date.now());
 }
 
 class AnswerTooLarge extends Error {}

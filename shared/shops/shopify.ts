@@ -1,5 +1,5 @@
 import { PermanentError } from '../errors.ts';
-import { ShopHttp, type ShopHttpOptions, type ShopResponse, urlOf } from './http.ts';
+import { PageCursors, quoted, ShopHttp, type ShopHttpOptions, type ShopResponse, urlOf } from './http.ts';
 
 /** The Admin REST API version the client and the sandbox's fake speak. */
 export const SHOPIFY_API_VERSION = '2025-07';
@@ -46,9 +46,14 @@ export class ShopifyClient {
     });
   }
 
-  /** Every item of a list resource (`{ "<key>": [...] }`), page by page. */
+  /**
+   * Every item of a list resource (`{ "<key>": [...] }`), page by page: at most `SHOP_MAX_PAGES`
+   * pages, and never a next link already read.
+   */
   async *list(path: string, key: string, query: Readonly<Record<string, string>>): AsyncGenerator<unknown[]> {
-    let url: URL | undefined = this.#url(path, query);
+    const first = this.#url(path, query);
+    const cursors = new PageCursors('Shopify', first.pathname, first.href);
+    let url: URL | undefined = first;
     while (url) {
       const answer = await this.#http.request(url);
       const items = (answer.json as Record<string, unknown>)[key];
@@ -57,6 +62,7 @@ export class ShopifyClient {
       }
       yield items;
       url = nextLink(answer.headers.get('link'));
+      if (url) cursors.follow(url.href, `a next page already read (${quoted(url.search)})`);
     }
   }
 

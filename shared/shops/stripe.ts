@@ -1,5 +1,5 @@
 import { PermanentError } from '../errors.ts';
-import { ShopHttp, type ShopHttpOptions, type ShopResponse, urlOf } from './http.ts';
+import { PageCursors, quoted, ShopHttp, type ShopHttpOptions, type ShopResponse, urlOf } from './http.ts';
 
 /**
  * Stripe API (`/v1/…`): the secret or restricted key as a bearer, lists paged with
@@ -41,8 +41,12 @@ export class StripeClient {
     });
   }
 
-  /** Every item of a list (`{ data, has_more }`), page by page. */
+  /**
+   * Every item of a list (`{ data, has_more }`), page by page: at most `SHOP_MAX_PAGES` pages, and
+   * never from a last id already followed.
+   */
   async *list(path: string, query: Readonly<Record<string, string>>): AsyncGenerator<unknown[]> {
+    const cursors = new PageCursors('Stripe', this.#url(path, {}).pathname);
     let after: string | undefined;
     for (;;) {
       const url = this.#url(path, after === undefined ? query : { ...query, starting_after: after });
@@ -54,6 +58,7 @@ export class StripeClient {
       yield body.data;
       const last = body.data.at(-1) as { id?: unknown } | undefined;
       if (body.has_more !== true || typeof last?.id !== 'string') return;
+      cursors.follow(last.id, `the same last id twice (starting_after=${quoted(last.id)})`);
       after = last.id;
     }
   }

@@ -1,8 +1,13 @@
 import { PermanentError } from '../errors.ts';
-import { ShopHttp, type ShopHttpOptions, type ShopResponse, stringAt, urlOf } from './http.ts';
-
-/** Pages beyond this are refused rather than walked forever (100 per page: 100 000 orders). */
-const MAX_PAGES = 1000;
+import {
+  SHOP_MAX_PAGES,
+  ShopHttp,
+  type ShopHttpOptions,
+  type ShopResponse,
+  stringAt,
+  tooManyPages,
+  urlOf,
+} from './http.ts';
 
 /**
  * WooCommerce REST API v3 (`/wp-json/wc/v3/…`): HTTP Basic with the consumer key and secret (over
@@ -62,11 +67,7 @@ export class WooCommerceClient {
         return true;
       });
     const first = await this.#page(path, query, 1);
-    if (first.pages > MAX_PAGES) {
-      throw new PermanentError(
-        `WooCommerce API: GET ${path} has more than ${MAX_PAGES} pages: narrow the period`,
-      );
-    }
+    if (first.pages > SHOP_MAX_PAGES) throw tooManyPages('WooCommerce', this.#url(path, {}).pathname);
     yield fresh(first.items);
     if (first.pages <= 1 || first.items.length === 0) return;
     let shrank = false;

@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigurationError, PermanentError } from '../../shared/errors.ts';
 import { SHOP_MAX_ANSWER_BYTES } from '../../shared/shops/http.ts';
 import { ShopifyClient } from '../../shared/shops/shopify.ts';
+import { StripeClient } from '../../shared/shops/stripe.ts';
 import { WooCommerceClient } from '../../shared/shops/woocommerce.ts';
 import { startEndlessAnswer } from '../support/endless-answer.ts';
 
@@ -158,5 +159,145 @@ describe('a shop API answer larger than the client reads', () => {
     // Assess
     expect(Buffer.byteLength(padded)).toBe(1024);
     expect(page).toEqual([{ id: 1, note: 'x'.repeat(1024 - 31) }]);
+  });
+});
+
+// Today's walk would loop until the test's timeout: a short one says so sooner.
+describe('a shop API whose pages never end', { timeout: 15_000 }, () => {
+  /** Shopify's orders route answering one order a page, each with a `Link` to `next(page)`. */
+  const shopifyPages = (next: (page: number) => string | undefined) =>
+    serve((request, response) => {
+      const page = Number(new URL(request.url ?? '', 'http://x').searchParams.get('page_info') ?? '0');
+      const link = next(page);
+      response
+        .writeHead(200, {
+          'content-type': 'application/json',
+          ...(link === undefined ? {} : { link: `<${link}>; rel="next"` }),
+        })
+        .end(JSON.stringify({ orders: [{ id: page }] }));
+    });
+
+  /** Stripe's events route answering one event a page, `has_more` while `more(after)`. */
+  const stripePages = (last: (after: string | null) => string, more: (after: string | null) => boolean) =>
+    serve((request, response) => {
+      const after = new URL(request.url ?? '', 'http://x').searchParams.get('starting_after');
+      response
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ object: 'list', data: [{ id: last(after) }], has_more: more(after) }));
+    });
+
+  const shopify = (url: string) => new ShopifyClient({ url, accessToken: 'shpat_1' }, noWait);
+  const stripe = (url: string) => new StripeClient({ url, secretKey: 'rk_test_1' }, noWait);
+
+  async function read(pages: AsyncIterable<readonly unknown[]>): Promise<{ items: number; error?: Error }> {
+    let items = 0;
+    try {
+      for await (const page of pages) items += page.length;
+    } catch (error) {
+      return { items, error: error as Error };
+    }
+    return { items };
+  }
+
+  it('Shopify: a next link already read is a permanent error naming it, not a loop until the timeout', async () => {
+    // Arrange: a shop (or a cache in front of it) that links every page to the same next page
+    const shop = await shopifyPages(() => `${shop.url}/admin/api/2025-07/orders.json?limit=1&page_info=7`);
+
+    // Act
+    const { items, error } = await read(shopify(shop.url).list('orders.json', 'orders', { limit: '1' }));
+
+    // Assess: the repeated link is read once, its next (itself) refused
+    expect(shop.seen).toHaveLength(2);
+    expect(items).toBe(2);
+    expect(error).toBeInstanceOf(PermanentError);
+    expect(error?.message).toBe(
+      'Shopify API: GET /admin/api/2025-07/orders.json sent a next page already read (?limit=1&page_info=7): its cursor does not move; is a proxy or cache answering at shopApi.url?',
+    );
+  });
+
+  it('Shopify: a next link that comes back after another is refused too', async () => {
+    // Arrange: page_info 1 → 2 → 1
+    const shop = await shopifyPages(
+      (page) => `${shop.url}/admin/api/2025-07/orders.json?limit=1&page_info=${page === 1 ? 2 : 1}`,
+    );
+
+    // Act
+    const { error } = await read(shopify(shop.url).list('orders.json', 'orders', { limit: '1' }));
+
+    // Assess
+    expect(shop.seen).toHaveLength(3);
+    expect(error).toBeInstanceOf(PermanentError);
+    expect(error?.message).toContain('sent a next page already read (?limit=1&page_info=1)');
+  });
+
+  it('Shopify: past 1000 pages it stops with a permanent error that says to narrow the period', async () => {
+    // Arrange: every page links to a new one
+    const shop = await shopifyPages(
+      (page) => `${shop.url}/admin/api/2025-07/orders.json?limit=1&page_info=${page + 1}`,
+    );
+
+    // Act
+    const { items, error } = await read(shopify(shop.url).list('orders.json', 'orders', { limit: '1' }));
+
+    // Assess
+    expect(shop.seen).toHaveLength(1000);
+    expect(items).toBe(1000);
+    expect(error).toBeInstanceOf(PermanentError);
+    expect(error?.message).toBe(
+      'Shopify API: GET /admin/api/2025-07/orders.json has more than 1000 pages: narrow the period',
+    );
+  });
+
+  it('Shopify: exactly 1000 pages are read whole', async () => {
+    // Arrange
+    const shop = await shopifyPages((page) =>
+      page < 999 ? `${shop.url}/admin/api/2025-07/orders.json?limit=1&page_info=${page + 1}` : undefined,
+    );
+
+    // Act
+    const { items, error } = await read(shopify(shop.url).list('orders.json', 'orders', { limit: '1' }));
+
+    // Assess
+    expect(error).toBeUndefined();
+    expect(items).toBe(1000);
+  });
+
+  it('Stripe: has_more with the same last id twice is a permanent error naming it', async () => {
+    // Arrange: every page ends with evt_1 and says there is more
+    const shop = await stripePages(
+      () => 'evt_1',
+      () => true,
+    );
+
+    // Act
+    const { items, error } = await read(stripe(shop.url).list('events', { limit: '1' }));
+
+    // Assess
+    expect(shop.seen.map((s) => s.url)).toEqual([
+      '/v1/events?limit=1',
+      '/v1/events?limit=1&starting_after=evt_1',
+    ]);
+    expect(items).toBe(2);
+    expect(error).toBeInstanceOf(PermanentError);
+    expect(error?.message).toBe(
+      'Stripe API: GET /v1/events sent the same last id twice (starting_after=evt_1): its cursor does not move; is a proxy or cache answering at shopApi.url?',
+    );
+  });
+
+  it('Stripe: past 1000 pages it stops with a permanent error that says to narrow the period', async () => {
+    // Arrange: every page ends with a new id and says there is more
+    const shop = await stripePages(
+      (after) => `evt_${Number(after?.slice(4) ?? '0') + 1}`,
+      () => true,
+    );
+
+    // Act
+    const { items, error } = await read(stripe(shop.url).list('events', { limit: '1' }));
+
+    // Assess
+    expect(shop.seen).toHaveLength(1000);
+    expect(items).toBe(1000);
+    expect(error).toBeInstanceOf(PermanentError);
+    expect(error?.message).toBe('Stripe API: GET /v1/events has more than 1000 pages: narrow the period');
   });
 });

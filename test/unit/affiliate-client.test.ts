@@ -645,6 +645,45 @@ describe('AffiliateClient retries', () => {
     expect(refusals.map((e) => e.waitMs)).toEqual([2000, undefined]);
   });
 
+  it.each([
+    ['a negative Retry-After (Date.parse reads -1 as 2001)', { 'retry-after': '-1' }],
+    ['a Retry-After that is neither seconds nor a date', { 'retry-after': 'later 5' }],
+    ['a signed Retry-After', { 'retry-after': '+2' }],
+    [
+      'a negative vendor retry-after, and a negative Retry-After',
+      { 'x-svc-ratelimit-route-second-retry-after': '-1', 'retry-after': '-0.5' },
+    ],
+  ])('ignores %s on a 429 and backs off instead', async (_name, headers) => {
+    // Prepare
+    const { client, clock, sent, events } = setup([
+      json(429, {}, headers),
+      json(200, { advertiser: { id: 'dddddddddddddddddddddddd' } }),
+    ]);
+
+    // Act
+    await clock.run(client.advertiserInfo());
+
+    // Assess: full jitter at 0.5 of the first 100 ms ceiling, not the 10 ms margin of a 0 s wait.
+    expect(sent).toHaveLength(2);
+    expect(clock.sleeps).toEqual([50]);
+    const refusals = events.filter((e) => e.type === 'rate_limited' && e.status === 429);
+    expect(refusals.map((e) => e.waitMs)).toEqual([undefined]);
+  });
+
+  it('waits until the HTTP date a Retry-After names', async () => {
+    // Prepare: 3 s after the clock's start (Tue, 14 Nov 2023 22:13:23 GMT).
+    const { client, clock } = setup([
+      json(429, {}, { 'retry-after': new Date(1_700_000_003_000).toUTCString() }),
+      json(200, { advertiser: { id: 'dddddddddddddddddddddddd' } }),
+    ]);
+
+    // Act
+    await clock.run(client.advertiserInfo());
+
+    // Assess
+    expect(clock.sleeps).toEqual([3010]);
+  });
+
   it('retries 5xx with full-jitter backoff and surfaces a TransientError after maxAttempts', async () => {
     // Prepare
     const { client, clock, sent } = setup(

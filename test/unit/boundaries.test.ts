@@ -57,6 +57,7 @@ const FLOORS: ReadonlyArray<readonly string[]> = [
     'shared/validation.ts',
     'shared/http/types.ts',
     'shared/http/client-answers.ts',
+    'shared/http/retry-after.ts',
   ],
   ['shared/config/'],
   // Adapters: the AWS ones, the shop platforms' (webhooks and APIs) and the affiliate platform's two interfaces.

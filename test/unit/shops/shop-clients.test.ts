@@ -181,6 +181,42 @@ describe('Shopify Admin client', () => {
     expect(waits).toEqual([2000]);
   });
 
+  it.each(['-1', '-2.0', '+2', 'later 5'])(
+    'ignores Retry-After %s on a 429 and backs off instead (Date.parse reads -1 as a date in 2001)',
+    async (value) => {
+      const waits: number[] = [];
+      const { fetch } = scripted([
+        json({ errors: 'Exceeded 2 calls per second' }, 429, { 'retry-after': value }),
+        json({ orders: [] }),
+      ]);
+      const client = new ShopifyClient(
+        { url: 'https://s.example', accessToken: 't' },
+        { fetch, random: () => 0.5, sleep: async (ms) => void waits.push(ms) },
+      );
+
+      expect(await all(client.list('orders.json', 'orders', {}))).toEqual([]);
+      // Full jitter at 0.5 of the first 500 ms ceiling, not a 0 ms wait.
+      expect(waits).toEqual([250]);
+    },
+  );
+
+  it('waits until the HTTP date a Retry-After names', async () => {
+    const waits: number[] = [];
+    const at = new Date(Date.now() + 30_000).toUTCString();
+    const { fetch } = scripted([json({}, 429, { 'retry-after': at }), json({ orders: [] })]);
+    const client = new ShopifyClient(
+      { url: 'https://s.example', accessToken: 't' },
+      { fetch, random: () => 0.5, sleep: async (ms) => void waits.push(ms) },
+    );
+
+    await all(client.list('orders.json', 'orders', {}));
+
+    // Whole seconds in the header: between 29 and 30 s from now.
+    expect(waits).toHaveLength(1);
+    expect(waits[0]).toBeGreaterThan(28_000);
+    expect(waits[0]).toBeLessThanOrEqual(30_000);
+  });
+
   it('calls a 401 a configuration error that says to check the key and its scopes', async () => {
     const { fetch } = scripted([json({ errors: '[API] Invalid API key or access token' }, 401)]);
     const client = new ShopifyClient(
@@ -216,6 +252,22 @@ describe('WooCommerce REST client', () => {
       'https://w.example/wp-json/wc/v3/orders?per_page=1&page=2',
     ]);
     expect(seen[0]?.headers.get('authorization')).toBe(`Basic ${btoa('ck_1:cs_1')}`);
+  });
+
+  it('refuses a list of more than 1000 pages after its first, saying to narrow the period', async () => {
+    const { fetch, seen } = scripted([json([{ id: 1 }], 200, { 'x-wp-totalpages': '1001' })]);
+    const client = new WooCommerceClient(
+      { url: 'https://w.example', consumerKey: 'ck_1', consumerSecret: 'cs_1' },
+      { fetch, ...noWait },
+    );
+
+    const error = await all(client.list('orders', {})).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(PermanentError);
+    expect((error as Error).message).toBe(
+      'WooCommerce API: GET /wp-json/wc/v3/orders has more than 1000 pages: narrow the period',
+    );
+    expect(seen).toHaveLength(1);
   });
 
   it('retries a 503 a bounded number of times, then gives up transient', async () => {
