@@ -28,10 +28,18 @@ export function redirectTarget(from: URL | string, location: string | null): str
   } catch {
     return 'a redirect to an address that is not a URL';
   }
-  if (to.protocol !== 'http:' && to.protocol !== 'https:')
-    return 'a redirect to an address that is not http(s)';
+  const quoted = quotedAddress(to);
+  return quoted === undefined ? 'a redirect to an address that is not http(s)' : `a redirect to ${quoted}`;
+}
+
+/**
+ * An address as a client's error may quote it: its origin and path (cut at 200 characters), never
+ * its query, which may hold anything; undefined when it is not http(s) (`data:` can carry anything).
+ */
+export function quotedAddress(to: URL): string | undefined {
+  if (to.protocol !== 'http:' && to.protocol !== 'https:') return undefined;
   const path = to.pathname.length > MAX_PATH_CHARS ? `${to.pathname.slice(0, MAX_PATH_CHARS)}…` : to.pathname;
-  return `a redirect to ${to.origin}${path}`;
+  return `${to.origin}${path}`;
 }
 
 /** Whether an answer is a redirect, which the project's clients never follow. */

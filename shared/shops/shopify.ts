@@ -1,4 +1,5 @@
-import { PermanentError } from '../errors.ts';
+import { ConfigurationError, PermanentError } from '../errors.ts';
+import { quotedAddress } from '../http/client-answers.ts';
 import { PageCursors, quoted, ShopHttp, type ShopHttpOptions, type ShopResponse, urlOf } from './http.ts';
 
 /** The Admin REST API version the client and the sandbox's fake speak. */
@@ -62,6 +63,13 @@ export class ShopifyClient {
       }
       yield items;
       url = nextLink(answer.headers.get('link'));
+      if (url && url.origin !== first.origin) {
+        // The access token goes with every page: a next page elsewhere is refused as a redirect is.
+        const where = quotedAddress(url) ?? 'an address that is not http(s)';
+        throw new ConfigurationError(
+          `Shopify API: GET ${first.pathname} sent a next page on another host, ${where}: set shopApi.url to where the API is (a page elsewhere is not read, as it would carry the access token)`,
+        );
+      }
       if (url) cursors.follow(url.href, `a next page already read (${quoted(url.search)})`);
     }
   }

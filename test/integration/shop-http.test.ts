@@ -82,6 +82,40 @@ describe('a shop API that redirects', () => {
     expect(error.message).not.toContain('shpat_do_not_leak');
   });
 
+  it("Shopify: a next page on another host is not read: the access token stays with the shop's URL", async () => {
+    // Arrange: the first page links its next page to another origin (a proxy rewriting links, say)
+    const elsewhere = await serve((_request, response) => response.end('{"orders":[]}'));
+    const shop = await serve((_request, response) => {
+      response
+        .writeHead(200, {
+          'content-type': 'application/json',
+          link: `<${elsewhere.url}/admin/api/2025-07/orders.json?page_info=2&secret=1>; rel="next"`,
+        })
+        .end(JSON.stringify({ orders: [{ id: 1 }] }));
+    });
+    const client = new ShopifyClient({ url: shop.url, accessToken: 'shpat_do_not_leak' }, noWait);
+
+    // Act
+    const pages: unknown[][] = [];
+    let error: Error | undefined;
+    try {
+      for await (const page of client.list('orders.json', 'orders', {})) pages.push([...page]);
+    } catch (caught) {
+      error = caught as Error;
+    }
+
+    // Assess: the first page is read, the other host never asked, and the error names where it pointed
+    expect(pages).toEqual([[{ id: 1 }]]);
+    expect(elsewhere.seen).toEqual([]);
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect(error?.message).toContain(
+      `a next page on another host, ${elsewhere.url}/admin/api/2025-07/orders.json`,
+    );
+    expect(error?.message).toContain('set shopApi.url to where the API is');
+    expect(error?.message).not.toContain('secret=1');
+    expect(error?.message).not.toContain('shpat_do_not_leak');
+  });
+
   it("is not followed to the same host either (WordPress's move to https): the error says so at once, not a 401", async () => {
     // Arrange
     const shop = await serve((request, response) => {
