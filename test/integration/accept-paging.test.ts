@@ -3,8 +3,9 @@ import { type Emulators, startEmulators } from '../../infra/local/emulators.ts';
 import { type AcceptDeps, type AcceptSummary, runAccept } from '../../shared/accept/job.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
-import { ledgerKey, type OrderRecord } from '../../shared/ledger.ts';
+import type { OrderRecord } from '../../shared/ledger.ts';
 import type { ConversionBackend, Ledger, PlatformConversion } from '../../shared/ports.ts';
+import { dueRecord } from '../support/due-record.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 
 /**
@@ -53,25 +54,11 @@ class AcceptingPlatform implements ConversionBackend {
 
 /** 250 due orders on three due dates, so that pages end inside runs of equal dates. */
 function dueOrders(): OrderRecord[] {
-  return Array.from({ length: 250 }, (_, i) => {
-    const externalId = `o-${String(i).padStart(3, '0')}`;
-    const iso = new Date(NOW - 40 * DAY).toISOString();
-    return {
-      key: ledgerKey(PROGRAM, externalId),
-      program: PROGRAM,
-      externalId,
-      source: 'shop',
-      state: 'added',
-      version: 0,
-      conversionId: `conv-${externalId}`,
-      originalAmount: 1000,
-      currentAmount: 1000,
-      refunds: {},
+  return Array.from({ length: 250 }, (_, i) =>
+    dueRecord(PROGRAM, `o-${String(i).padStart(3, '0')}`, NOW, 40, {
       acceptDueAt: new Date(NOW - (10 + (i % 3)) * DAY).toISOString(),
-      createdAt: iso,
-      updatedAt: iso,
-    };
-  });
+    }),
+  );
 }
 
 interface Runs {

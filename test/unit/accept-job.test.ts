@@ -4,6 +4,7 @@ import { SourceConfig } from '../../shared/config/sources.ts';
 import { PermanentError, TransientError } from '../../shared/errors.ts';
 import { ledgerKey, type OrderRecord } from '../../shared/ledger.ts';
 import type { ConversionBackend, FailureAttributes, PlatformConversion } from '../../shared/ports.ts';
+import { dueRecord } from '../support/due-record.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 
 /**
@@ -69,23 +70,7 @@ class ScriptedPlatform implements ConversionBackend {
 }
 
 function due(externalId: string, days = 40, extra: Partial<OrderRecord> = {}): OrderRecord {
-  const iso = new Date(NOW - days * 86_400_000).toISOString();
-  return {
-    key: ledgerKey(PROGRAM, externalId),
-    program: PROGRAM,
-    externalId,
-    source: 'shop',
-    state: 'added',
-    version: 0,
-    conversionId: `conv-${externalId}`,
-    originalAmount: 1000,
-    currentAmount: 1000,
-    refunds: {},
-    acceptDueAt: new Date(NOW - (days - 30) * 86_400_000).toISOString(),
-    createdAt: iso,
-    updatedAt: iso,
-    ...extra,
-  };
+  return dueRecord(PROGRAM, externalId, NOW, days, extra);
 }
 
 function setup(platform: ScriptedPlatform, records: OrderRecord[]) {
