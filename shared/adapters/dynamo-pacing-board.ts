@@ -137,7 +137,9 @@ export class DynamoPacingBoard implements FleetPaces {
       if (name === 'pk' || value.M === undefined) continue;
       const written = Number(value.M['at']?.N);
       const other = Number(value.M['pace']?.N);
-      if (!Number.isFinite(written) || !Number.isFinite(other) || at - written > this.freshMs) {
+      // Fresh: written within the last window. One written further ahead than that (a garbled
+      // record, a clock far off) would otherwise hold its share until that time came.
+      if (!Number.isFinite(written) || !Number.isFinite(other) || Math.abs(at - written) > this.freshMs) {
         if (name !== this.id) stale.push(name);
       } else {
         paces.push(other);

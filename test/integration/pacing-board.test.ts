@@ -58,6 +58,36 @@ describe('DynamoPacingBoard on dynalite (the pacing table)', () => {
     expect(Object.keys(item.Item ?? {})).toHaveLength(2);
   });
 
+  it('counts no entry written from the future (a garbled record, a clock far ahead), and removes it', async () => {
+    // Prepare: an instance whose clock runs an hour ahead shares a pace, then one on time shares
+    let now = 3_000_000;
+    let ahead = now + 3_600_000;
+    const onTime = new DynamoPacingBoard({
+      client: emulators.dynamo,
+      table: emulators.pacingTableName,
+      now: () => now,
+    });
+    const fromTheFuture = new DynamoPacingBoard({
+      client: emulators.dynamo,
+      table: emulators.pacingTableName,
+      now: () => ahead,
+    });
+    await fromTheFuture.share('future', 60);
+
+    // Act: the one on time shares twice (sees the entry as not fresh, then removes it)
+    const first = await onTime.share('future', 30);
+    now += 100;
+    ahead += 100;
+    await onTime.share('future', 30);
+    const item = await emulators.dynamo.send(
+      new GetItemCommand({ TableName: emulators.pacingTableName, Key: { pk: { S: 'pace#future' } } }),
+    );
+
+    // Assess: its own pace only, and the item holds pk and itself
+    expect(first).toEqual([30]);
+    expect(Object.keys(item.Item ?? {})).toHaveLength(2);
+  });
+
   it('lets a starting instance claim what the busy others leave', async () => {
     // Prepare: two instances busy on the route
     const board = () => new DynamoPacingBoard({ client: emulators.dynamo, table: emulators.pacingTableName });
