@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { LOCAL_PORT, LOCAL_STATE_FILE, SANDBOX_PORT } from '../../local/defaults.ts';
+import { HexId } from '../../shared/domain/ids.ts';
 import { localState, startLocalStack } from './stack.ts';
 
 /**
@@ -58,6 +59,16 @@ function shadowSources(): (typeof SOURCE_IDS)[number][] {
   return ids.filter(known);
 }
 
+/** `PROGRAM_ID`, `RULE_ID`: the platform's ids, as the sources take them (checked before anything starts). */
+function platformId(name: 'PROGRAM_ID' | 'RULE_ID'): void {
+  const raw = env[name];
+  if (raw === undefined || raw === '' || HexId.safeParse(raw).success) return;
+  console.error(
+    `${name} must be 24 hexadecimal characters (the platform's ${name === 'PROGRAM_ID' ? 'program' : 'program rule'} id), got "${raw.slice(0, 64)}"`,
+  );
+  process.exit(2);
+}
+
 function port(name: string, fallback: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
@@ -79,6 +90,9 @@ const external =
   env['AFFILIATE_BASE_URL'] && env['AFFILIATE_TOKEN']
     ? { external: { url: env['AFFILIATE_BASE_URL'], token: env['AFFILIATE_TOKEN'] } }
     : undefined;
+
+platformId('PROGRAM_ID');
+platformId('RULE_ID');
 
 try {
   const stack = await startLocalStack({

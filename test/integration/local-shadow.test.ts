@@ -64,4 +64,20 @@ describe('the local stack with shadow sources', () => {
     expect(run.status).toBe(2);
     expect(run.stderr).toContain('SHADOW_SOURCES: unknown source magento');
   });
+
+  it.each(['PROGRAM_ID', 'RULE_ID'])(
+    'npm start refuses a %s that is no platform id with exit 2 naming it',
+    (name) => {
+      const run = spawnSync(process.execPath, [START, '--quiet'], {
+        env: { ...process.env, [name]: 'not-an-id', PORT: '0', SANDBOX_PORT: '0' },
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
+
+      expect(run.status).toBe(2);
+      expect(run.stderr).toContain(`${name} must be 24 hexadecimal characters`);
+      expect(run.stderr).toContain('"not-an-id"');
+      expect(run.stderr).not.toContain('"code"');
+    },
+  );
 });
