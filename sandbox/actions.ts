@@ -48,6 +48,7 @@ export function advertiserInfo(world: SandboxWorld): unknown {
 
 /** POST /advertiser/conversions.add */
 export function addConversion(input: ConversionAddBody, world: SandboxWorld): unknown {
+  requireRealDate(input.date);
   const program = requireProgram(world, input.program);
   const rule = input.rule.toLowerCase();
   if (!program.rules.some((r) => r.id === rule)) {
@@ -267,6 +268,7 @@ export function updateConversionAmount(input: ConversionUpdateBody, world: Sandb
 
 /** POST /advertiser/commissionAdjustments.add */
 export function addCommissionAdjustment(input: CommissionAdjustmentAddBody, world: SandboxWorld): unknown {
+  requireRealDate(input.date);
   const program = requireProgram(world, input.program);
   if (!isSeededPartnership(world, input.partnership)) {
     throw new HttpError(
@@ -386,6 +388,18 @@ function freshId(world: SandboxWorld): string {
   let id = randomHexId();
   while (world.store.hasId(id)) id = randomHexId();
   return id;
+}
+
+/**
+ * A `date` sent must be a datetime that exists: the shared rule checks only its shape
+ * (`YYYY-MM-DDTHH:mm:ss.sssZ`), which `2024-02-30T…` or `…T25:61:…` also have.
+ */
+function requireRealDate(value: string | undefined): void {
+  if (value === undefined) return;
+  const time = Date.parse(value);
+  if (Number.isNaN(time) || new Date(time).toISOString() !== value) {
+    throw new HttpError(400, `date: ${value} is not a real UTC datetime`, 'date');
+  }
 }
 
 function dateParam(value: string | undefined, field: string): number | undefined {

@@ -220,7 +220,9 @@ async function handle(
   const fault = p.faults.decide(route.path);
   await sleep(fault.delayMs, p.closing);
   if (fault.kind === 'burst') {
-    const headers = rateLimitHeaders(settings.vendor, decision, true, fault.retryAfterMs);
+    // A 429 means the window is spent: the platform never answers one with requests remaining.
+    const spent = { ...decision, consumed: decision.limit, remaining: 0 };
+    const headers = rateLimitHeaders(settings.vendor, spent, true, fault.retryAfterMs);
     return respond(
       429,
       errorBody(429, `rate limit exceeded on ${route.path} (sandbox forced burst)`),

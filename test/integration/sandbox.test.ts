@@ -215,6 +215,8 @@ describe('sandbox: conversions.add validation', () => {
     ['a currency outside the list', trackingBody({ currency: 'EURO' }), 'currency'],
     ['an unknown kind', trackingBody({ kind: 'gift' }), 'kind'],
     ['a date in another format', trackingBody({ date: '2024-03-01 10:00' }), 'date'],
+    ['a date that does not exist', trackingBody({ date: '2024-02-30T10:00:00.000Z' }), 'date'],
+    ['a time that does not exist', trackingBody({ date: '2024-03-01T25:61:00.000Z' }), 'date'],
     ['an unknown program', trackingBody({ program: 'ffffffffffffffffffffffff' }), 'program'],
     ['a rule of the other program', trackingBody({ rule: RULE_USD }), 'rule'],
     ['an unknown rule', trackingBody({ rule: 'eeeeeeeeeeeeeeeeeeeeeeee' }), 'rule'],
@@ -381,6 +383,21 @@ describe('sandbox: conversions.add validation', () => {
       commission: 1500,
     });
     expect(unknownPartnership).toMatchObject({ status: 400, body: { field: 'partnership' } });
+  });
+
+  it('refuses a commission adjustment dated on a day that does not exist, naming the date', async () => {
+    // Act
+    const answer = await clientOf(sandbox).post('/advertiser/commissionAdjustments.add', {
+      type: 'bonus',
+      program: PROGRAM_EUR,
+      partnership: PARTNERSHIP,
+      identifier: 'adj-3',
+      commission: 1500,
+      date: '2023-02-29T00:00:00.000Z',
+    });
+
+    // Assess
+    expect(answer).toMatchObject({ status: 400, body: { statusCode: 400, field: 'date' } });
   });
 });
 
@@ -889,6 +906,22 @@ describe('sandbox: faults', () => {
       for (const header of RATE_HEADERS) expect(answer.headers.get(header)).not.toBeNull();
     }
     expect(sandbox.control.getFaults().burst429).toBe(0);
+  });
+
+  it('reports the window as spent on a forced 429, as a platform 429 does', async () => {
+    // Prepare
+    sandbox.control.setFaults({ burst429: 1 });
+    const api = clientOf(sandbox);
+
+    // Act
+    const limited = await api.get('/advertiser/advertisers.me');
+    const served = await api.get('/advertiser/advertisers.me');
+
+    // Assess: a 429 is "the rate limit is exceeded": nothing remains of the window.
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('x-svc-ratelimit-route-second-remaining')).toBe('0');
+    expect(limited.headers.get('x-svc-ratelimit-route-second-consumed')).toBe('100');
+    expect(served.status).toBe(200);
   });
 
   it('answers 503 to every API request with errorRate 1, but leaves control routes alone', async () => {
