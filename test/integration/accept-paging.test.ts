@@ -4,9 +4,10 @@ import { type AcceptDeps, type AcceptSummary, runAccept } from '../../shared/acc
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { OrderRecord } from '../../shared/ledger.ts';
-import type { ConversionBackend, Ledger, PlatformConversion } from '../../shared/ports.ts';
+import type { Ledger } from '../../shared/ports.ts';
 import { dueRecord } from '../support/due-record.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
+import { ScriptedPlatform } from '../support/scripted-accept-platform.ts';
 
 /**
  * The memory ledger is the accept job's ledger in the unit tests (test/unit/accept-job.test.ts): here
@@ -27,31 +28,6 @@ const SOURCE = SourceConfig.parse({
   acceptAfterDays: 30,
 });
 
-/** A platform that accepts every conversion, recording the calls. */
-class AcceptingPlatform implements ConversionBackend {
-  readonly accepts: string[] = [];
-
-  async accept(_program: string, id: string): Promise<void> {
-    this.accepts.push(id);
-  }
-
-  async find(_program: string, externalId: string): Promise<PlatformConversion | undefined> {
-    return { id: `conv-${externalId}`, externalId, status: 'pending' };
-  }
-
-  async add(): Promise<{ id: string | undefined }> {
-    throw new Error('not used');
-  }
-
-  async updateAmount(): Promise<void> {
-    throw new Error('not used');
-  }
-
-  async refuse(): Promise<void> {
-    throw new Error('not used');
-  }
-}
-
 /** 250 due orders on three due dates, so that pages end inside runs of equal dates. */
 function dueOrders(): OrderRecord[] {
   return Array.from({ length: 250 }, (_, i) =>
@@ -71,7 +47,7 @@ interface Runs {
 /** A run bounded at 120 calls, then one that takes the rest. */
 async function twoRuns(ledger: Ledger & AcceptDeps['ledger']): Promise<Runs> {
   for (const record of dueOrders()) expect(await ledger.create(record)).toBe(true);
-  const platform = new AcceptingPlatform();
+  const platform = new ScriptedPlatform();
   const deps: AcceptDeps = {
     ledger,
     sources: new Map([[SOURCE.id, SOURCE]]),

@@ -3,9 +3,10 @@ import { type AcceptDeps, runAccept } from '../../shared/accept/job.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import { PermanentError, TransientError } from '../../shared/errors.ts';
 import { ledgerKey, type OrderRecord } from '../../shared/ledger.ts';
-import type { ConversionBackend, FailureAttributes, PlatformConversion } from '../../shared/ports.ts';
+import type { FailureAttributes } from '../../shared/ports.ts';
 import { dueRecord } from '../support/due-record.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
+import { ScriptedPlatform } from '../support/scripted-accept-platform.ts';
 
 /**
  * The accept job's decisions, on the memory ledger (DynamoLedger's contract) and a scripted
@@ -22,52 +23,6 @@ const SOURCE = SourceConfig.parse({
   secretRef: 'S',
   acceptAfterDays: 30,
 });
-
-/** A platform whose accept answers as scripted per conversion id (default: accepted). */
-class ScriptedPlatform implements ConversionBackend {
-  readonly accepts: string[] = [];
-  readonly finds: string[] = [];
-  readonly status = new Map<string, string>();
-  readonly #answer: (id: string, attempt: number) => Error | undefined;
-  /** What Conversion info answers for an order: `undefined` (the default) finds `conv-<externalId>`. */
-  readonly #lookup: (externalId: string, attempt: number) => Error | 'none' | undefined;
-
-  constructor(
-    answer: (id: string, attempt: number) => Error | undefined = () => undefined,
-    lookup: (externalId: string, attempt: number) => Error | 'none' | undefined = () => undefined,
-  ) {
-    this.#answer = answer;
-    this.#lookup = lookup;
-  }
-
-  async accept(_program: string, id: string): Promise<void> {
-    this.accepts.push(id);
-    const failure = this.#answer(id, this.accepts.filter((a) => a === id).length);
-    if (failure) throw failure;
-    this.status.set(id, 'accepted');
-  }
-
-  async find(_program: string, externalId: string): Promise<PlatformConversion | undefined> {
-    this.finds.push(externalId);
-    const scripted = this.#lookup(externalId, this.finds.filter((f) => f === externalId).length);
-    if (scripted instanceof Error) throw scripted;
-    if (scripted === 'none') return undefined;
-    const id = `conv-${externalId}`;
-    return { id, externalId, status: this.status.get(id) ?? 'pending' };
-  }
-
-  async add(): Promise<{ id: string | undefined }> {
-    throw new Error('not used');
-  }
-
-  async updateAmount(): Promise<void> {
-    throw new Error('not used');
-  }
-
-  async refuse(): Promise<void> {
-    throw new Error('not used');
-  }
-}
 
 function due(externalId: string, days = 40, extra: Partial<OrderRecord> = {}): OrderRecord {
   return dueRecord(PROGRAM, externalId, NOW, days, extra);
