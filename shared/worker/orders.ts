@@ -103,19 +103,17 @@ export async function placeOrder(
       if (!(await deps.ledger.update(record))) continue;
       // In shadow mode nothing is sent, so there is nothing to look up.
       if (source.mode === 'live') {
-        const found = await findUnderLease(deps, backend, source, record, call);
         // An add that went through, or the pixel's conversion: the refunds recorded meanwhile
         // (while the order sat in the DLQ, or in shadow mode) apply to it now.
-        if (found)
-          return adoptConversion(
-            deps,
-            backend,
-            source,
-            record,
-            found,
-            call,
-            'conversion found on the platform after an interrupted add',
-          );
+        const adopted = await adoptFromPlatform(
+          deps,
+          backend,
+          source,
+          record,
+          call,
+          'conversion found on the platform after an interrupted add',
+        );
+        if (adopted) return adopted;
         const unclearAt = record.unclearAddAt;
         const verifyMs = deps.verifyMs ?? DEFAULT_VERIFY_MS;
         const left = unclearAt === undefined || verifyMs <= 0 ? 0 : unclearAt + verifyMs - deps.now();
@@ -155,18 +153,15 @@ export async function placeOrder(
     if (!(await (existing ? deps.ledger.update(record) : deps.ledger.create(record)))) continue;
     if ('notAdded' in prepared) return { result: 'skipped', detail: prepared.notAdded };
     if (!lookedUp && source.lookupBeforeAdd && source.mode === 'live') {
-      const found = await findUnderLease(deps, backend, source, record, call);
-      if (found) {
-        return adoptConversion(
-          deps,
-          backend,
-          source,
-          record,
-          found,
-          call,
-          'the platform already had this order (lookupBeforeAdd): adopted it',
-        );
-      }
+      const adopted = await adoptFromPlatform(
+        deps,
+        backend,
+        source,
+        record,
+        call,
+        'the platform already had this order (lookupBeforeAdd): adopted it',
+      );
+      if (adopted) return adopted;
     }
     return addConversion(deps, backend, source, event, record, prepared.add, call);
   }
@@ -332,17 +327,15 @@ async function addConversion(
   } catch (error) {
     if (isConnectorError(error) && error.failureClass === 'permanent' && error.status === 409) {
       // The platform already has this externalId: adopt that conversion.
-      const found = await findUnderLease(deps, backend, source, record, call);
-      if (found)
-        return adoptConversion(
-          deps,
-          backend,
-          source,
-          record,
-          found,
-          call,
-          'the platform already had this order (409): adopted it',
-        );
+      const adopted = await adoptFromPlatform(
+        deps,
+        backend,
+        source,
+        record,
+        call,
+        'the platform already had this order (409): adopted it',
+      );
+      if (adopted) return adopted;
     }
     if (isConnectorError(error) && error.failureClass !== 'transient') {
       record.state = 'failed';
@@ -423,21 +416,23 @@ async function releaseLease(deps: WorkerDeps, record: OrderRecord): Promise<void
 }
 
 /**
- * Adopts the conversion the platform already has for the order (an interrupted add that went
- * through, the pixel's, or the one an add answered 409 for), then applies the refunds held for the
- * order to it: the platform's amount is where it stands, and the target is absolute, so nothing is
- * sent when it is there already. A conversion shown without an amount is taken at the order's, so
- * that the target is sent (harmless if the conversion has it).
+ * Looks the leased order up and adopts the conversion the platform already has for it (an
+ * interrupted add that went through, the pixel's, or the one an add answered 409 for), then applies
+ * the refunds held for the order to it: the platform's amount is where it stands, and the target is
+ * absolute, so nothing is sent when it is there already. A conversion shown without an amount is
+ * taken at the order's, so that the target is sent (harmless if the conversion has it). Undefined
+ * when the platform has none; a failed lookup gives the lease back before it throws.
  */
-async function adoptConversion(
+async function adoptFromPlatform(
   deps: WorkerDeps,
   backend: ConversionBackend,
   source: SourceConfig,
   record: OrderRecord,
-  found: PlatformConversion,
   call: CallOptions,
   detail: string,
-): Promise<Outcome> {
+): Promise<Outcome | undefined> {
+  const found = await findUnderLease(deps, backend, source, record, call);
+  if (!found) return undefined;
   record.currentAmount = found.amount ?? record.originalAmount;
   const outcome = await settleAdded(deps, record, found.id, 'reconciled');
   if (outcome.result === 'reconciled' && hasPendingRefunds(record)) {
