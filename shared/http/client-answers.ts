@@ -38,8 +38,12 @@ export function redirectTarget(from: URL | string, location: string | null): str
  */
 export function quotedAddress(to: URL): string | undefined {
   if (to.protocol !== 'http:' && to.protocol !== 'https:') return undefined;
-  const path = to.pathname.length > MAX_PATH_CHARS ? `${to.pathname.slice(0, MAX_PATH_CHARS)}…` : to.pathname;
-  return `${to.origin}${path}`;
+  return `${to.origin}${clipped(to.pathname, MAX_PATH_CHARS)}`;
+}
+
+/** At most `max` characters of a text a server sent, for a message: cut, with `…`, past that. */
+export function clipped(text: string, max = MAX_PATH_CHARS): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
 /** Whether an answer is a redirect, which the project's clients never follow. */

@@ -70,11 +70,6 @@ export class PageCursors {
   }
 }
 
-/** At most `max` characters of a text a shop sent, for a message. */
-export function quoted(text: string, max = 200): string {
-  return text.length > max ? `${text.slice(0, max)}…` : text;
-}
-
 export interface ShopHttpOptions {
   /** Per attempt, including reading the answer. @default 10000 */
   readonly timeoutMs?: number;

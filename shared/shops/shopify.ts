@@ -1,6 +1,6 @@
 import { ConfigurationError, PermanentError } from '../errors.ts';
-import { quotedAddress } from '../http/client-answers.ts';
-import { PageCursors, quoted, ShopHttp, type ShopHttpOptions, type ShopResponse, urlOf } from './http.ts';
+import { clipped, quotedAddress } from '../http/client-answers.ts';
+import { PageCursors, ShopHttp, type ShopHttpOptions, type ShopResponse, urlOf } from './http.ts';
 
 /** The Admin REST API version the client and the sandbox's fake speak. */
 export const SHOPIFY_API_VERSION = '2025-07';
@@ -70,7 +70,7 @@ export class ShopifyClient {
           `Shopify API: GET ${first.pathname} sent a next page on another host, ${where}: set shopApi.url to where the API is (a page elsewhere is not read, as it would carry the access token)`,
         );
       }
-      if (url) cursors.follow(url.href, `a next page already read (${quoted(url.search)})`);
+      if (url) cursors.follow(url.href, `a next page already read (${clipped(url.search)})`);
     }
   }
 

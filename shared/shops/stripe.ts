@@ -1,5 +1,6 @@
 import { PermanentError } from '../errors.ts';
-import { PageCursors, quoted, ShopHttp, type ShopHttpOptions, type ShopResponse, urlOf } from './http.ts';
+import { clipped } from '../http/client-answers.ts';
+import { PageCursors, ShopHttp, type ShopHttpOptions, type ShopResponse, urlOf } from './http.ts';
 
 /**
  * Stripe API (`/v1/…`): the secret or restricted key as a bearer, lists paged with
@@ -58,7 +59,7 @@ export class StripeClient {
       yield body.data;
       const last = body.data.at(-1) as { id?: unknown } | undefined;
       if (body.has_more !== true || typeof last?.id !== 'string') return;
-      cursors.follow(last.id, `the same last id twice (starting_after=${quoted(last.id)})`);
+      cursors.follow(last.id, `the same last id twice (starting_after=${clipped(last.id)})`);
       after = last.id;
     }
   }
