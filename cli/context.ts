@@ -255,6 +255,11 @@ export class CliContext {
   secret(ref: string): string | undefined {
     const fromEnv = this.io.env[ref];
     if (nonEmpty(fromEnv)) return fromEnv;
+    return this.fileSecret(ref);
+  }
+
+  /** The secret `ref` as the local state file holds it (`secrets`), if it does. */
+  fileSecret(ref: string): string | undefined {
     const secrets = this.localState()?.['secrets'];
     const fromFile =
       typeof secrets === 'object' && secrets !== null ? (secrets as Record<string, unknown>)[ref] : undefined;

@@ -67,15 +67,14 @@ export function webhookAddress(ctx: CliContext, source: SourceConfig): string | 
  * SOURCES take them from the environment, else the state file, else (against AWS) Secrets Manager.
  */
 export function cliSecretStore(ctx: CliContext): SecretStore {
-  const fromFile = !sourcesFromEnv(ctx);
   const read = async (ref: string): Promise<string> => {
-    const local = fromFile ? fileSecret(ctx, ref) : ctx.secret(ref);
-    if (local !== undefined) return local;
-    if (fromFile || ctx.isLocal) {
+    const found = locateSecret(ctx, ref);
+    if (found === undefined) {
       throw new ConfigurationError(
         `secret ${ref} is not set: set ${ref} in the environment (or .env) of npm start and of this command`,
       );
     }
+    if (found.value !== undefined) return found.value;
     let text: string | undefined;
     try {
       const out = await ctx.secretsManager().send(new GetSecretValueCommand({ SecretId: ref }), awsCall());
@@ -108,17 +107,22 @@ const ORIGIN_TEXT: Record<SecretOrigin, string> = {
  * naming it).
  */
 export function secretOrigin(ctx: CliContext, ref: string): SecretOrigin | undefined {
-  if (!sourcesFromEnv(ctx)) return fileSecret(ctx, ref) === undefined ? undefined : 'file';
-  if ((ctx.io.env[ref] ?? '').trim() !== '') return 'env';
-  if (ctx.secret(ref) !== undefined) return 'file';
-  return ctx.isLocal ? undefined : 'secretsManager';
+  return locateSecret(ctx, ref)?.origin;
 }
 
-function fileSecret(ctx: CliContext, ref: string): string | undefined {
-  const secrets = ctx.localState()?.['secrets'];
-  const value =
-    typeof secrets === 'object' && secrets !== null ? (secrets as Record<string, unknown>)[ref] : undefined;
-  return typeof value === 'string' && value.trim() !== '' ? value : undefined;
+/**
+ * Where `ref` is read from, with its value when the CLI holds it (Secrets Manager is asked only on
+ * the read): state-file sources from the file only, SOURCES' from the environment, else the file,
+ * else (against AWS) Secrets Manager.
+ */
+function locateSecret(ctx: CliContext, ref: string): { origin: SecretOrigin; value?: string } | undefined {
+  if (!sourcesFromEnv(ctx)) {
+    const value = ctx.fileSecret(ref);
+    return value === undefined ? undefined : { origin: 'file', value };
+  }
+  const value = ctx.secret(ref);
+  if (value !== undefined) return { origin: (ctx.io.env[ref] ?? '').trim() !== '' ? 'env' : 'file', value };
+  return ctx.isLocal ? undefined : { origin: 'secretsManager' };
 }
 
 /** Every request bounded; a CLI waits a few seconds, not minutes, for a shop that is down. */
