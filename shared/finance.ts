@@ -9,7 +9,7 @@ import { countedRefunds, ledgerKey, type OrderRecord, refundOf } from './ledger.
 import { formatMinor, parseMoney } from './money.ts';
 import { safeEqual } from './platforms/signature.ts';
 import type { EventQueue, Ledger, SecretStore } from './ports.ts';
-import { deduplicationId, ledgerOrderGroupId } from './queueing.ts';
+import { deduplicationId, messageGroupId } from './queueing.ts';
 import { firstIssue } from './validation.ts';
 
 /**
@@ -216,11 +216,8 @@ async function submit(
   });
   try {
     const messageId = await deps.queue.send(event, {
-      groupId: ledgerOrderGroupId(
-        source.program,
-        event.externalId,
-        webhookPrefix(deps.sources, source.program, record, event.externalId),
-      ),
+      // The ledger's id, which is the group of the order's webhooks too (`sendEvents`).
+      groupId: messageGroupId(source.program, event.externalId),
       deduplicationId: deduplicationId(event),
     });
     const receipt = {
@@ -236,28 +233,6 @@ async function submit(
   } catch (error) {
     return { result: unavailable('queue unavailable, retry later', 'queue', error) };
   }
-}
-
-/**
- * The `externalIdPrefix` of the source whose webhooks carry the order that `externalId` (the ledger's
- * id) names: the recorded order's source; before the order came, the source of the program whose
- * prefix the id starts with (the longest, should two).
- */
-function webhookPrefix(
-  sources: ReadonlyMap<string, SourceConfig>,
-  program: string,
-  record: OrderRecord | undefined,
-  externalId: string,
-): string | undefined {
-  const owner = record && record.state !== 'awaiting' ? sources.get(record.source) : undefined;
-  if (owner) return owner.externalIdPrefix;
-  let longest: string | undefined;
-  for (const source of sources.values()) {
-    const prefix = source.externalIdPrefix;
-    if (source.program !== program || !prefix || !externalId.startsWith(prefix)) continue;
-    if (prefix.length > (longest?.length ?? 0)) longest = prefix;
-  }
-  return longest;
 }
 
 /** Ledger states whose `originalAmount` is the conversion's (added, being added, or to be replayed). */

@@ -101,7 +101,7 @@ async function ingest(
   }
 
   try {
-    const messageIds = await sendEvents(deps.queue, source.program, events);
+    const messageIds = await sendEvents(deps.queue, source, events);
     return { result: { kind: 'queued', receipt: { messageIds } }, events, messageIds };
   } catch (error) {
     return {

@@ -13,20 +13,6 @@ export function messageGroupId(program: string, externalId: string): string {
 }
 
 /**
- * The message group of the order the ledger keeps under `externalId`, for a message that names it so
- * (a finance refund): the group its shop's webhooks are queued in. Those carry the shop's own id, the
- * worker adding the source's `externalIdPrefix` (`1001` → `shopB-1001`); without the prefix taken off
- * here the refund would run beside the order's webhooks instead of after them.
- */
-export function ledgerOrderGroupId(program: string, externalId: string, externalIdPrefix?: string): string {
-  const shopId =
-    externalIdPrefix && externalId.startsWith(externalIdPrefix)
-      ? externalId.slice(externalIdPrefix.length)
-      : externalId;
-  return messageGroupId(program, shopId);
-}
-
-/**
  * FIFO deduplication id: the platform's delivery id plus what distinguishes events mapped from one
  * delivery (a WooCommerce update can carry several refunds). SQS drops a repeat within 5 minutes; the
  * ledger catches later repeats.
@@ -82,18 +68,21 @@ export function oversizedEvent(events: readonly ConnectorEvent[]): ConnectorEven
 
 /**
  * Sends a delivery's events in order, each in its order's message group with its deduplication id:
- * what the webhook door and the backfill both do, so both give the worker the same messages.
+ * what the webhook door and the backfill both do, so both give the worker the same messages. The
+ * group is the order's as the ledger names it (the source's `externalIdPrefix` before the shop's
+ * id, as the worker applies it), so every message about one ledger record (a finance refund, the
+ * accept job's) runs after the others, never beside them.
  */
 export async function sendEvents(
   queue: EventQueue,
-  program: string,
+  source: { readonly program: string; readonly externalIdPrefix?: string | undefined },
   events: readonly ConnectorEvent[],
 ): Promise<string[]> {
   const messageIds: string[] = [];
   for (const event of events) {
     messageIds.push(
       await queue.send(event, {
-        groupId: messageGroupId(program, event.externalId),
+        groupId: messageGroupId(source.program, `${source.externalIdPrefix ?? ''}${event.externalId}`),
         deduplicationId: deduplicationId(event),
       }),
     );

@@ -134,6 +134,6 @@ async function one(
     if (!alreadyInLedger(record, event)) pending.push(event);
   }
   if (pending.length === 0) return { kind: 'applied' };
-  if (!dryRun) await sendEvents(deps.queue, source.program, pending);
+  if (!dryRun) await sendEvents(deps.queue, source, pending);
   return { kind: 'queued' };
 }
