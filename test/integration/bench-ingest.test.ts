@@ -59,7 +59,8 @@ describe('npm run bench -- --only ingest', () => {
     expect(owners).toContain('fauxqs');
     const text = readFileSync(join(cwd, 'reports', md), 'utf8');
     expect(text).toContain('serving CPU µs per request');
-    expect(text).toMatch(/- the webhook function [\d.]+% \(.*@smithy\/core/);
+    // The three parts come largest first: on a loaded machine Node's own work (GC) can lead.
+    expect(text).toMatch(/(?:^- |· )the webhook function [\d.]+% \(.*@smithy\/core/m);
     expect(text).toMatch(/the local stand-ins [\d.]+% \(.*infra\/local\/stack\.ts/);
   }, 60_000);
 });
