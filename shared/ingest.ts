@@ -102,7 +102,12 @@ async function ingest(
 
   try {
     const messageIds = await sendEvents(deps.queue, source, events);
-    return { result: { kind: 'queued', receipt: { messageIds } }, events, messageIds };
+    const detail = skippedDetail(mapped.skippedFields);
+    return {
+      result: { kind: 'queued', receipt: { messageIds }, ...(detail ? { detail } : {}) },
+      events,
+      messageIds,
+    };
   } catch (error) {
     return {
       result: {
@@ -113,4 +118,18 @@ async function ingest(
       },
     };
   }
+}
+
+/** Fields named in a log line's detail at most: a cart can hold any number of junk attributes. */
+const MAX_SKIPPED_NAMED = 10;
+
+/**
+ * The log line's note of attribute values the adapter skipped as invalid (`AdapterResult`): their
+ * fields only, since the values are the buyer's and may be anything. The shop still gets its 202.
+ */
+function skippedDetail(fields: readonly string[] | undefined): string | undefined {
+  if (!fields || fields.length === 0) return undefined;
+  const named = fields.slice(0, MAX_SKIPPED_NAMED).join(', ');
+  const more = fields.length - MAX_SKIPPED_NAMED;
+  return `skipped invalid attributes: ${named}${more > 0 ? ` (+${more} more)` : ''}`;
 }

@@ -10,17 +10,24 @@ import { firstIp, unique } from './mapping.ts';
  * `subIdAttributes`); the mode (tracking, manual, skip) is chosen later by the worker.
  */
 
-/** One attribute with the dotted path of its value in the payload (for "400 naming the field"). */
+/** One attribute with the dotted path of its value in the payload: the field a 400 names, or a skip reports. */
 export interface AttributeEntry {
   readonly name: string;
   readonly value: unknown;
   readonly field: string;
-  /**
-   * Written by the buyer, not the shop (a landing URL's query): a value that is not valid is
-   * skipped rather than answered 400, since the platform would resend the same body and drop it.
-   */
-  readonly buyerWritten?: true;
 }
+
+/**
+ * What an invalid value (a tracking id that is not one, a click id or subId the event would refuse)
+ * gets. `skip` where the buyer writes the values, directly or not: a Shopify cart attribute can be
+ * set by anyone through the storefront's AJAX cart (`/cart/update.js`), themes and plugins copy the
+ * URL's `aecid` or a cookie into a cart attribute, WooCommerce order meta or Stripe session
+ * metadata unchecked, and a landing URL is the visitor's. A 400 there makes the platform resend the
+ * same body until it drops the order, and then disables the webhook (Shopify deletes the
+ * subscription after repeated failures, WooCommerce disables it after 5 in a row). `reject` where
+ * the sender's own code is the contract and sees the 400 when it posts (the Generic webhook).
+ */
+export type InvalidAttributes = 'skip' | 'reject';
 
 export type AttributeNames = Pick<
   SourceConfig,
@@ -31,6 +38,12 @@ export interface Attribution {
   readonly clickIds: string[];
   readonly affiliateTrackingId?: number;
   readonly subId?: string;
+}
+
+/** What `extractAttribution` read, and the fields of the values it skipped (paths, never values). */
+export interface AttributionRead {
+  readonly attribution: Attribution;
+  readonly skippedFields: string[];
 }
 
 /** Attribute names that may carry the buyer's IP where the platform has no field for it (Stripe metadata). */
@@ -73,8 +86,7 @@ export function recordEntries(record: Readonly<Record<string, unknown>> | null |
 
 /**
  * The query parameters of a URL the buyer landed on (Shopify `landing_site`, often a bare path such
- * as `/products/x?aecid=…`). An unreadable URL yields nothing, and an invalid value in it is
- * skipped: it is a hint, not a contract.
+ * as `/products/x?aecid=…`). An unreadable URL yields nothing.
  */
 export function urlQueryEntries(url: string | null | undefined, path: string): AttributeEntry[] {
   if (!url) return [];
@@ -84,7 +96,7 @@ export function urlQueryEntries(url: string | null | undefined, path: string): A
   } catch {
     return [];
   }
-  return [...parsed.searchParams].map(([name, value]) => ({ name, value, field: path, buyerWritten: true }));
+  return [...parsed.searchParams].map(([name, value]) => ({ name, value, field: path }));
 }
 
 /**
@@ -108,43 +120,56 @@ function text(value: unknown): string | undefined {
 /**
  * Click ids, affiliate tracking id and subId from attribute entries. Click ids are collected from
  * every matching entry (a value may hold several, separated by commas or spaces) without
- * duplicates; the tracking id and subId come from the first matching non-blank entry. A
- * buyer-written value the event would refuse (a tracking id that is not one, a click id or subId
- * past the length limit or with a control character) is skipped; a shop-written one is passed on.
+ * duplicates; the tracking id and subId come from the first matching non-blank entry. With
+ * `invalid` `skip`, a value the event would refuse (a tracking id that is not one, a click id or
+ * subId past the length limit or with a control character) is left out, the next valid one taken,
+ * and its entry's field reported in `skippedFields`; with `reject`, it is passed on (the event check
+ * answers 400 for a click id or subId).
  *
- * @throws BadInputError naming the attribute's field when a tracking id the shop wrote is not a
- * positive integer
+ * @throws BadInputError naming the attribute's field, with `invalid` `reject`, when the tracking id
+ * is not a positive integer
  */
-export function extractAttribution(entries: readonly AttributeEntry[], names: AttributeNames): Attribution {
+export function extractAttribution(
+  entries: readonly AttributeEntry[],
+  names: AttributeNames,
+  invalid: InvalidAttributes,
+): AttributionRead {
+  const skipped = new Set<AttributeEntry>();
+  const keep = (entry: AttributeEntry, valid: boolean): boolean => {
+    if (!valid && invalid === 'skip') skipped.add(entry);
+    return valid || invalid === 'reject';
+  };
   const clickIds = unique(
     entries
       .filter((e) => matches(e.name, names.clickIdAttributes))
-      .flatMap((e) => {
-        const ids = (text(e.value) ?? '').split(/[\s,]+/);
-        return e.buyerWritten ? ids.filter(isId) : ids;
-      }),
+      .flatMap((e) =>
+        (text(e.value) ?? '')
+          .split(/[\s,]+/)
+          .filter((id) => id.length > 0)
+          .filter((id) => keep(e, isId(id))),
+      ),
   );
-  const trackingEntry = entries.find(
-    (e) =>
-      matches(e.name, names.trackingIdAttributes) &&
-      text(e.value) &&
-      (!e.buyerWritten || trackingIdOf(e) !== undefined),
-  );
+  // Every candidate is judged (not only those up to the one taken), so each invalid one is reported.
+  const trackingEntry = entries
+    .filter((e) => matches(e.name, names.trackingIdAttributes) && text(e.value))
+    .filter((e) => keep(e, trackingIdOf(e) !== undefined))[0];
   const subId = entries
     .filter((e) => matches(e.name, names.subIdAttributes))
-    .map((e) => {
+    .flatMap((e) => {
       const value = text(e.value);
-      return value !== undefined && e.buyerWritten && !isId(value) ? undefined : value;
-    })
-    .find((v) => v !== undefined);
+      return value !== undefined && keep(e, isId(value)) ? [value] : [];
+    })[0];
   return {
-    clickIds,
-    ...(trackingEntry ? { affiliateTrackingId: trackingId(trackingEntry) } : {}),
-    ...(subId !== undefined ? { subId } : {}),
+    attribution: {
+      clickIds,
+      ...(trackingEntry ? { affiliateTrackingId: trackingId(trackingEntry) } : {}),
+      ...(subId !== undefined ? { subId } : {}),
+    },
+    skippedFields: [...new Set(entries.filter((e) => skipped.has(e)).map((e) => e.field))],
   };
 }
 
-/** The event's rule for a click id or subId (`OrderPlaced`): what a buyer-written one must pass. */
+/** The event's rule for a click id or subId (`OrderPlaced`): what one must pass not to be skipped. */
 const EventId = idText();
 
 function isId(value: string): boolean {

@@ -101,7 +101,12 @@ function trackingIdOf(value: OrderBody['affiliateTrackingId']): number | undefin
 }
 
 function orderEvent(body: OrderBody, eventId: string, context: AdapterContext): ConnectorEventInput {
-  const fromAttributes = extractAttribution(nameValueEntries(body.attributes, 'attributes'), context.source);
+  // The module's own code writes these and sees the 400 when it posts: an invalid value is its to fix.
+  const { attribution: fromAttributes } = extractAttribution(
+    nameValueEntries(body.attributes, 'attributes'),
+    context.source,
+    'reject',
+  );
   const affiliateTrackingId = trackingIdOf(body.affiliateTrackingId) ?? fromAttributes.affiliateTrackingId;
   return {
     type: 'OrderPlaced',

@@ -93,12 +93,15 @@ export function parsePayload<S extends z.core.$ZodType>(schema: S, body: unknown
 /**
  * An adapter's result for the events it mapped, each validated against the queue's contract: the
  * one place events are checked, so a mapping bug or an odd payload is answered 400 at the door
- * instead of failing in the worker.
+ * instead of failing in the worker. `skippedFields` (see `AdapterResult`) is kept when not empty.
  *
  * @throws BadInputError naming the event field that failed
  */
-export function mapped(events: readonly ConnectorEventInput[]): AdapterResult {
-  return { kind: 'events', events: events.map(checkEvent) };
+export function mapped(events: readonly ConnectorEventInput[], skippedFields: string[] = []): AdapterResult {
+  const checked = events.map(checkEvent);
+  return skippedFields.length > 0
+    ? { kind: 'events', events: checked, skippedFields }
+    : { kind: 'events', events: checked };
 }
 
 function checkEvent(event: ConnectorEventInput): ConnectorEvent {

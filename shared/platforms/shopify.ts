@@ -238,13 +238,14 @@ export function shopifyRefundBasis(order: Order): RefundBasis | undefined {
   return refundBasis(lines, { taxesIncluded, shipping });
 }
 
-function placed(order: Order, eventId: string, context: AdapterContext): ConnectorEventInput {
+function placed(order: Order, eventId: string, context: AdapterContext): AdapterResult {
   const entries = [
     ...nameValueEntries(order.note_attributes, 'note_attributes'),
     ...urlQueryEntries(order.landing_site, 'landing_site'),
   ];
-  const attribution = extractAttribution(entries, context.source);
-  return {
+  // Cart attributes are the buyer's to write (the storefront's /cart/update.js), the landing URL too.
+  const { attribution, skippedFields } = extractAttribution(entries, context.source, 'skip');
+  const event: ConnectorEventInput = {
     type: 'OrderPlaced',
     eventId,
     source: context.source.id,
@@ -262,6 +263,7 @@ function placed(order: Order, eventId: string, context: AdapterContext): Connect
     orderDate: isoDate(order.processed_at) ?? isoDate(order.created_at),
     basis: optionalBasis(() => shopifyRefundBasis(order)),
   };
+  return mapped([event], skippedFields);
 }
 
 function refundCurrency(refund: Refund, lines: readonly RefundLineItem[]): string {
@@ -454,7 +456,7 @@ function mapShopify(request: HttpRequest, context: AdapterContext): AdapterResul
     receivedAt: context.now.toISOString(),
   } as const;
 
-  if (isOrderTopic) return mapped([placed(parsePayload(Order, body), eventId, context)]);
+  if (isOrderTopic) return placed(parsePayload(Order, body), eventId, context);
 
   if (topic === 'orders/cancelled') {
     const order = parsePayload(CancelledOrder, body);

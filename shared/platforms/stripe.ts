@@ -171,6 +171,8 @@ function sessionPlaced(object: unknown, eventId: string, context: AdapterContext
     });
   }
   const entries = recordEntries(session.metadata, 'data.object.metadata');
+  // Shops copy the landing URL's aecid or a cookie, both the buyer's, into the metadata unchecked.
+  const { attribution, skippedFields } = extractAttribution(entries, context.source, 'skip');
   const vouchers = entries
     .filter((e) => VOUCHER_KEYS.includes(e.name.toLowerCase()) && typeof e.value === 'string')
     .map((e) => e.value as string);
@@ -188,12 +190,12 @@ function sessionPlaced(object: unknown, eventId: string, context: AdapterContext
     ),
     customerId: session.customer,
     vouchers: unique(vouchers),
-    ...extractAttribution(entries, context.source),
+    ...attribution,
     buyerIp: attributeIp(entries),
     paymentMethod: session.payment_method_types?.[0] || undefined,
     orderDate: unixToIso(session.created),
   };
-  return mapped([event]);
+  return mapped([event], skippedFields);
 }
 
 /** The fields of a refund read here, whether from refund.created or a charge's `refunds.data`. */

@@ -10,8 +10,12 @@ export interface AdapterContext {
 }
 
 export type AdapterResult =
-  /** Verified, mapped and checked against the queue's contract (`mapped`): queue these (usually one). */
-  | { readonly kind: 'events'; readonly events: ConnectorEvent[] }
+  /**
+   * Verified, mapped and checked against the queue's contract (`mapped`): queue these (usually one).
+   * `skippedFields`: the payload fields of attribute values left out as invalid (`extractAttribution`),
+   * for the operator's log line; paths only, as the values are the buyer's and may be anything.
+   */
+  | { readonly kind: 'events'; readonly events: ConnectorEvent[]; readonly skippedFields?: string[] }
   /** Verified, but a topic or state we do not act on: answer 200 so the platform does not retry. */
   | { readonly kind: 'ignored'; readonly reason: string }
   /** An unsigned handshake the platform needs answered with 200 (WooCommerce `webhook_id=` ping). */

@@ -246,9 +246,14 @@ function readRefundLines(
   });
 }
 
-function placed(order: Order, eventId: string, context: AdapterContext): ConnectorEventInput {
-  const attribution = extractAttribution(keyValueEntries(order.meta_data, 'meta_data'), context.source);
-  return {
+function placed(order: Order, eventId: string, context: AdapterContext): AdapterResult {
+  // Plugins copy the landing URL's aecid or a cookie, both the buyer's, into order meta unchecked.
+  const { attribution, skippedFields } = extractAttribution(
+    keyValueEntries(order.meta_data, 'meta_data'),
+    context.source,
+    'skip',
+  );
+  const event: ConnectorEventInput = {
     type: 'OrderPlaced',
     eventId,
     source: context.source.id,
@@ -269,6 +274,7 @@ function placed(order: Order, eventId: string, context: AdapterContext): Connect
     orderDate: isoDate(order.date_created_gmt, true),
     basis: optionalBasis(() => wooRefundBasis(order)),
   };
+  return mapped([event], skippedFields);
 }
 
 /** `order.updated`: a cancellation, a full refund by status, or the partial refunds it lists. */
@@ -448,5 +454,5 @@ function mapWooCommerce(request: HttpRequest, context: AdapterContext): AdapterR
       reason: `order.created body with status ${order.status}: not a sale (an order.updated body, or an order changed before the webhook went out)`,
     };
   }
-  return mapped([placed(order, eventId, context)]);
+  return placed(order, eventId, context);
 }

@@ -18,9 +18,10 @@ describe('attribution', () => {
     const result = extractAttribution(
       nameValueEntries([{ name: 'colour', value: 'green' }], 'note_attributes'),
       names,
+      'skip',
     );
     // Assess
-    expect(result).toEqual({ clickIds: [] });
+    expect(result).toEqual({ attribution: { clickIds: [] }, skippedFields: [] });
   });
 
   it('collects click ids from every source, split on commas and spaces, without duplicates', () => {
@@ -41,9 +42,9 @@ describe('attribution', () => {
       ...urlQueryEntries('/products/x?aecid=a4&aecid=a5&utm=1', 'landing_site'),
     ];
     // Act
-    const result = extractAttribution(entries, names);
-    // Assess
-    expect(result.clickIds).toEqual(['a1', 'a2', 'a3', 'a4', 'a5']);
+    const result = extractAttribution(entries, names, 'skip');
+    // Assess: a value that is no text is no click id, not an invalid one
+    expect(result).toEqual({ attribution: { clickIds: ['a1', 'a2', 'a3', 'a4', 'a5'] }, skippedFields: [] });
   });
 
   it('tolerates landing URLs it cannot read', () => {
@@ -51,7 +52,7 @@ describe('attribution', () => {
     expect(urlQueryEntries('http://[bad', 'landing_site')).toEqual([]);
     expect(urlQueryEntries(null, 'landing_site')).toEqual([]);
     expect(urlQueryEntries('https://shop.example/?aecid=z', 'landing_site')).toEqual([
-      { name: 'aecid', value: 'z', field: 'landing_site', buyerWritten: true },
+      { name: 'aecid', value: 'z', field: 'landing_site' },
     ]);
   });
 
@@ -62,67 +63,81 @@ describe('attribution', () => {
       'm',
     );
     // Act
-    const result = extractAttribution(entries, names);
-    // Assess
-    expect(result).toEqual({ clickIds: [], affiliateTrackingId: 42, subId: 'b' });
+    const result = extractAttribution(entries, names, 'skip');
+    // Assess: a blank value is absent, not skipped
+    expect(result).toEqual({
+      attribution: { clickIds: [], affiliateTrackingId: 42, subId: 'b' },
+      skippedFields: [],
+    });
   });
 
-  it.each(['12a', '-3', '0', '1.5', '99999999999999999'])(
-    'rejects tracking id %j naming the field',
+  it.each(['12a', '-3', '0', '1.5', '99999999999999999', 'AF1001'])(
+    'skips tracking id %j, reporting its field, or rejects it naming the field',
     (value) => {
       // Prepare
       const entries = keyValueEntries([{ key: 'x' }, { key: 'affiliate_tracking_id', value }], 'meta_data');
       // Act
-      const error = thrown(() => extractAttribution(entries, names));
+      const skipped = extractAttribution(entries, names, 'skip');
+      const error = thrown(() => extractAttribution(entries, names, 'reject'));
       // Assess
+      expect(skipped).toEqual({ attribution: { clickIds: [] }, skippedFields: ['meta_data.1.value'] });
       expect(error).toBeInstanceOf(BadInputError);
       expect(error.field).toBe('meta_data.1.value');
     },
   );
 
-  it('skips a buyer-written tracking id that is not one, but not a shop-written one', () => {
-    // Prepare: a landing URL is the buyer's (or a bot's) to write, an attribute is the shop's
-    const fromUrl = urlQueryEntries('/?affiliate_tracking_id=AF1001&affiliate_tracking_id=7', 'landing_site');
-    const junkOnly = urlQueryEntries('/?affiliate_tracking_id=AF1001', 'landing_site');
-    const fromShop = [
+  it('takes the first valid tracking id when skipping, the first non-blank one when rejecting', () => {
+    // Prepare
+    const entries = [
       ...nameValueEntries([{ name: 'affiliate_tracking_id', value: 'AF1001' }], 'note_attributes'),
-      ...fromUrl,
+      ...urlQueryEntries('/?affiliate_tracking_id=7&affiliate_tracking_id=x', 'landing_site'),
     ];
     // Act
-    const skipped = extractAttribution(fromUrl, names);
-    const none = extractAttribution(junkOnly, names);
-    const error = thrown(() => extractAttribution(fromShop, names));
-    // Assess
-    expect(skipped).toEqual({ clickIds: [], affiliateTrackingId: 7 });
-    expect(none).toEqual({ clickIds: [] });
+    const skipped = extractAttribution(entries, names, 'skip');
+    const error = thrown(() => extractAttribution(entries, names, 'reject'));
+    // Assess: every invalid candidate is reported, each field once
+    expect(skipped).toEqual({
+      attribution: { clickIds: [], affiliateTrackingId: 7 },
+      skippedFields: ['note_attributes.0.value', 'landing_site'],
+    });
     expect(error).toBeInstanceOf(BadInputError);
     expect(error.field).toBe('note_attributes.0.value');
   });
 
-  it('skips buyer-written click ids and subIds the event would refuse, but passes shop-written ones on', () => {
-    // Prepare: over the 256-character limit, a control character; a landing URL is the buyer's (or
-    // a bot's) to write, an attribute is the shop's (the event check answers 400 for it, naming it)
+  it('skips click ids and subIds the event would refuse, or passes them on to its check', () => {
+    // Prepare: over the 256-character limit, a control character, a lone surrogate
     const long = 'a'.repeat(257);
-    const fromUrl = urlQueryEntries(
-      `/?aecid=${long},ok1&aecid=%01&aecid=ok2&subid=${long}&subid=bad%00&subid=s1`,
-      'landing_site',
-    );
+    const entries = [
+      ...nameValueEntries(
+        [
+          { name: 'aecid', value: `${long}, ok1` },
+          { name: 'subid', value: 'bad\u0001' },
+          { name: 'aecid', value: '\ud83d' },
+        ],
+        'note_attributes',
+      ),
+      ...urlQueryEntries(`/?aecid=%01&aecid=ok2&subid=${long}&subid=s1`, 'landing_site'),
+    ];
     const junkOnly = urlQueryEntries(`/?aecid=${long}&subid=%7F`, 'landing_site');
-    const fromShop = nameValueEntries(
-      [
-        { name: 'aecid', value: long },
-        { name: 'subid', value: long },
-      ],
-      'note_attributes',
-    );
     // Act
-    const skipped = extractAttribution(fromUrl, names);
-    const none = extractAttribution(junkOnly, names);
-    const passed = extractAttribution([...fromShop, ...fromUrl], names);
+    const skipped = extractAttribution(entries, names, 'skip');
+    const none = extractAttribution(junkOnly, names, 'skip');
+    const passed = extractAttribution(entries, names, 'reject');
     // Assess
-    expect(skipped).toEqual({ clickIds: ['ok1', 'ok2'], subId: 's1' });
-    expect(none).toEqual({ clickIds: [] });
-    expect(passed).toEqual({ clickIds: [long, 'ok1', 'ok2'], subId: long });
+    expect(skipped).toEqual({
+      attribution: { clickIds: ['ok1', 'ok2'], subId: 's1' },
+      skippedFields: [
+        'note_attributes.0.value',
+        'note_attributes.1.value',
+        'note_attributes.2.value',
+        'landing_site',
+      ],
+    });
+    expect(none).toEqual({ attribution: { clickIds: [] }, skippedFields: ['landing_site'] });
+    expect(passed).toEqual({
+      attribution: { clickIds: [long, 'ok1', '\ud83d', '\u0001', 'ok2'], subId: 'bad\u0001' },
+      skippedFields: [],
+    });
   });
 
   it('takes the first valid IP from the IP attributes', () => {

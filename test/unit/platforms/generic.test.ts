@@ -109,6 +109,29 @@ describe('generic adapter', () => {
     expect(error.field).toBe(field);
   });
 
+  it.each([
+    ['a click id over 256 characters', { name: 'aecid', value: 'a'.repeat(300) }, 'clickIds.2'],
+    [
+      'a click id holding a control character (\\u0001)',
+      { name: 'aecid', value: 'abc\u0001def' },
+      'clickIds.2',
+    ],
+    ['a tracking id that is not one', { name: 'affiliate_tracking_id', value: 'abc' }, 'attributes.1.value'],
+  ])('still rejects attributes with %s, naming the field', (_case, attribute, field) => {
+    // Prepare: unlike a shop platform's attributes, the Generic body is the shop module's own
+    // contract, and the module sees the 400 when it posts
+    const order = localJson('generic/order.json');
+    const body = JSON.stringify({
+      ...order,
+      attributes: [...(order['attributes'] as unknown[]), attribute],
+    });
+    // Act
+    const error = thrown(() => handle(body));
+    // Assess
+    expect(error).toBeInstanceOf(BadInputError);
+    expect(error.field).toBe(field);
+  });
+
   it.each(['2026-05-01T10:00:00', '2026-05-01T10:00:00.000', '2026-05-01T10:00', '2026-05-01'])(
     'refuses the orderDate %s, which has no offset, naming orderDate and asking for one',
     (orderDate) => {

@@ -179,6 +179,44 @@ describe('stripe checkout sessions', () => {
     });
   });
 
+  it.each([
+    ['a click id over 256 characters', { _aecid: 'a'.repeat(300) }],
+    ['a click id holding a control character (\\u0001)', { _aecid: 'abc\u0001def' }],
+    ['a tracking id that is not one', { affiliate_tracking_id: 'abc' }],
+    ['a subid over 256 characters', { SubId: 's'.repeat(300) }],
+  ])('places the session whose metadata has %s, without that value, reporting its field', (_case, junk) => {
+    // Prepare: shops copy the URL's aecid or a cookie, which the buyer controls, into the session's
+    // metadata unchecked. A 400 would lose the order: Stripe resends the same event, then drops it.
+    const session = paidSession({ metadata: { ...(paidSession()['metadata'] as object), ...junk } });
+    // Act
+    const result = handle(envelope('checkout.session.completed', session));
+    // Assess: the valid metadata next to it is still taken; the field is reported, never the value
+    const event = onlyEvent(result);
+    expect(event).toMatchObject({
+      type: 'OrderPlaced',
+      externalId: PI,
+      amount: 10000,
+      clickIds: ['0123456789abcdef01234567'],
+      subId: 'spring',
+      buyerIp: '203.0.113.50',
+    });
+    expect(event).not.toHaveProperty('affiliateTrackingId', expect.anything());
+    const [name] = Object.keys(junk);
+    expect(result).toMatchObject({ skippedFields: [`data.object.metadata.${name}`] });
+  });
+
+  it('takes a valid tracking id in metadata after an invalid one', () => {
+    // Prepare
+    const session = paidSession({
+      metadata: { affiliate_tracking_id: 'AF1001', _affiliate_tracking_id: '1001' },
+    });
+    // Act
+    const result = handle(envelope('checkout.session.completed', session));
+    // Assess
+    expect(onlyEvent(result)).toMatchObject({ affiliateTrackingId: 1001, clickIds: [] });
+    expect(result).toMatchObject({ skippedFields: ['data.object.metadata.affiliate_tracking_id'] });
+  });
+
   it('maps async_payment_succeeded, no_payment_required and JPY sessions', () => {
     // Prepare
     const asyncPaid = paidSession({ payment_status: 'paid' });

@@ -176,18 +176,62 @@ describe('woocommerce orders', () => {
     expect(error.field).toBe('line_items');
   });
 
-  it('reads a tracking id from meta_data and rejects a non-integer one, naming it', () => {
+  it('reads a tracking id from meta_data, the first valid one', () => {
     // Prepare
     const good = sampleJson(ORDER);
-    (good['meta_data'] as unknown[]).push({ id: 1, key: 'affiliate_tracking_id', value: '88' });
-    const bad = sampleJson(ORDER);
-    (bad['meta_data'] as unknown[]).push({ id: 1, key: 'affiliate_tracking_id', value: '8.8' });
+    (good['meta_data'] as unknown[]).push(
+      { id: 1, key: 'affiliate_tracking_id', value: '8.8' },
+      { id: 2, key: '_affiliate_tracking_id', value: '88' },
+    );
     // Act
-    const event = onlyEvent(handle(JSON.stringify(good), 'order.created'));
-    const error = thrown(() => handle(JSON.stringify(bad), 'order.created'));
+    const result = handle(JSON.stringify(good), 'order.created');
     // Assess
-    expect(event).toMatchObject({ affiliateTrackingId: 88, clickIds: [] });
-    expect(error.field).toBe('meta_data.1.value');
+    expect(onlyEvent(result)).toMatchObject({ affiliateTrackingId: 88, clickIds: [] });
+    expect(result).toMatchObject({ skippedFields: ['meta_data.1.value'] });
+  });
+
+  it.each([
+    ['a click id over 256 characters', { key: '_aecid', value: 'a'.repeat(300) }],
+    ['a click id holding a control character (\\u0001)', { key: 'aecid', value: 'abc\u0001def' }],
+    ['a tracking id that is not one', { key: 'affiliate_tracking_id', value: 'abc' }],
+    ['a subid holding a control character (\\u0001)', { key: 'subid', value: 'blog\u0001post' }],
+  ])('places the order whose meta_data has %s, without that value, reporting its field', (_case, junk) => {
+    // Prepare: plugins copy the URL's aecid or a cookie, which the buyer controls, into order meta
+    // unchecked. A 400 would lose the order and, after 5 in a row, WooCommerce disables the webhook
+    // for every later order of the shop.
+    const order = sampleJson(ORDER);
+    (order['meta_data'] as unknown[]).push({ id: 1, ...junk });
+    // Act
+    const result = handle(JSON.stringify(order), 'order.created');
+    // Assess: the documentation order; the field is reported, never the value
+    const event = onlyEvent(result);
+    expect(event).toMatchObject({ type: 'OrderPlaced', externalId: '727', amount: 1800, clickIds: [] });
+    expect(event).not.toHaveProperty('affiliateTrackingId', expect.anything());
+    expect(event).not.toHaveProperty('subId', expect.anything());
+    expect(result).toMatchObject({ skippedFields: ['meta_data.1.value'] });
+  });
+
+  it('still takes the valid meta_data attribution next to invalid values', () => {
+    // Prepare
+    const order = JSON.parse(sampleRaw('woocommerce/order_prices_include_tax_attributed.json').toString());
+    order.meta_data.unshift(
+      { id: 1, key: 'aecid', value: `${'a'.repeat(300)},aaaaaaaaaaaaaaaaaaaaaaaa` },
+      { id: 2, key: 'subid', value: 's'.repeat(300) },
+      { id: 3, key: 'affiliate_tracking_id', value: 'abc' },
+    );
+    // Act
+    const result = handle(JSON.stringify(order), 'order.created');
+    // Assess
+    expect(onlyEvent(result)).toMatchObject({
+      externalId: '1042',
+      amount: 10084,
+      clickIds: ['aaaaaaaaaaaaaaaaaaaaaaaa', 'fedcba9876543210fedcba98'],
+      subId: 'blog-post-17',
+    });
+    expect(onlyEvent(result)).not.toHaveProperty('affiliateTrackingId', expect.anything());
+    expect(result).toMatchObject({
+      skippedFields: ['meta_data.0.value', 'meta_data.1.value', 'meta_data.2.value'],
+    });
   });
 
   it('ignores other topics and rejects a missing topic or a bad signature', () => {
