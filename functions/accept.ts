@@ -57,7 +57,7 @@ export interface AcceptWiring {
 
 /**
  * The accept function's dependencies: the worker's platform clients, backends and failure queue
- * (one builder, so pacing, timeouts and token rotation are the worker's), and the ledger's
+ * (one builder, so pacing, timeouts and credential rotation are the worker's), and the ledger's
  * due-date index. Fails fast naming a missing or wrong setting.
  */
 export async function buildAcceptDeps(wiring: AcceptWiring): Promise<AcceptHandlerDeps> {

@@ -15,7 +15,7 @@ import {
 import { parseRouteOverrides } from '../shared/affiliate/routes.ts';
 import { type Env, optionalNumber, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
 import type { SourceConfig } from '../shared/config/sources.ts';
-import { ConfigurationError, TransientError } from '../shared/errors.ts';
+import { ConfigurationError } from '../shared/errors.ts';
 import { lambdaPipeline } from '../shared/lambda.ts';
 import { LegacyBackend } from '../shared/legacy/backend.ts';
 import type { LegacyClient, LegacyClientEvent, LegacyClientOptions } from '../shared/legacy/client.ts';
@@ -188,7 +188,8 @@ export function backendFor(deps: BackendsDeps): (source: SourceConfig) => Conver
  * whose value is `user_code:api_key`), with `LEGACY_RATE_PER_SECOND` (default 100). Undefined when
  * neither is set (no legacy source to serve); one without the other is a configuration error. The
  * credentials are followed while the container stays warm, as the platform token is (see
- * `followingSecret`).
+ * `LegacyClientOptions.credentialsSource`): built once at cold start, the client would keep the old
+ * credentials until Lambda recycled the container, parking every legacy message as `configuration`.
  *
  * The client and its schemas are imported here, not at the top: a deployment without legacy
  * credentials (the default) never evaluates them, which took 2 to 3 ms off each cold start of the
@@ -199,7 +200,9 @@ export function backendFor(deps: BackendsDeps): (source: SourceConfig) => Conver
 export async function legacyClientFromEnv(
   env: Env,
   secrets: SecretStore,
-  options: Partial<Omit<LegacyClientOptions, 'baseUrl' | 'userCode' | 'apiKey'>> = {},
+  options: Partial<
+    Omit<LegacyClientOptions, 'baseUrl' | 'userCode' | 'apiKey' | 'credentialsSource' | 'credentialsOrigin'>
+  > = {},
 ): Promise<LegacyClient | undefined> {
   const baseUrl = env['LEGACY_BASE_URL']?.trim() ?? '';
   const secretRef = env['LEGACY_CREDENTIALS_SECRET']?.trim() ?? '';
@@ -211,69 +214,15 @@ export async function legacyClientFromEnv(
     );
   }
   const { LegacyClient, parseLegacyCredentials } = await import('../shared/legacy/client.ts');
-  const ratePerSecond = optionalNumber(env, 'LEGACY_RATE_PER_SECOND', 100);
-  const build = (value: string) =>
-    new LegacyClient({
-      ratePerSecond,
-      ...options,
-      baseUrl,
-      ...parseLegacyCredentials(value, `secret ${secretRef}`),
-    });
-  return followingSecret(await secrets.get(secretRef), build, (fresh) => secrets.get(secretRef, { fresh }));
-}
-
-/**
- * A client built from a secret's value that follows the secret while the container stays warm, as
- * `AffiliateClient` follows its token: before each call the cached read (a rotation is taken up
- * within SECRETS_MAX_AGE_SECONDS), and after a 401 one read that skips the cache and, when it gives
- * a new value, the call once more (a 401 carried nothing out, so even an add may be sent again). A
- * new value builds a new client. Built once at cold start, the legacy client kept the old
- * credentials until Lambda recycled the container, and every legacy message parked as
- * `configuration` meanwhile. Every method of the client must return a promise.
- */
-export function followingSecret<C extends object>(
-  first: string,
-  build: (value: string) => C,
-  read: (fresh: boolean) => Promise<string>,
-): C {
-  let value = first;
-  let client = build(first);
-  const use = (next: string) => {
-    if (next === value) return;
-    client = build(next);
-    value = next;
-  };
-  return new Proxy(client, {
-    get(_target, property) {
-      const member: unknown = Reflect.get(client, property, client);
-      if (typeof member !== 'function') return member;
-      return async (...args: unknown[]): Promise<unknown> => {
-        // Should the secret store fail, the credentials in hand are still the best guess; a value
-        // that is not `user_code:api_key` fails the call, naming the secret, never echoing it.
-        await read(false).then(use, () => undefined);
-        const call = () =>
-          Reflect.apply(Reflect.get(client, property, client) as (...a: unknown[]) => unknown, client, args);
-        try {
-          return await call();
-        } catch (error) {
-          // A 403 is a permission, not a rotation.
-          if (!(error instanceof ConfigurationError) || error.status !== 401) throw error;
-          const refused = value;
-          let fresh: string;
-          try {
-            fresh = await read(true);
-          } catch (cause) {
-            throw new TransientError(
-              `${error.message}; the credentials could not be read again (${(cause as Error).name}), retry later`,
-              { status: 401, cause },
-            );
-          }
-          use(fresh);
-          if (value === refused) throw error;
-          return call();
-        }
-      };
-    },
+  const origin = `secret ${secretRef}`;
+  return new LegacyClient({
+    ratePerSecond: optionalNumber(env, 'LEGACY_RATE_PER_SECOND', 100),
+    ...options,
+    baseUrl,
+    ...parseLegacyCredentials(await secrets.get(secretRef), origin),
+    // Credentials rotated while this container is warm: followed within the max age, and after a 401.
+    credentialsSource: (read) => secrets.get(secretRef, read),
+    credentialsOrigin: origin,
   });
 }
 

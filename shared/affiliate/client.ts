@@ -1,6 +1,7 @@
 import type * as z from 'zod/mini';
 import { HexId } from '../domain/ids.ts';
-import { ConfigurationError, PermanentError, TransientError } from '../errors.ts';
+import { ConfigurationError, PermanentError } from '../errors.ts';
+import { type CredentialSource, followingCredential, type HeldCredential } from './credential.ts';
 import {
   type CallOptions,
   checkBaseUrl,
@@ -41,7 +42,7 @@ export interface AffiliateClientOptions extends HttpClientOptions {
    * token follows a rotation within the cache's max age), and once after a 401 with `fresh: true`;
    * a changed token then gets the call again. Without it the token is fixed.
    */
-  readonly tokenSource?: (options: { readonly fresh: boolean }) => Promise<string>;
+  readonly tokenSource?: CredentialSource;
   /** Paths to use instead of `DEFAULT_ROUTES`, per operation. */
   readonly routes?: Partial<RouteTable>;
   readonly onEvent?: (event: AffiliateClientEvent) => void;
@@ -70,6 +71,11 @@ export class AffiliateClient {
   private readonly http: PlatformHttp<RouteName>;
   private readonly tokenSource: AffiliateClientOptions['tokenSource'];
   private token: string;
+  private readonly heldToken: HeldCredential = {
+    what: 'token',
+    current: () => this.token,
+    use: (value) => this.useToken(value),
+  };
 
   constructor(options: AffiliateClientOptions) {
     this.baseUrl = checkBaseUrl(CLIENT, options.baseUrl);
@@ -258,32 +264,7 @@ export class AffiliateClient {
     const path = this.routes[route];
     const url = () => routeUrl(this.baseUrl, path);
     const send = () => this.http.call({ ...operation, method: ROUTE_METHODS[route], path, url }, options);
-    const source = this.tokenSource;
-    if (!source) return send();
-    // The cached read; should the secret store fail, the token in hand is still the best guess.
-    await source({ fresh: false }).then(
-      (token) => this.useToken(token),
-      () => undefined,
-    );
-    try {
-      return await send();
-    } catch (error) {
-      // A 401 carried nothing out (even an add may be sent again); a 403 is a permission, not a rotation.
-      if (!(error instanceof ConfigurationError) || error.status !== 401) throw error;
-      const refused = this.token;
-      let fresh: string;
-      try {
-        fresh = await source({ fresh: true });
-      } catch (cause) {
-        throw new TransientError(
-          `${error.message}; the token could not be read again (${(cause as Error).name}), retry later`,
-          { status: 401, cause },
-        );
-      }
-      this.useToken(fresh);
-      if (this.token === refused) throw error;
-      return send();
-    }
+    return followingCredential(this.tokenSource, this.heldToken, send);
   }
 
   private useToken(value: string): void {

@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import { type CredentialSource, followingCredential, type HeldCredential } from '../affiliate/credential.ts';
 import {
   type CallOptions,
   checkBaseUrl,
@@ -62,6 +63,19 @@ export type LegacyClientEvent = Omit<HttpEvent<LegacyRouteName>, 'path'>;
 export interface LegacyClientOptions extends LegacyCredentials, HttpClientOptions {
   /** `{legacy_base_url}`: routes are `<baseUrl>/2.0/…`. May carry a path prefix. */
   readonly baseUrl: string;
+  /**
+   * Reads the credentials again, as one value `user_code:api_key`, for credentials rotated while the
+   * process lives (a warm Lambda): before each call with `fresh: false` (the secret store's cache
+   * bounds how often that reaches it, so the client follows a rotation within the cache's max age),
+   * and once after a 401 with `fresh: true`; changed credentials then get the call again. A value
+   * that is not `user_code:api_key` fails the call. Without it the credentials are fixed.
+   */
+  readonly credentialsSource?: CredentialSource;
+  /**
+   * Names where `credentialsSource` reads in the errors about its values (`secret <name>`); never
+   * the value. @default 'legacy credentials'
+   */
+  readonly credentialsOrigin?: string;
   readonly onEvent?: (event: LegacyClientEvent) => void;
 }
 
@@ -123,24 +137,32 @@ const CLIENT = 'legacy client';
  * with the shared schemas before they leave, a client-side rate limit per route, bounded retries with
  * jittered backoff within the caller's deadline, and the connector's error classes: 401/403 →
  * `ConfigurationError`, 429/408/5xx/network/timeout → `TransientError`, other 4xx and action answers
- * with `status` `aborted`/`failed` → `PermanentError` (`LegacyActionError`).
+ * with `status` `aborted`/`failed` → `PermanentError` (`LegacyActionError`). With a
+ * `credentialsSource` it follows rotated credentials as `AffiliateClient` follows its token.
  */
 export class LegacyClient {
   private readonly baseUrl: string;
   private readonly http: PlatformHttp<LegacyRouteName>;
+  private readonly credentialsSource: CredentialSource | undefined;
+  private readonly credentialsOrigin: string | undefined;
+  /** The `Basic …` header value now sent. */
+  private authorization: string;
+  private readonly heldCredentials: HeldCredential = {
+    what: 'credentials',
+    current: () => this.authorization,
+    use: (value) => this.useCredentials(value),
+  };
 
   constructor(options: LegacyClientOptions) {
     this.baseUrl = checkBaseUrl(CLIENT, options.baseUrl).replace(/\/+$/, '');
-    checkCredential('userCode', options.userCode);
-    checkCredential('apiKey', options.apiKey);
-    if (options.userCode.includes(':')) {
-      throw new ConfigurationError('legacy client: userCode must not contain ":" (Basic auth splits there)');
-    }
-    const basic = Buffer.from(`${options.userCode}:${options.apiKey}`, 'utf8').toString('base64');
+    const basic = basicOf(options);
+    this.authorization = `Basic ${basic}`;
+    this.credentialsSource = options.credentialsSource;
+    this.credentialsOrigin = options.credentialsOrigin;
     const { onEvent } = options;
     this.http = new PlatformHttp(options, {
       client: CLIENT,
-      authorization: `Basic ${basic}`,
+      authorization: this.authorization,
       secrets: [options.apiKey, basic],
       label,
       refused: 'the legacy user code and API key were refused',
@@ -366,12 +388,34 @@ export class LegacyClient {
     );
   }
 
-  private call<T>({ params, ...operation }: Operation<T>, options: LegacyCallOptions): Promise<T> {
+  private async call<T>({ params, ...operation }: Operation<T>, options: LegacyCallOptions): Promise<T> {
     const { method, path } = LEGACY_ROUTES[operation.route];
     // Filled as the request is sent: a missing id rejects the call with BadInputError, not retried.
     const url = () => `${this.baseUrl}/2.0${fillPath(path, params)}`;
-    return this.http.call({ ...operation, method, path: `${method} ${path}`, url }, options);
+    const send = () => this.http.call({ ...operation, method, path: `${method} ${path}`, url }, options);
+    return followingCredential(this.credentialsSource, this.heldCredentials, send);
   }
+
+  /** Sends `value`'s credentials from now on; a value that is not `user_code:api_key` throws, naming its origin. */
+  private useCredentials(value: string): void {
+    const credentials = parseLegacyCredentials(value, this.credentialsOrigin);
+    const basic = basicOf(credentials);
+    if (`Basic ${basic}` === this.authorization) return;
+    this.authorization = `Basic ${basic}`;
+    // Both forms of the new key are redacted from the platform's messages, should it echo one.
+    this.http.reauthorize(this.authorization, basic);
+    this.http.reauthorize(this.authorization, credentials.apiKey);
+  }
+}
+
+/** `base64(user_code:api_key)` of checked credentials; a `ConfigurationError` naming the wrong part. */
+function basicOf({ userCode, apiKey }: LegacyCredentials): string {
+  checkCredential('userCode', userCode);
+  checkCredential('apiKey', apiKey);
+  if (userCode.includes(':')) {
+    throw new ConfigurationError('legacy client: userCode must not contain ":" (Basic auth splits there)');
+  }
+  return Buffer.from(`${userCode}:${apiKey}`, 'utf8').toString('base64');
 }
 
 function label(route: LegacyRouteName): string {

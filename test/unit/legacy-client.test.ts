@@ -229,6 +229,120 @@ describe('legacy credentials', () => {
   });
 });
 
+/** What a credentials source answers: `cached` from its cache, `fresh` when asked to skip it. */
+function credentialsSource(cached: string, fresh: string | Error = cached) {
+  const reads: boolean[] = [];
+  const read = async (options: { readonly fresh: boolean }) => {
+    reads.push(options.fresh);
+    if (!options.fresh) return cached;
+    if (fresh instanceof Error) throw fresh;
+    return fresh;
+  };
+  return { reads, read };
+}
+
+/** The `user_code:api_key` a request sent in its Basic header. */
+const sentCredentials = (request: Sent | undefined) =>
+  Buffer.from((request?.headers['authorization'] ?? '').replace(/^Basic /, ''), 'base64').toString();
+
+describe('LegacyClient following rotated credentials (credentialsSource)', () => {
+  const OLD = 'user-7:key:with:colons';
+  const NEW = 'user-7:rotated-key';
+
+  it('takes up credentials the cached read gives before the call, without a 401 first', async () => {
+    const source = credentialsSource(NEW);
+    const { legacy, sent } = client([json(200, [])], { credentialsSource: source.read });
+
+    await legacy.listConversions(PROGRAM);
+
+    expect(source.reads).toEqual([false]);
+    expect(sentCredentials(sent[0])).toBe(NEW);
+  });
+
+  it('after a 401 reads the credentials again, skipping the cache, and sends even an add once more', async () => {
+    // Prepare: the cache still holds the credentials the platform no longer takes.
+    const source = credentialsSource(OLD, NEW);
+    const { legacy, sent } = client([json(401, { message: 'unauthorized' }), json(200, { status: 'done' })], {
+      credentialsSource: source.read,
+    });
+
+    // Act
+    const result = await legacy.addConversion(PROGRAM, addBody);
+
+    // Assess
+    expect(result.status).toBe('done');
+    expect(source.reads).toEqual([false, true]);
+    expect(sent.map(sentCredentials)).toEqual([OLD, NEW]);
+  });
+
+  it('credentials refused again after the fresh read: the ConfigurationError (401), after one more try only, echoing no key', async () => {
+    const source = credentialsSource(OLD, NEW);
+    const { legacy, sent } = client(
+      [
+        json(401, { message: 'unauthorized' }),
+        json(401, { message: `bad key rotated-key (${Buffer.from(NEW).toString('base64')})` }),
+        json(200, []),
+      ],
+      { credentialsSource: source.read },
+    );
+
+    const error = await legacy.listConversions(PROGRAM).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect(error).toMatchObject({ status: 401 });
+    expect(sent).toHaveLength(2);
+    expect(source.reads).toEqual([false, true]);
+    const message = (error as Error).message;
+    for (const secret of ['key:with:colons', 'rotated-key', Buffer.from(NEW).toString('base64')]) {
+      expect(message).not.toContain(secret);
+    }
+  });
+
+  it('does not send the call again when the fresh read gives the refused credentials', async () => {
+    const source = credentialsSource(OLD);
+    const { legacy, sent } = client([json(401, { message: 'unauthorized' }), json(200, [])], {
+      credentialsSource: source.read,
+    });
+
+    const error = await legacy.listConversions(PROGRAM).catch((e: unknown) => e);
+
+    expect(error).toMatchObject({ name: 'ConfigurationError', status: 401 });
+    expect(sent).toHaveLength(1);
+  });
+
+  it('a 401 when the credentials cannot be read again is a TransientError (retry later)', async () => {
+    const unreadable = Object.assign(new Error('secret legacy/creds could not be read'), {
+      name: 'ThrottlingException',
+    });
+    const source = credentialsSource(OLD, unreadable);
+    const { legacy, sent } = client([json(401, { message: 'unauthorized' })], {
+      credentialsSource: source.read,
+    });
+
+    const error = await legacy.listConversions(PROGRAM).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(TransientError);
+    expect(error).toMatchObject({ status: 401 });
+    expect((error as Error).message).toContain('could not be read again (ThrottlingException)');
+    expect(sent).toHaveLength(1);
+  });
+
+  it('fails the call on a value that is not user_code:api_key, naming its origin, never the value', async () => {
+    const source = credentialsSource('no-colon-here');
+    const { legacy, sent } = client([json(200, [])], {
+      credentialsSource: source.read,
+      credentialsOrigin: 'secret legacy/creds',
+    });
+
+    const error = await legacy.listConversions(PROGRAM).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect((error as Error).message).toContain('secret legacy/creds');
+    expect((error as Error).message).not.toContain('no-colon-here');
+    expect(sent).toHaveLength(0);
+  });
+});
+
 describe('legacy amounts', () => {
   it('sends the float of the exact decimal (1999 EUR → 19.99, 1999 JPY → 1999, 1 KWD → 0.001)', () => {
     expect([toLegacyAmount(1999, 'EUR'), toLegacyAmount(1999, 'JPY'), toLegacyAmount(1, 'KWD')]).toEqual([
