@@ -411,6 +411,7 @@ export class ConnectorStack extends Stack {
       deadLetterQueue,
       worker,
       webhook,
+      refunds,
       accept,
       functions: this.functions,
       oldestMessageAge: Duration.seconds(config.alarms.oldestMessageAgeSeconds),

@@ -42,6 +42,12 @@ export interface ConnectorMonitoringProps {
    * @default - no intake alarms
    */
   readonly webhook?: lambda.IFunction;
+  /**
+   * The function behind finance's `POST /refunds`: alarms on its errors and throttles. Its failures
+   * leave nothing in any queue either (finance gets the 500, the operator nothing else).
+   * @default - no refunds alarms
+   */
+  readonly refunds?: lambda.IFunction;
   /** The hourly accept function (acceptAfterDays): alarms on its errors, failures and backlog. */
   readonly accept?: lambda.IFunction;
   /** All functions, for the dashboard's Lambda widgets. */
@@ -151,6 +157,7 @@ export class ConnectorMonitoring extends Construct {
       }),
     ];
     if (props.webhook !== undefined) alarms.push(...webhookAlarms(this, props.webhook));
+    if (props.refunds !== undefined) alarms.push(...refundsAlarms(this, props.refunds));
     if (props.accept !== undefined) alarms.push(...acceptAlarms(this, props.accept, connectorMetric));
     this.alarms = alarms;
 
@@ -227,15 +234,11 @@ export class ConnectorMonitoring extends Construct {
   }
 }
 
-/**
- * The webhook function's alarms. A webhook function that cannot start (a bad setting after a
- * deploy) or that Lambda throttles (its reserved concurrency spent) refuses every shop delivery
- * with API Gateway's 500: WooCommerce does not retry and disables the webhook after a few, Shopify
- * removes the subscription after its retries, and no message reaches the queue or the DLQ.
- */
-function webhookAlarms(scope: Construct, webhook: lambda.IFunction): cloudwatch.Alarm[] {
-  const fiveMinutes = { statistic: cloudwatch.Stats.SUM, period: Duration.minutes(5) };
-  const alarm = (id: string, alarmDescription: string, metric: cloudwatch.IMetric) =>
+const FIVE_MINUTES = { statistic: cloudwatch.Stats.SUM, period: Duration.minutes(5) };
+
+/** An alarm on any count of `metric` in one period, for the functions whose failures queue nothing. */
+function anyInFiveMinutes(scope: Construct) {
+  return (id: string, alarmDescription: string, metric: cloudwatch.IMetric) =>
     new cloudwatch.Alarm(scope, id, {
       alarmDescription,
       metric,
@@ -244,16 +247,50 @@ function webhookAlarms(scope: Construct, webhook: lambda.IFunction): cloudwatch.
       evaluationPeriods: 1,
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
+}
+
+/**
+ * The webhook function's alarms. A webhook function that cannot start (a bad setting after a
+ * deploy) or that Lambda throttles (its reserved concurrency spent) refuses every shop delivery
+ * with API Gateway's 500: WooCommerce does not retry and disables the webhook after a few, Shopify
+ * removes the subscription after its retries, and no message reaches the queue or the DLQ.
+ */
+function webhookAlarms(scope: Construct, webhook: lambda.IFunction): cloudwatch.Alarm[] {
+  const alarm = anyInFiveMinutes(scope);
   return [
     alarm(
       'WebhookErrors',
       'The webhook function failed whole invocations (bad configuration, crash, timeout): shops got a 500 and their orders were not queued. Read its logs; shops that gave up need their webhooks re-enabled (`connector doctor`) and a backfill.',
-      webhook.metricErrors(fiveMinutes),
+      webhook.metricErrors(FIVE_MINUTES),
     ),
     alarm(
       'WebhookThrottles',
       'Lambda throttled the webhook function (ingest.reservedConcurrency spent): shops got an error and their orders were not queued. Raise ingest.reservedConcurrency or the route throttles; backfill what was refused.',
-      webhook.metricThrottles(fiveMinutes),
+      webhook.metricThrottles(FIVE_MINUTES),
+    ),
+  ];
+}
+
+/**
+ * The refunds function's alarms. A refunds function that cannot start (a bad setting after a
+ * deploy), crashes or times out answers finance's `POST /refunds` with API Gateway's 500, and one
+ * that Lambda throttles (it has no reserved concurrency: the account's pool is spent) with an error
+ * too. Finance sees it, but the refund is not queued, so neither the queue nor the DLQ tells the
+ * operator. A finance key, ledger or queue out of reach is a 503 the function answers itself, not
+ * an error of the function: these alarms do not see it.
+ */
+function refundsAlarms(scope: Construct, refunds: lambda.IFunction): cloudwatch.Alarm[] {
+  const alarm = anyInFiveMinutes(scope);
+  return [
+    alarm(
+      'RefundsErrors',
+      'The refunds function failed whole invocations (bad configuration, crash, timeout): finance got a 500 and those refunds were not queued. Read its logs and run `connector doctor`; once fixed, finance sends them again (a refundId counts once, so a repeat is harmless).',
+      refunds.metricErrors(FIVE_MINUTES),
+    ),
+    alarm(
+      'RefundsThrottles',
+      "Lambda throttled the refunds function (it has no reserved concurrency: the account's concurrency is spent): finance got an error and those refunds were not queued. Find what takes the account's concurrency (raise the quota or lower the others); finance sends the refunds again.",
+      refunds.metricThrottles(FIVE_MINUTES),
     ),
   ];
 }

@@ -417,9 +417,9 @@ describe('ConnectorStack (example config)', () => {
         Period: 300,
         Threshold: 300,
       });
-      // Six, the webhook function's two (test/infra/intake-alarms.test.ts) and the accept job's
-      // three (test/infra/accept-stack.test.ts).
-      s.template.resourceCountIs('AWS::CloudWatch::Alarm', 11);
+      // Six, the webhook and refunds functions' two each (test/infra/intake-alarms.test.ts) and the
+      // accept job's three (test/infra/accept-stack.test.ts).
+      s.template.resourceCountIs('AWS::CloudWatch::Alarm', 13);
     });
 
     it('alarms when a refund has waited a day for its order, measured by an hourly run of the worker', () => {

@@ -9,7 +9,8 @@ import { connectorApp, exampleConfig } from './support.ts';
  * cannot start (a bad SOURCES after a deploy) or that Lambda throttles (its reserved concurrency
  * spent) answers API Gateway's 500 to every delivery, WooCommerce gives up on each one and disables
  * the webhook after a few, Shopify removes the subscription after its retries. Nothing reaches the
- * queue or the DLQ, so only an alarm on the function itself tells anyone.
+ * queue or the DLQ, so only an alarm on the function itself tells anyone. Finance's `POST /refunds`
+ * likewise: the one who sees its 500 is finance, not the operator.
  */
 
 function synth(overrides: Record<string, unknown> = {}) {
@@ -53,6 +54,32 @@ describe('intake alarms', () => {
     const topic = [{ Ref: id(stack.monitoring.topic!) }];
     for (const alarm of alarms) {
       expect(alarm['Properties']).toMatchObject({ AlarmActions: topic, OKActions: topic });
+    }
+  });
+
+  it('alarms when the refunds function fails or is throttled, so refunds refused to finance are noticed', () => {
+    const { stack, template, id } = synth({ alarmEmail: 'ops@example.com' });
+    const topic = [{ Ref: id(stack.monitoring.topic!) }];
+
+    for (const [logicalPrefix, metric] of [
+      ['RefundsErrors', 'Errors'],
+      ['RefundsThrottles', 'Throttles'],
+    ] as const) {
+      const alarms = template.findResources('AWS::CloudWatch::Alarm', {
+        Properties: {
+          Namespace: 'AWS/Lambda',
+          MetricName: metric,
+          Dimensions: [{ Name: 'FunctionName', Value: { Ref: id(stack.functions.refunds) } }],
+          Statistic: 'Sum',
+          Period: 300,
+          Threshold: 0,
+          ComparisonOperator: 'GreaterThanThreshold',
+          TreatMissingData: 'notBreaching',
+          AlarmActions: topic,
+          OKActions: topic,
+        },
+      });
+      expect(Object.keys(alarms)).toEqual([expect.stringContaining(logicalPrefix)]);
     }
   });
 });

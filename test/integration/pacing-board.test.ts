@@ -88,6 +88,56 @@ describe('DynamoPacingBoard on dynalite (the pacing table)', () => {
     expect(Object.keys(item.Item ?? {})).toHaveLength(2);
   });
 
+  it('keeps the entry of an instance that came back after another saw it stale', async () => {
+    // Prepare: two instances busy on one clock; a goes quiet for 3 s and b sees its entry stale
+    let now = 4_000_000;
+    const board = () =>
+      new DynamoPacingBoard({ client: emulators.dynamo, table: emulators.pacingTableName, now: () => now });
+    const [a, b] = [board(), board()];
+    await a.share('back', 40);
+    await b.share('back', 25);
+    now += 3000;
+    await b.share('back', 25);
+
+    // Act: a comes back and shares, then b shares again (the share that removes what it saw stale)
+    await a.share('back', 41);
+    now += 100;
+    const seenByB = await b.share('back', 25);
+    const item = await emulators.dynamo.send(
+      new GetItemCommand({ TableName: emulators.pacingTableName, Key: { pk: { S: 'pace#back' } } }),
+    );
+
+    // Assess: b counts a's fresh pace, and the item still holds pk, a and b
+    expect([...seenByB].sort((x, y) => x - y)).toEqual([25, 41]);
+    expect(Object.keys(item.Item ?? {})).toHaveLength(3);
+  });
+
+  it('still removes the entry that stayed stale when one removed alongside it came back', async () => {
+    // Prepare: three instances busy; all but c go quiet, and c sees a and b stale
+    let now = 5_000_000;
+    const board = () =>
+      new DynamoPacingBoard({ client: emulators.dynamo, table: emulators.pacingTableName, now: () => now });
+    const [a, b, c] = [board(), board(), board()];
+    await a.share('some-back', 40);
+    await b.share('some-back', 30);
+    await c.share('some-back', 20);
+    now += 3000;
+    await c.share('some-back', 20);
+
+    // Act: a comes back; c shares (its removal of a and b meets a's fresh entry), then once more
+    await a.share('some-back', 41);
+    now += 100;
+    const seen = await c.share('some-back', 20);
+    await c.share('some-back', 20);
+    const item = await emulators.dynamo.send(
+      new GetItemCommand({ TableName: emulators.pacingTableName, Key: { pk: { S: 'pace#some-back' } } }),
+    );
+
+    // Assess: c's pace written and a's counted; b, still stale, gone by the second share
+    expect([...seen].sort((x, y) => x - y)).toEqual([20, 41]);
+    expect(Object.keys(item.Item ?? {})).toHaveLength(3);
+  });
+
   it('lets a starting instance claim what the busy others leave', async () => {
     // Prepare: two instances busy on the route
     const board = () => new DynamoPacingBoard({ client: emulators.dynamo, table: emulators.pacingTableName });
