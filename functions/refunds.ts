@@ -32,7 +32,7 @@ export interface RefundsWiring {
   readonly secrets: SecretStore;
   /** The settings CDK gives the function: SOURCES, QUEUE_URL, LEDGER_TABLE, FINANCE_API_KEY_SECRET. */
   readonly env: Env;
-  /** Lets tests wrap the ledger. */
+  /** Lets tests wrap the ledger's records (not the refund reservations kept beside them). */
   readonly wrapLedger?: (ledger: Ledger) => Ledger;
   /** Told the outcome of every request (the log line). */
   readonly observe?: FinanceDeps['observe'];
@@ -45,6 +45,7 @@ export function buildRefundsDeps(wiring: RefundsWiring): FinanceDeps {
   return {
     sources: sourcesFromEnv(env),
     ledger: wiring.wrapLedger ? wiring.wrapLedger(ledger) : ledger,
+    reservations: ledger,
     queue: new SqsEventQueue(wiring.sqs, requireEnv(env, 'QUEUE_URL')),
     secrets: wiring.secrets,
     keyRef: requireEnv(env, 'FINANCE_API_KEY_SECRET'),

@@ -15,7 +15,7 @@ import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
-import { ACCEPT_DUE_INDEX } from '../shared/adapters/dynamo-ledger.ts';
+import { ACCEPT_DUE_INDEX, RESERVATIONS_PREFIX } from '../shared/adapters/dynamo-ledger.ts';
 import { SourceConfig } from '../shared/config/sources.ts';
 import { WAITING_REFUNDS_CHECK } from '../shared/worker/waiting.ts';
 import { type DeployConfig, workerInitialRatePerSecond, workerRatePerSecond } from './deploy-config.ts';
@@ -269,6 +269,15 @@ export class ConnectorStack extends Stack {
     });
     queue.grant(refunds, 'sqs:SendMessage');
     this.#grantLedger(refunds, 'dynamodb:GetItem');
+    // A partial refund is reserved before it is queued (shared/finance.ts), in an item of its own
+    // beside the order's record: the function may put those items, never a record.
+    refunds.role!.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:PutItem'],
+        resources: [this.ledger.tableArn],
+        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [`${RESERVATIONS_PREFIX}*`] } },
+      }),
+    );
     this.#grantSecret(refunds, config.financeApiKeySecret);
 
     const workerEnvironment: Record<string, string> = {

@@ -5,10 +5,18 @@ import { CurrencyInput, freeText, idText } from './domain/limits.ts';
 import { BadInputError } from './errors.ts';
 import { answerFor, type EdgeOutcome, type EdgeResult, outcomeOf, refusedBody } from './http/answers.ts';
 import type { HttpAnswer } from './http/types.ts';
-import { countedRefunds, ledgerKey, type OrderRecord, refundOf } from './ledger.ts';
+import {
+  countedRefunds,
+  ledgerKey,
+  type OrderRecord,
+  type RefundReservation,
+  type RefundReservations,
+  refundOf,
+  unrecordedReservations,
+} from './ledger.ts';
 import { formatMinor, parseMoney } from './money.ts';
 import { safeEqual } from './platforms/signature.ts';
-import type { EventQueue, Ledger, SecretStore } from './ports.ts';
+import type { EventQueue, Ledger, ReservationLedger, SecretStore } from './ports.ts';
 import { deduplicationId, messageGroupId } from './queueing.ts';
 import { firstIssue } from './validation.ts';
 
@@ -16,7 +24,9 @@ import { firstIssue } from './validation.ts';
  * `POST /refunds`, for finance staff: `{ externalId, refundId, amount | amountCents | full: true,
  * reason, source?, currency? }`. `amount` is a decimal string in the order's currency ("12.50");
  * `amountCents` the same in minor units. The refund joins the order's FIFO group, so it is applied
- * after the order, and a refund id already seen from the shop counts once.
+ * after the order, and a refund id already seen from the shop counts once. A partial refund is
+ * reserved in the ledger before it is queued (`reserveRefund`), so that partial refunds of one order
+ * sent at the same time cannot together take more than remains.
  */
 export const FinanceRefundRequest = z
   .strictObject({
@@ -49,6 +59,8 @@ export type FinanceRefundRequest = z.infer<typeof FinanceRefundRequest>;
 export interface FinanceDeps {
   readonly sources: ReadonlyMap<string, SourceConfig>;
   readonly ledger: Pick<Ledger, 'get'>;
+  /** Where partial refunds are reserved before they are queued; the same table as `ledger`. */
+  readonly reservations: ReservationLedger;
   readonly queue: EventQueue;
   readonly secrets: SecretStore;
   /** Reference of the finance API key in the secret store (its previous value also passes, for rotation). */
@@ -196,8 +208,22 @@ async function submit(
     if (amount <= 0) return { result: bad('amount', 'must be greater than zero') };
   }
 
-  const overRefund = amount === undefined ? undefined : overRefundMessage(record, request.refundId, amount);
-  if (overRefund) return { result: bad('amount', overRefund) };
+  if (amount !== undefined) {
+    // Reserved before it is queued, and kept should the send fail: its retry (the same refund id)
+    // is not counted against itself, and a send that failed after SQS stored the message still
+    // counts for the order's other refunds.
+    let refused: EdgeResult | undefined;
+    try {
+      refused = await reserve(deps, record?.key ?? ledgerKey(source.program, request.externalId), {
+        record,
+        refundId: request.refundId,
+        amount,
+      });
+    } catch (error) {
+      return { result: unavailable('ledger unavailable, retry later', 'ledger', error) };
+    }
+    if (refused) return { result: refused };
+  }
 
   const now = deps.now();
   const event = OrderRefunded.parse({
@@ -261,8 +287,8 @@ export interface SentAlongside {
  * the worker would refuse the whole conversion, which cannot be undone. Undefined when it fits, when
  * `refundId` is already recorded (a resend counts once), or when the ledger cannot tell (the worker
  * then decides). `alongside` are refunds of the order sent before this one and not recorded yet (the
- * earlier rows of a CSV): they reach the worker first, so they take from what remains first. Shared
- * by `POST /refunds` and `connector refund`.
+ * earlier rows of a CSV, the refunds `POST /refunds` reserved): they take from what remains first.
+ * Shared by `POST /refunds` and `connector refund`.
  */
 export function overRefundMessage(
   record: OrderRecord | undefined,
@@ -282,6 +308,92 @@ export function overRefundMessage(
     `${formatMinor(Math.max(remaining, 0), currency)} remains${after}. A partial refund past it would refuse the ` +
     'conversion; to refund the whole order, send a full refund (full: true, or --full) instead'
   );
+}
+
+/**
+ * Most rounds of `reserve`. A round is lost only to another request's reservation of the same order
+ * written between this one's read and its write, and each request writes once: requests for one
+ * order sent at the same time are all settled within as many rounds as there are of them.
+ */
+const RESERVE_ROUNDS = 8;
+
+/** Most refund ids a refusal names among the reservations it counted. */
+const NAMED_RESERVATIONS = 3;
+
+/**
+ * Reserves a partial refund of `amount` for the order under `key`, judged against its record and
+ * the refunds reserved for it; a lost write reads both again and judges again. Resolves with the
+ * refusal (a 400 naming `amount`, or a 503 after too many lost rounds), or undefined once reserved.
+ */
+async function reserve(
+  deps: FinanceDeps,
+  key: string,
+  request: { readonly record: OrderRecord | undefined; readonly refundId: string; readonly amount: number },
+): Promise<EdgeResult | undefined> {
+  let record = request.record;
+  for (let round = 0; round < RESERVE_ROUNDS; round++) {
+    if (round > 0) record = await deps.ledger.get(key);
+    const reservations = (await deps.reservations.reservationsOf(key)) ?? { key, version: 0, refunds: [] };
+    const judged = reserveRefund(record, reservations, request.refundId, request.amount, deps.now());
+    if ('refused' in judged) return bad('amount', judged.refused);
+    if (!judged.reservations || (await deps.reservations.saveReservations(judged.reservations))) {
+      return undefined;
+    }
+  }
+  return {
+    kind: 'unavailable',
+    message: 'other refunds of this order are being requested at the same time, retry later',
+    retryAfterSeconds: 1,
+  };
+}
+
+/**
+ * Judges a partial refund of `amount` (minor units) against what remains of the order: its record
+ * (`overRefundMessage`) less the partial refunds reserved for it that the record does not hold yet,
+ * other than this refund id's own (a retry is not counted against itself). Returns the reason to
+ * refuse it, or the reservations to write: this refund's added (at the larger amount, should a retry
+ * change it), those the record now holds dropped. None to write when the record holds the refund id
+ * already (it counts once) or its reservation already covers the amount.
+ */
+export function reserveRefund(
+  record: OrderRecord | undefined,
+  reservations: RefundReservations,
+  refundId: string,
+  amount: number,
+  now: Date,
+): { readonly refused: string } | { readonly reservations?: RefundReservations } {
+  if (record && refundOf(record, refundId)) return {};
+  const unrecorded = unrecordedReservations(record, reservations);
+  const own = unrecorded.find((r) => r.refundId === refundId);
+  const others = unrecorded.filter((r) => r.refundId !== refundId);
+  const refused = overRefundMessage(record, refundId, amount, reservedAlongside(others));
+  if (refused) return { refused };
+  if (own && own.amount >= amount) return {};
+  return {
+    reservations: {
+      ...reservations,
+      refunds: [
+        ...others,
+        {
+          refundId,
+          amount: Math.max(own?.amount ?? 0, amount),
+          reservedAt: own?.reservedAt ?? now.toISOString(),
+        },
+      ],
+    },
+  };
+}
+
+/** Reserved refunds as `overRefundMessage` counts them beside the one judged. */
+function reservedAlongside(reserved: readonly RefundReservation[]): SentAlongside | undefined {
+  if (reserved.length === 0) return undefined;
+  const named = reserved.slice(0, NAMED_RESERVATIONS).map((r) => r.refundId);
+  const more = reserved.length - named.length;
+  const ids = more > 0 ? `${named.join(', ')} and ${more} more` : named.join(', ');
+  return {
+    amount: reserved.reduce((sum, r) => sum + r.amount, 0),
+    what: `refund${reserved.length > 1 ? 's' : ''} ${ids}, requested and not yet applied`,
+  };
 }
 
 /**

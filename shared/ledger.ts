@@ -202,6 +202,44 @@ export function recordRefund(record: OrderRecord, refund: RefundRecord): void {
   });
 }
 
+/**
+ * A partial finance refund `POST /refunds` let through for an order: its amount counts against what
+ * remains of the order until the worker records its refund id in the order's record.
+ */
+export interface RefundReservation {
+  readonly refundId: string;
+  /** Minor units, as the request gave it (the worker records a finance refund's amount as it is). */
+  readonly amount: number;
+  readonly reservedAt: string;
+}
+
+/**
+ * The finance refunds reserved for one order (see `RefundReservation`): the door writes them, with a
+ * write conditional on `version`, before it queues a refund, so that two requests for one order
+ * judged at the same time cannot both take what remains. Kept in an item of their own beside the
+ * order's record, which the worker and the accept job never read nor write: a reservation never
+ * changes the record's version under a worker's lease or a refund being applied.
+ */
+export interface RefundReservations {
+  /** The order's ledger key (`ledgerKey`). */
+  readonly key: string;
+  /** 0 until first written. */
+  version: number;
+  readonly refunds: readonly RefundReservation[];
+}
+
+/**
+ * The reservations of `reservations` whose refund the order's record does not hold yet: those still
+ * to count beside it. Once the worker records a refund id (counted, or rejected and skipped alike),
+ * the record alone says what it takes.
+ */
+export function unrecordedReservations(
+  record: OrderRecord | undefined,
+  reservations: RefundReservations | undefined,
+): RefundReservation[] {
+  return (reservations?.refunds ?? []).filter((r) => !record || !refundOf(record, r.refundId));
+}
+
 /** A refund or cancellation held in the ledger until its order's conversion exists. */
 export interface WaitingRefund {
   readonly program: string;

@@ -1,5 +1,5 @@
 import type { ConnectorEvent } from './domain/events.ts';
-import type { OrderRecord } from './ledger.ts';
+import type { OrderRecord, RefundReservations } from './ledger.ts';
 
 /**
  * The ports: what the use cases (ingest, finance, the worker) need of the world, as small
@@ -54,6 +54,20 @@ export interface Ledger {
   update(record: OrderRecord): Promise<boolean>;
   /** Every record of a program (reconciliation). */
   list(program?: string): AsyncIterable<OrderRecord>;
+}
+
+/**
+ * Where `POST /refunds` reserves partial refunds before it queues them (`RefundReservations`): an
+ * item per order beside its record, with the record's optimistic concurrency.
+ */
+export interface ReservationLedger {
+  /** The order's reservations (`key` is its ledger key); undefined when none was ever written. */
+  reservationsOf(key: string): Promise<RefundReservations | undefined>;
+  /**
+   * Writes them: creates them when `version` is 0, else only if the stored version is still the one
+   * read; false when another request got there first. Increments `reservations.version` on success.
+   */
+  saveReservations(reservations: RefundReservations): Promise<boolean>;
 }
 
 /** One page of the ledger's due-date index: the keys of records due, and where the next page starts. */

@@ -7,8 +7,14 @@ import {
   QueryCommand,
   ScanCommand,
 } from '@aws-sdk/client-dynamodb';
-import { awaitsAccept, type OrderRecord, storableRecord } from '../ledger.ts';
-import type { AcceptIndex, DuePage, Ledger } from '../ports.ts';
+import {
+  awaitsAccept,
+  type OrderRecord,
+  type RefundReservation,
+  type RefundReservations,
+  storableRecord,
+} from '../ledger.ts';
+import type { AcceptIndex, DuePage, Ledger, ReservationLedger } from '../ports.ts';
 
 /**
  * The ledger's sparse global secondary index of conversions waiting for acceptance: partition key
@@ -17,6 +23,14 @@ import type { AcceptIndex, DuePage, Ledger } from '../ports.ts';
  * refusing or skipping the order rewrites the item without it, and DynamoDB drops it from the index.
  */
 export const ACCEPT_DUE_INDEX = 'accept-due';
+
+/**
+ * Key prefix of the items holding an order's finance refund reservations (`reservations#` + the
+ * order's key). A record's key starts with its program, 24 hexadecimal characters, so no record's
+ * key starts so. These items carry neither `program` nor `acceptDueAt`: outside `list` and the
+ * due-date index. The refunds function may put these items only (its IAM policy's LeadingKeys).
+ */
+export const RESERVATIONS_PREFIX = 'reservations#';
 
 /** Options of `DynamoLedger`. */
 export interface DynamoLedgerOptions {
@@ -33,8 +47,9 @@ export interface DynamoLedgerOptions {
  * The ledger on DynamoDB. The record is stored as JSON in `doc`, with the fields an operator filters
  * on (state, program, externalId) as top-level attributes too. Writes are conditional on `version`
  * (optimistic concurrency), which works on DynamoDB and on dynalite alike (no transactions needed).
+ * An order's finance refund reservations are an item of their own beside it, versioned the same way.
  */
-export class DynamoLedger implements Ledger, AcceptIndex {
+export class DynamoLedger implements Ledger, AcceptIndex, ReservationLedger {
   readonly #client: DynamoDBClient;
   readonly #table: string;
   readonly #callOptions: () => { abortSignal?: AbortSignal } | undefined;
@@ -54,16 +69,51 @@ export class DynamoLedger implements Ledger, AcceptIndex {
   }
 
   async create(record: OrderRecord): Promise<boolean> {
-    return this.#put({ ...record, version: 1 }, 'attribute_not_exists(pk)', {}, () => {
+    return this.#put(toItem({ ...record, version: 1 }), 'attribute_not_exists(pk)', {}, () => {
       record.version = 1;
     });
   }
 
   async update(record: OrderRecord): Promise<boolean> {
     const next = { ...record, version: record.version + 1, updatedAt: new Date().toISOString() };
-    return this.#put(next, 'version = :v', { ':v': { N: String(record.version) } }, () => {
+    return this.#put(toItem(next), 'version = :v', { ':v': { N: String(record.version) } }, () => {
       record.version = next.version;
       record.updatedAt = next.updatedAt;
+    });
+  }
+
+  async reservationsOf(key: string): Promise<RefundReservations | undefined> {
+    const out = await this.#client.send(
+      new GetItemCommand({
+        TableName: this.#table,
+        Key: { pk: { S: RESERVATIONS_PREFIX + key } },
+        ConsistentRead: true,
+      }),
+      this.#callOptions(),
+    );
+    if (!out.Item) return undefined;
+    const doc = out.Item['doc']?.S;
+    if (!doc) throw new Error(`reservations item of ${key} has no doc`);
+    return {
+      key,
+      version: Number(out.Item['version']?.N ?? 0),
+      refunds: JSON.parse(doc) as RefundReservation[],
+    };
+  }
+
+  async saveReservations(reservations: RefundReservations): Promise<boolean> {
+    const version = reservations.version + 1;
+    const item = {
+      pk: { S: RESERVATIONS_PREFIX + reservations.key },
+      version: { N: String(version) },
+      doc: { S: JSON.stringify(reservations.refunds) },
+    };
+    const [condition, values] =
+      reservations.version === 0
+        ? ['attribute_not_exists(pk)', {}]
+        : ['version = :v', { ':v': { N: String(reservations.version) } }];
+    return this.#put(item, condition, values, () => {
+      reservations.version = version;
     });
   }
 
@@ -82,7 +132,9 @@ export class DynamoLedger implements Ledger, AcceptIndex {
         }),
         this.#callOptions(),
       );
-      for (const item of page.Items ?? []) yield fromItem(item);
+      for (const item of page.Items ?? []) {
+        if (!item['pk']?.S?.startsWith(RESERVATIONS_PREFIX)) yield fromItem(item);
+      }
       start = page.LastEvaluatedKey;
     } while (start);
   }
@@ -112,7 +164,7 @@ export class DynamoLedger implements Ledger, AcceptIndex {
   }
 
   async #put(
-    record: OrderRecord,
+    item: Record<string, AttributeValue>,
     condition: string,
     values: Record<string, AttributeValue>,
     onSuccess: () => void,
@@ -121,7 +173,7 @@ export class DynamoLedger implements Ledger, AcceptIndex {
       await this.#client.send(
         new PutItemCommand({
           TableName: this.#table,
-          Item: toItem(record),
+          Item: item,
           ConditionExpression: condition,
           ...(Object.keys(values).length > 0 ? { ExpressionAttributeValues: values } : {}),
         }),

@@ -300,10 +300,11 @@ describe('ConnectorStack (example config)', () => {
       expect(secrets).not.toContain('affiliate-token');
     });
 
-    it('refunds: sends to the main queue, reads one ledger item, reads the finance key secret', () => {
+    it('refunds: sends to the main queue, reads one ledger item, writes refund reservations only, reads the finance key secret', () => {
       const statements = statementsOf(s, 'refunds');
       expect(actionsOf(statements)).toEqual([
         'dynamodb:GetItem',
+        'dynamodb:PutItem',
         'logs:CreateLogStream',
         'logs:PutLogEvents',
         'secretsmanager:GetSecretValue',
@@ -313,6 +314,15 @@ describe('ConnectorStack (example config)', () => {
         expect.objectContaining({
           Action: 'dynamodb:GetItem',
           Resource: { 'Fn::GetAtt': [s.id(s.stack.ledger), 'Arn'] },
+        }),
+      );
+      // POST /refunds reserves partial refunds in items of their own (shared/finance.ts): it may put
+      // those, never an order's record.
+      expect(statements).toContainEqual(
+        expect.objectContaining({
+          Action: 'dynamodb:PutItem',
+          Resource: { 'Fn::GetAtt': [s.id(s.stack.ledger), 'Arn'] },
+          Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['reservations#*'] } },
         }),
       );
       expect(JSON.stringify(statements)).toContain(':secret:connector/finance-api-key-??????');

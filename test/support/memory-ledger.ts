@@ -1,13 +1,21 @@
-import { awaitsAccept, type OrderRecord, storableRecord } from '../../shared/ledger.ts';
-import type { AcceptIndex, DuePage, Ledger } from '../../shared/ports.ts';
+import {
+  awaitsAccept,
+  type OrderRecord,
+  type RefundReservations,
+  storableRecord,
+} from '../../shared/ledger.ts';
+import type { AcceptIndex, DuePage, Ledger, ReservationLedger } from '../../shared/ports.ts';
 
 /**
  * The Ledger port in memory, with DynamoLedger's contract: `create` only when absent (at version 1),
  * `update` only when the stored version is the one read, then bumping `version` and `updatedAt` on
- * the caller's record. Records are copied in and out, so no caller aliases the stored one.
+ * the caller's record. Records are copied in and out, so no caller aliases the stored one. Finance
+ * refund reservations are kept apart from the records, as DynamoLedger keeps them in items of their
+ * own: `list` never yields them, and writing them never changes a record's version.
  */
-export class MemoryLedger implements Ledger, AcceptIndex {
+export class MemoryLedger implements Ledger, AcceptIndex, ReservationLedger {
   readonly #records = new Map<string, OrderRecord>();
+  readonly #reservations = new Map<string, RefundReservations>();
   readonly #now: () => number;
 
   constructor(now: () => number = Date.now) {
@@ -31,6 +39,18 @@ export class MemoryLedger implements Ledger, AcceptIndex {
     record.version += 1;
     record.updatedAt = new Date(this.#now()).toISOString();
     this.#records.set(record.key, structuredClone(storableRecord(record)));
+    return true;
+  }
+
+  async reservationsOf(key: string): Promise<RefundReservations | undefined> {
+    const stored = this.#reservations.get(key);
+    return stored ? structuredClone(stored) : undefined;
+  }
+
+  async saveReservations(reservations: RefundReservations): Promise<boolean> {
+    if ((this.#reservations.get(reservations.key)?.version ?? 0) !== reservations.version) return false;
+    reservations.version += 1;
+    this.#reservations.set(reservations.key, structuredClone(reservations));
     return true;
   }
 

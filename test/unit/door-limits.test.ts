@@ -103,6 +103,7 @@ describe('limits checked at the door (the platform client would refuse these lat
       {
         sources,
         ledger: { get: async () => undefined },
+        reservations: new MemoryLedger(),
         queue,
         secrets,
         keyRef: 'FINANCE_KEY',

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import { submitFinanceRefund } from '../../shared/finance.ts';
 import { ledgerKey, type OrderRecord, type RefundRecord } from '../../shared/ledger.ts';
+import type { ReservationLedger } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 import { RecordingQueue } from '../support/recording-queue.ts';
@@ -51,12 +52,17 @@ async function ledgerWithOrder(overrides: Partial<OrderRecord> = {}): Promise<Me
   return ledger;
 }
 
-async function submit(ledger: MemoryLedger, body: Record<string, unknown>) {
+async function submit(
+  ledger: MemoryLedger,
+  body: Record<string, unknown>,
+  reservations: ReservationLedger = ledger,
+) {
   const queue = new RecordingQueue();
   const answer = await submitFinanceRefund(
     {
       sources,
       ledger,
+      reservations,
       queue,
       secrets: new EnvSecretStore({ FINANCE_API_KEY: FINANCE_KEY }),
       keyRef: 'FINANCE_API_KEY',
@@ -129,5 +135,81 @@ describe('POST /refunds: a partial refund larger than what remains', () => {
     ]);
     // Assess: the worker records these (waits, parks or skips); none can refuse by a typo here
     expect(answers.map((a) => a.answer.status)).toEqual([202, 202, 202]);
+  });
+});
+
+describe('POST /refunds: partial refunds of one order not yet recorded by the worker', () => {
+  it('queues one of two refunds sent together that fit alone but not together, and answers 400 naming amount to the other', async () => {
+    // Prepare: EUR 43.90 left
+    const ledger = await ledgerWithOrder();
+    // Act
+    const answers = await Promise.all([
+      submit(ledger, { refundId: 'RF-a', amount: '30.00' }),
+      submit(ledger, { refundId: 'RF-b', amount: '30.00' }),
+    ]);
+    // Assess
+    expect(answers.map((a) => a.answer.status).sort()).toEqual([202, 400]);
+    expect(answers.flatMap((a) => a.queue.events)).toHaveLength(1);
+    const refused = answers.find((a) => a.answer.status === 400);
+    expect(refused?.answer.body).toMatchObject({ field: 'amount' });
+    expect(refused?.answer.body['message']).toMatch(
+      /^EUR 30\.00 is more than is left of order 1001: EUR 13\.90 remains after refund RF-[ab], requested and not yet applied \(EUR 30\.00\)\./,
+    );
+  });
+
+  it('names at most three of the refunds it counted', async () => {
+    // Prepare: four refunds of EUR 10.00 queued, EUR 3.90 left
+    const ledger = await ledgerWithOrder();
+    for (const id of ['RF-a', 'RF-b', 'RF-c', 'RF-d']) {
+      expect((await submit(ledger, { refundId: id, amount: '10.00' })).answer.status).toBe(202);
+    }
+    // Act
+    const { answer } = await submit(ledger, { amount: '10.00' });
+    // Assess
+    expect(answer.status).toBe(400);
+    expect(answer.body['message']).toContain(
+      'EUR 3.90 remains after refunds RF-a, RF-b, RF-c and 1 more, requested and not yet applied (EUR 40.00)',
+    );
+  });
+
+  it('counts a refund of an order the ledger did not know yet once the order is there', async () => {
+    // Prepare: the refund comes before the order's record (the order still in the queue)
+    const ledger = new MemoryLedger();
+    const early = await submit(ledger, { refundId: 'RF-early', amount: '30.00', currency: 'EUR' });
+    await ledger.create({
+      key: ledgerKey(PROGRAM, '1001'),
+      program: PROGRAM,
+      externalId: '1001',
+      source: 'shopify',
+      state: 'added',
+      version: 0,
+      originalAmount: 5_000,
+      currentAmount: 5_000,
+      currency: 'EUR',
+      refunds: {},
+      createdAt: '2026-06-01T09:00:00.000Z',
+      updatedAt: '2026-06-01T09:00:00.000Z',
+    });
+    // Act
+    const { answer } = await submit(ledger, { amount: '30.00' });
+    // Assess
+    expect(early.answer.status).toBe(202);
+    expect(answer.status).toBe(400);
+    expect(answer.body['message']).toContain('EUR 20.00 remains after refund RF-early');
+  });
+
+  it('answers 503 with retry-after, and queues nothing, when its reservation keeps losing to other requests', async () => {
+    // Prepare: every write of the reservations finds another request's written first
+    const ledger = await ledgerWithOrder();
+    const busy: ReservationLedger = {
+      reservationsOf: (key) => ledger.reservationsOf(key),
+      saveReservations: async () => false,
+    };
+    // Act
+    const { answer, queue } = await submit(ledger, { amount: '10.00' }, busy);
+    // Assess
+    expect(answer.status).toBe(503);
+    expect(answer.headers?.['retry-after']).toBe('1');
+    expect(queue.events).toHaveLength(0);
   });
 });

@@ -62,7 +62,15 @@ async function webhookGroup(sourceId: string, secret: string, payload: Record<st
 async function financeGroup(ledger: MemoryLedger, body: Record<string, unknown>) {
   const queue = new RecordingQueue();
   const answer = await submitFinanceRefund(
-    { sources, ledger, queue, secrets, keyRef: 'FINANCE_API_KEY', now: () => new Date() },
+    {
+      sources,
+      ledger,
+      reservations: ledger,
+      queue,
+      secrets,
+      keyRef: 'FINANCE_API_KEY',
+      now: () => new Date(),
+    },
     { 'x-api-key': FINANCE_KEY },
     Buffer.from(JSON.stringify(body)),
   );

@@ -4,6 +4,7 @@ import { makeHandler } from '../../functions/refunds.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { FinanceOutcome } from '../../shared/finance.ts';
 import type { Ledger, SecretStore } from '../../shared/ports.ts';
+import { MemoryLedger } from '../support/memory-ledger.ts';
 import { RecordingQueue } from '../support/recording-queue.ts';
 
 /**
@@ -57,6 +58,7 @@ describe('POST /refunds: a failing dependency is a 503 to retry, not a 500', () 
     const handler = makeHandler({
       sources,
       ledger: throttledLedger,
+      reservations: new MemoryLedger(),
       queue,
       secrets,
       keyRef: 'FINANCE_API_KEY',
@@ -84,6 +86,7 @@ describe('POST /refunds: a failing dependency is a 503 to retry, not a 500', () 
     const noKey = makeHandler({
       sources,
       ledger: working,
+      reservations: new MemoryLedger(),
       queue: new RecordingQueue(),
       secrets: {
         get: async () => Promise.reject(new Error('AccessDeniedException')),
@@ -95,6 +98,7 @@ describe('POST /refunds: a failing dependency is a 503 to retry, not a 500', () 
     const noQueue = makeHandler({
       sources,
       ledger: working,
+      reservations: new MemoryLedger(),
       queue: { send: async () => Promise.reject(new Error('TimeoutError')) },
       secrets,
       keyRef: 'FINANCE_API_KEY',
@@ -120,6 +124,7 @@ describe('POST /refunds: refund ids', () => {
     const handler = makeHandler({
       sources,
       ledger: { get: async () => undefined },
+      reservations: new MemoryLedger(),
       queue,
       secrets,
       keyRef: 'FINANCE_API_KEY',
@@ -145,6 +150,7 @@ describe('POST /refunds: what the observer is told', () => {
     const deps = {
       sources,
       ledger: { get: async () => undefined },
+      reservations: new MemoryLedger(),
       queue: new RecordingQueue(),
       secrets,
       keyRef: 'FINANCE_API_KEY',

@@ -7,6 +7,7 @@ import { adapterFor } from '../../shared/platforms/registry.ts';
 import { hmacSha256 } from '../../shared/platforms/signature.ts';
 import type { EventQueue } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
+import { MemoryLedger } from '../support/memory-ledger.ts';
 import { sampleRaw } from './platforms/support.ts';
 
 /**
@@ -101,6 +102,7 @@ describe('the finance key is never split, and must be strong', () => {
     const deps: FinanceDeps = {
       sources: new Map([[woo.id, woo]]),
       ledger: { get: async () => undefined },
+      reservations: new MemoryLedger(),
       queue: new MemoryQueue(),
       secrets: new EnvSecretStore(env),
       keyRef: 'FINANCE_API_KEY',
