@@ -25,7 +25,10 @@ export interface Difference {
   readonly ledgerAmount?: number;
   readonly platformStatus?: string;
   readonly platformAmount?: number;
+  /** The ledger's currency (the platform's when the ledger has none). */
   readonly currency?: string;
+  /** The platform's currency, when it is not `currency`: its amount is in that one's minor units. */
+  readonly platformCurrency?: string;
   readonly detail: string;
 }
 
@@ -61,7 +64,9 @@ export function compareOrder(
     platformStatus: conversion?.status,
     platformAmount: conversion?.amount,
     currency: record?.currency ?? conversion?.currency,
+    ...(otherCurrency(record, conversion) ? { platformCurrency: conversion?.currency } : {}),
   };
+  const platformCurrency = base.platformCurrency ?? base.currency;
   const out: Difference[] = [];
   if (conversions.length > 1) {
     out.push({
@@ -116,16 +121,23 @@ export function compareOrder(
   if (
     record.state === 'added' &&
     typeof conversion.amount === 'number' &&
-    conversion.amount !== record.currentAmount
+    (conversion.amount !== record.currentAmount || base.platformCurrency !== undefined)
   ) {
     const pending = Object.values(record.refunds).some((r) => r.status === 'pending');
     out.push({
       ...base,
       kind: 'amount_mismatch',
-      detail: `ledger ${money(record.currentAmount, record.currency)}, platform ${money(conversion.amount, base.currency)}${pending ? ' (a refund is being applied)' : ''}`,
+      detail: `ledger ${money(record.currentAmount, record.currency)}, platform ${money(conversion.amount, platformCurrency)}${pending ? ' (a refund is being applied)' : ''}`,
     });
   }
   return out;
+}
+
+/** Whether the platform names another currency than the ledger's: the same number is other money. */
+function otherCurrency(record: OrderRecord | undefined, conversion: Conversion | undefined): boolean {
+  const ledger = record?.currency?.toUpperCase();
+  const platform = conversion?.currency?.toUpperCase();
+  return ledger !== undefined && platform !== undefined && ledger !== platform;
 }
 
 /** The `stuck_add` difference of a record `isStuckAdd` finds. */

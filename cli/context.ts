@@ -8,7 +8,8 @@ import { LOCAL_AWS, LOCAL_STATE_FILE } from '../local/defaults.ts';
 import { DynamoLedger } from '../shared/adapters/dynamo-ledger.ts';
 import { AffiliateClient } from '../shared/affiliate/client.ts';
 import { parseSources, SourceConfig } from '../shared/config/sources.ts';
-import { CliError, type CliIo, explain, unreachableHint } from './io.ts';
+import { HexId } from '../shared/domain/ids.ts';
+import { CliError, type CliIo, cell, explain, unreachableHint } from './io.ts';
 
 /**
  * How the CLI reaches the connector, the queues, the ledger and the platform: each setting from its
@@ -269,7 +270,14 @@ export class CliContext {
   /** The programs to look in: the one given, else the configured sources' programs (distinct, in order). */
   programs(program?: string, source?: string): string[] {
     // As configured: the ledger key holds the program id as the source spells it.
-    if (program) return [program];
+    if (program) {
+      // A mistyped id finds nothing: late-refunds would say "✓ no late refunds" of it.
+      const checked = HexId.safeParse(program);
+      if (!checked.success) {
+        throw new CliError(`--program: "${cell(program, 40)}" ${checked.error.issues[0]?.message}`);
+      }
+      return [program];
+    }
     const sources = this.sources();
     if (source) {
       const found = sources.find((s) => s.id === source);

@@ -19,6 +19,7 @@ import {
   terminalJson,
   writeLine,
 } from './io.ts';
+import { pageProgress } from './progress.ts';
 import { isStuckAdd, repairStuckAdd, type StuckRepair } from './stuck.ts';
 
 /** Page size of Conversions list (the API allows up to 10 000). */
@@ -84,7 +85,8 @@ export async function listAllConversions(
  * Compares the platform's conversions of the period with the ledger, both ways. Orders are matched
  * by externalId within a program. A ledger record of the period whose conversion is not in the
  * platform's list is looked up by externalId before being called missing (the platform dates a
- * conversion by its creation, which can fall just outside the period).
+ * conversion by its creation, which can fall just outside the period). `onPage` hears how many
+ * conversions were read so far, of how many, over all the programs.
  */
 export async function reconcile(
   ledger: Pick<Ledger, 'list'>,
@@ -93,6 +95,7 @@ export async function reconcile(
   from: Date,
   to: Date,
   now: Date = new Date(),
+  onPage?: (read: number, total: number) => void,
 ): Promise<ReconcileReport> {
   const fromIso = from.toISOString();
   const toIso = to.toISOString();
@@ -101,7 +104,10 @@ export async function reconcile(
   let platformConversions = 0;
   const waiting: WaitingRefund[] = [];
   for (const program of programs) {
-    const conversions = await listAllConversions(client, program, fromIso, toIso);
+    const before = platformConversions;
+    const conversions = await listAllConversions(client, program, fromIso, toIso, (read, total) =>
+      onPage?.(before + read, before + total),
+    );
     platformConversions += conversions.length;
     const byExternalId = new Map<string, Conversion[]>();
     for (const c of conversions)
@@ -181,7 +187,7 @@ export function reportCsv(report: ReconcileReport): string {
       d.ledgerState ?? '',
       decimal(d.ledgerAmount, d.currency),
       d.platformStatus ?? '',
-      decimal(d.platformAmount, d.currency),
+      decimal(d.platformAmount, d.platformCurrency ?? d.currency),
       d.currency ?? '',
       d.detail,
     ].map(csvCell),
@@ -202,7 +208,9 @@ function reportText(report: ReconcileReport): string {
       d.ledgerState
         ? `${d.ledgerState}${d.ledgerAmount === undefined ? '' : ` ${money(d.ledgerAmount, d.currency)}`}`
         : '-',
-      d.platformStatus ? `${d.platformStatus} ${money(d.platformAmount, d.currency)}` : '-',
+      d.platformStatus
+        ? `${d.platformStatus} ${money(d.platformAmount, d.platformCurrency ?? d.currency)}`
+        : '-',
       cell(d.detail, 70),
     ]),
   );
@@ -275,7 +283,15 @@ a repair not confirmed, 2 a wrong option or setting.`,
         const programs = ctx.programs(options.program, options.source);
         const ledger = ctx.ledger();
         const client = await ctx.affiliate();
-        const report = await reconcile(ledger, client, programs, from, to, now);
+        const progress = pageProgress(io, 'conversions');
+        let report: ReconcileReport;
+        try {
+          report = await reconcile(ledger, client, programs, from, to, now, (read, total) =>
+            progress.page(read, total),
+          );
+        } finally {
+          progress.stop();
+        }
         if (options.json) writeLine(io.stdout, terminalJson(report));
         else if (options.csv) writeLine(io.stdout, reportCsv(report));
         else writeLine(io.stdout, reportText(report));
@@ -292,7 +308,8 @@ a repair not confirmed, 2 a wrong option or setting.`,
 
 /**
  * `reconcile --repair`: the plan first (a dry run through Conversion info), then, once confirmed,
- * the same again for real. True when every stuck add was repaired.
+ * the same again for real. True when every stuck add was repaired. Told on stdout after the table,
+ * on stderr (with the prompt) when stdout carries the report as JSON or CSV for a script.
  */
 async function repairStuck(
   io: CliIo,
@@ -300,8 +317,9 @@ async function repairStuck(
   client: Pick<AffiliateClient, 'conversionInfo'>,
   stuck: readonly Difference[],
   now: Date,
-  options: { dryRun?: boolean; yes?: boolean },
+  options: { dryRun?: boolean; yes?: boolean; json?: boolean; csv?: boolean },
 ): Promise<boolean> {
+  const out = options.json || options.csv ? io.stderr : io.stdout;
   const records: OrderRecord[] = [];
   for (const d of stuck) {
     const record = await ledger.get(ledgerKey(d.program, d.externalId));
@@ -310,16 +328,16 @@ async function repairStuck(
   const plan = [];
   for (const record of records) plan.push(await repairStuckAdd(ledger, client, record, now.getTime(), false));
   const n = (count: number) => `${count} stuck add${count === 1 ? '' : 's'}`;
-  writeLine(io.stdout, '');
+  writeLine(out, '');
   writeLine(
-    io.stdout,
+    out,
     formatTable(
       ['EXTERNAL ID', 'REPAIR'],
       plan.map((r) => [r.externalId, repairText(r)]),
     ),
   );
   if (options.dryRun) {
-    writeLine(io.stdout, `dry run: ${n(plan.length)} would be repaired`);
+    writeLine(out, `dry run: ${n(plan.length)} would be repaired`);
     return false;
   }
   if (!options.yes) {
@@ -331,8 +349,8 @@ async function repairStuck(
   const done: StuckRepair[] = [];
   for (const record of records) done.push(await repairStuckAdd(ledger, client, record, now.getTime(), true));
   const unchanged = done.filter((r) => r.action === 'unchanged');
-  for (const r of unchanged) writeLine(io.stdout, `${r.externalId}: ${repairText(r)}`);
-  writeLine(io.stdout, `repaired ${n(done.length - unchanged.length)}`);
+  for (const r of unchanged) writeLine(out, `${r.externalId}: ${repairText(r)}`);
+  writeLine(out, `repaired ${n(done.length - unchanged.length)}`);
   return unchanged.length === 0;
 }
 

@@ -105,7 +105,11 @@ export function statusText(status: OrderStatus): string {
   const rows: string[][] = [
     ['state', dash(record?.state), dash(conversion?.status)],
     ['conversion id', dash(record?.conversionId), dash(conversion?.id)],
-    ['amount', record ? money(record.currentAmount, currency) : '-', money(conversion?.amount, currency)],
+    [
+      'amount',
+      record ? money(record.currentAmount, currency) : '-',
+      money(conversion?.amount, conversion?.currency ?? currency),
+    ],
     ['original amount', record ? money(record.originalAmount, currency) : '-', '-'],
     ['mode', dash(record?.kind), '-'],
     [

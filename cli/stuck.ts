@@ -49,6 +49,8 @@ export async function repairStuckAdd(
       current.state = 'added';
       current.conversionId = found.id;
       current.lastError = undefined;
+      current.unclearAddAt = undefined;
+      if (found.amount === current.currentAmount) settleCarriedRefunds(current, now);
     } else {
       current.state = 'failed';
       current.lastError =
@@ -59,4 +61,22 @@ export async function repairStuckAdd(
     }
   }
   return found ? { action: 'added', externalId, conversionId: found.id } : { action: 'failed', externalId };
+}
+
+/**
+ * The add that went through sent the record's `currentAmount`: the order's amount less the refunds
+ * held for it, written before the call. When the platform shows that amount, those refunds went with
+ * the add, and are recorded applied as the worker records them when it settles an add itself;
+ * left pending, `status` would call them in flight and the accept job would hold the conversion.
+ * At another amount they stay pending: the order sent again applies them (`placeOrder`).
+ */
+function settleCarriedRefunds(record: OrderRecord, now: number): void {
+  const at = new Date(now).toISOString();
+  for (const refund of Object.values(record.refunds)) {
+    if (refund.status !== 'pending') continue;
+    refund.status = 'applied';
+    refund.appliedAt = at;
+    refund.resultingAmount = record.currentAmount;
+  }
+  record.awaitingSince = undefined;
 }

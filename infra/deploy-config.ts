@@ -241,8 +241,16 @@ export const DeployConfig = z
       .strictObject({
         /** @default false: off unless configured */
         enabled: z.boolean().default(false),
-        /** How far back each run reads. @default 48 (two runs overlap: a failed day is caught next time) */
-        hours: z.number().int().min(1).max(720).default(48),
+        /**
+         * How far back each run reads: at least the day between two runs, or part of every day is read
+         * by none. @default 48 (two runs overlap: a failed day is caught next time)
+         */
+        hours: z
+          .number()
+          .int()
+          .min(24, 'must be at least 24: the catch-up runs once a day, and a shorter window leaves hours no run reads')
+          .max(720)
+          .default(48),
         /** Hour of the day (UTC) the run starts. @default 3 */
         hourUtc: z.number().int().min(0).max(23).default(3),
       })

@@ -134,9 +134,22 @@ async function* shopify(
       const topic = source.orderTopic;
       const paid =
         typeof order['financial_status'] === 'string' && SHOPIFY_PAID.has(order['financial_status']);
+      const placed = delivery(`order ${id}`, shopifyHeaders(topic, id), {
+        ...order,
+        cancelled_at: null,
+        cancel_reason: null,
+        refunds: [],
+      });
+      const cancellation = order['cancelled_at']
+        ? delivery(`cancellation of order ${id}`, shopifyHeaders('orders/cancelled', id), order)
+        : undefined;
       if (topic === 'orders/create' || paid) {
-        const placed = { ...order, cancelled_at: null, cancel_reason: null, refunds: [] };
-        yield delivery(`order ${id}`, shopifyHeaders(topic, id), placed);
+        yield placed;
+        if (cancellation) yield cancellation;
+      } else if (cancellation) {
+        // Not paid, so no orders/paid webhook; cancelled since. Its cancellation alone would be held
+        // for an order that never comes (see `settledCancellation`).
+        yield* settledCancellation(cancellation, placed);
       } else {
         const status = String(order['financial_status']);
         yield {
@@ -144,8 +157,6 @@ async function* shopify(
           skipped: `not paid (${status}), and the source's order topic is orders/paid`,
         };
       }
-      if (order['cancelled_at'])
-        yield delivery(`cancellation of order ${id}`, shopifyHeaders('orders/cancelled', id), order);
       const refunds = Array.isArray(order['refunds']) ? (order['refunds'] as Json[]) : [];
       for (const refund of refunds) {
         const refundId = String(refund['id']);
@@ -185,7 +196,19 @@ async function* woocommerce(client: WooCommerceClient, period: Period): AsyncGen
       const order = item as Json;
       const id = String(order['id']);
       const status = String(order['status']);
-      // A cancelled or failed order is left to the adapter, which says why it is no sale.
+      if (status === 'cancelled') {
+        // Its order.created, if it was ever sent, carried another status: the body says no more.
+        yield* settledCancellation(
+          delivery(`cancellation of order ${id}`, { 'x-wc-webhook-topic': 'order.updated' }, order),
+          delivery(
+            `order ${id}`,
+            { 'x-wc-webhook-topic': 'order.created' },
+            { ...order, status: 'processing', refunds: [] },
+          ),
+        );
+        continue;
+      }
+      // A failed order is left to the adapter, which says why it is no sale.
       const placed =
         status === 'refunded' ? { ...order, status: 'processing', refunds: [] } : { ...order, refunds: [] };
       yield delivery(`order ${id}`, { 'x-wc-webhook-topic': 'order.created' }, placed);
@@ -196,6 +219,19 @@ async function* woocommerce(client: WooCommerceClient, period: Period): AsyncGen
       }
     }
   }
+}
+
+/**
+ * An order cancelled whose placement no webhook would deliver as it stands now (WooCommerce shows only
+ * `cancelled`; Shopify an unpaid order to an `orders/paid` source): the cancellation, then the order.
+ * The connector may have added the order before (its cancellation refuses it; the order is then a
+ * no-op) or never heard of it: the cancellation alone would be held in the ledger for an order that
+ * never comes, waiting for good (status, reconcile, the RefundWaitingForOrder alarm). Coming after
+ * it, in the same message group, the order finds it held and is recorded never added: nothing sent.
+ */
+function* settledCancellation(cancellation: Delivery, placed: Delivery): Generator<Delivery> {
+  yield cancellation;
+  yield placed;
 }
 
 /** Stripe events of the mapped types in the period, oldest first (the API lists newest first). */

@@ -135,7 +135,7 @@ describe('backfill from the shop fakes', () => {
     expect(refund.eventId).toMatch(new RegExp(`^order\\.updated:${orderId}:[0-9T:-]+:refund:${refundId}$`));
   });
 
-  it('WooCommerce: a cancelled order is said to be no sale and its cancellation is queued', async () => {
+  it('WooCommerce: a cancelled order queues its cancellation, then the order, which the cancellation keeps from being added', async () => {
     const { orderId } = sandbox.shops.control.createOrder('woocommerce', {
       clickId: CLICK,
       at: minutesAgo(30),
@@ -144,10 +144,8 @@ describe('backfill from the shop fakes', () => {
 
     const { summary, types } = await run(sourceFor('woocommerce'));
 
-    expect(types).toEqual([`OrderCancelled ${orderId}`]);
-    expect(summary.skipped).toEqual([
-      { label: `order ${orderId}`, reason: expect.stringContaining('not a sale') },
-    ]);
+    expect(types).toEqual([`OrderCancelled ${orderId}`, `OrderPlaced ${orderId}`]);
+    expect(summary).toMatchObject({ found: 2, queued: 2, skipped: [] });
   });
 
   it("Stripe: events keep their own ids, so a backfilled event has the webhook's deduplication id", async () => {
