@@ -6,7 +6,7 @@ import { ConfigurationError } from '../shared/errors.ts';
 import { LegacyBackend } from '../shared/legacy/backend.ts';
 import { LegacyClient, parseLegacyCredentials } from '../shared/legacy/client.ts';
 import type { ConversionBackend } from '../shared/ports.ts';
-import { type CliContext, settingOptions, withContext } from './context.ts';
+import { type CliContext, PLATFORM_CALL_MS, settingOptions, withContext } from './context.ts';
 import { CliError, type CliIo, cell, formatTable, writeLine } from './io.ts';
 import { rowProgress } from './progress.ts';
 
@@ -208,6 +208,7 @@ function legacyBackend(ctx: CliContext): ConversionBackend | undefined {
       new LegacyClient({
         baseUrl,
         maxAttempts: 3,
+        callBudgetMs: PLATFORM_CALL_MS,
         ...parseLegacyCredentials(credentials, 'LEGACY_CREDENTIALS'),
       }),
     );

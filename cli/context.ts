@@ -5,6 +5,7 @@ import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-sec
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
 import { LOCAL_AWS, LOCAL_STATE_FILE } from '../local/defaults.ts';
+import { awsClientConfig } from '../shared/adapters/aws-clients.ts';
 import { DynamoLedger } from '../shared/adapters/dynamo-ledger.ts';
 import { AffiliateClient } from '../shared/affiliate/client.ts';
 import { parseSources, SourceConfig } from '../shared/config/sources.ts';
@@ -21,6 +22,12 @@ import { CliError, type CliIo, cell, explain, unreachableHint } from './io.ts';
 
 /** Bounds every AWS call, so a wrong endpoint fails in seconds rather than hanging a terminal. */
 export const AWS_TIMEOUT_MS = 10_000;
+
+/**
+ * Bounds every call to the affiliate platform, its retries and a 429's retry-after included, so a
+ * platform asking to wait an hour fails the command instead of holding the terminal.
+ */
+export const PLATFORM_CALL_MS = 30_000;
 
 interface SettingSpec {
   /** Flag, when the setting has one (the affiliate token has none: tokens do not belong in shell history). */
@@ -376,22 +383,28 @@ export class CliContext {
     const baseUrl = this.require('affiliateBaseUrl');
     const token = await this.requireSecret('affiliateToken');
     try {
-      return new AffiliateClient({ baseUrl, token, maxAttempts: 3 });
+      return new AffiliateClient({ baseUrl, token, maxAttempts: 3, callBudgetMs: PLATFORM_CALL_MS });
     } catch (error) {
       throw new CliError(`${SETTINGS.affiliateBaseUrl.env}: ${(error as Error).message}`);
     }
   }
 
+  /**
+   * Each attempt is bounded by the client too, not only by `awsCall`: calls the shared adapters
+   * send (`SqsEventQueue` for backfill, `SqsFailureQueue` for accept) carry no per-call signal, and
+   * the SDK's default request timeout is none.
+   */
   #awsConfig(endpoint: string | undefined) {
     const region = this.get('region');
+    const budget = { connectionTimeoutMs: AWS_TIMEOUT_MS, requestTimeoutMs: AWS_TIMEOUT_MS };
     if (endpoint)
       return {
+        ...awsClientConfig({ ...budget, maxAttempts: 2 }),
         endpoint,
         region: region ?? LOCAL_AWS.region,
         credentials: LOCAL_AWS.credentials,
-        maxAttempts: 2,
       };
-    return { ...(region ? { region } : {}), maxAttempts: 3 };
+    return { ...awsClientConfig({ ...budget, maxAttempts: 3 }), ...(region ? { region } : {}) };
   }
 
   close(): void {

@@ -17,7 +17,7 @@ import {
   settingOptions,
   withContext,
 } from './context.ts';
-import { CliError, type CliIo, explain, writeLine } from './io.ts';
+import { CliError, type CliIo, explain, visibleText, writeLine } from './io.ts';
 import { shopWebhookChecks } from './shop-side.ts';
 
 export type { CheckResult };
@@ -338,7 +338,8 @@ Examples:
         const results = await runChecks(ctx);
         const width = Math.max(...results.map((r) => r.name.length));
         for (const r of results) {
-          writeLine(io.stdout, `${MARK[r.status]} ${r.name.padEnd(width)}  ${r.detail}`);
+          // A detail quotes what servers said (the platform's refusal): escaped, not obeyed.
+          writeLine(io.stdout, `${MARK[r.status]} ${r.name.padEnd(width)}  ${visibleText(r.detail)}`);
           if (r.status === 'fail' && r.hint) writeLine(io.stdout, `  ${' '.repeat(width)}  fix: ${r.hint}`);
         }
         const failed = results.filter((r) => r.status === 'fail').length;

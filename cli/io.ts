@@ -1,5 +1,6 @@
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { foreignMessage, isConnectorError } from '../shared/errors.ts';
 
 /**
  * What a command may touch of the outside world. `bin/connector.ts` passes the process's streams and
@@ -288,7 +289,8 @@ export function explain(error: unknown): string {
   const cause = (error as { cause?: unknown }).cause;
   const code = (cause as { code?: unknown } | undefined)?.code ?? (error as { code?: unknown }).code;
   if (error.message === 'fetch failed' && cause instanceof Error) {
-    return typeof code === 'string' ? `${code} (${cause.message})` : cause.message;
+    const message = foreignMessage(cause.message);
+    return typeof code === 'string' ? `${code} (${message})` : message;
   }
   // The CLI aborts an AWS call only when its time is up (awsCall), so an abort is a timeout.
   if (error.name === 'TimeoutError' || error.name === 'AbortError') return 'timed out';
@@ -296,6 +298,10 @@ export function explain(error: unknown): string {
   if (failure) return failure.address ? `${failure.code} at ${failure.address}` : failure.code;
   // An AWS service's error name is its documented error code (ResourceNotFoundException); our own
   // and JavaScript's class names tell the user nothing, so only the message is shown for those.
-  if ('$metadata' in error && error.name && error.name !== 'Error') return `${error.name}: ${error.message}`;
-  return error.message || error.name;
+  // A message from outside (AWS echoes a request it could not authenticate, session token included)
+  // is shown as `foreignMessage` makes it.
+  if ('$metadata' in error && error.name && error.name !== 'Error')
+    return `${error.name}: ${foreignMessage(error.message)}`;
+  if (isConnectorError(error)) return error.message || error.name;
+  return foreignMessage(error.message) || error.name;
 }

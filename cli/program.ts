@@ -3,7 +3,7 @@ import { registerAccept } from './accept.ts';
 import { registerBackfill } from './backfill.ts';
 import { registerDlq } from './dlq.ts';
 import { registerDoctor } from './doctor.ts';
-import { CliError, type CliIo, explain, processIo, writeLine } from './io.ts';
+import { CliError, type CliIo, explain, processIo, visibleText, writeLine } from './io.ts';
 import { registerLateRefunds } from './late-refunds.ts';
 import { registerReconcile } from './reconcile.ts';
 import { registerRefund } from './refund.ts';
@@ -81,8 +81,10 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
       // Help and version exit 0; commander has already printed any usage error.
       return error.code === 'commander.helpDisplayed' || error.code === 'commander.version' ? 0 : 2;
     }
+    // The line quotes what servers and shops wrote (a platform's message, an order id): escaped, so
+    // a terminal shows an escape sequence or a bidi override instead of obeying it.
     if (error instanceof CliError) {
-      if (error.message) writeLine(io.stderr, `error: ${error.message}`);
+      if (error.message) writeLine(io.stderr, `error: ${visibleText(error.message)}`);
       return error.exitCode;
     }
     const setup = awsSetupProblem(error);
@@ -90,7 +92,7 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
       writeLine(io.stderr, `error: ${setup}`);
       return 2;
     }
-    writeLine(io.stderr, `error: ${explain(error)}`);
+    writeLine(io.stderr, `error: ${visibleText(explain(error))}`);
     return 1;
   }
 }

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { backoffDelay } from '../shared/affiliate/retry.ts';
 import { BadInputError } from '../shared/errors.ts';
 import { FinanceRefundRequest, overRefundMessage } from '../shared/finance.ts';
 import { isRedirect, redirectRefusal, redirectTarget } from '../shared/http/client-answers.ts';
@@ -506,7 +507,11 @@ async function postRefund(url: string, key: string, request: FinanceRefundReques
     }
     if (RETRYABLE.has(response.status) && attempt < ATTEMPTS) {
       const after = Number(response.headers.get('retry-after'));
-      const wait = Number.isFinite(after) && after > 0 ? Math.min(after * 1000, 5000) : 250 * 2 ** attempt;
+      // Full jitter: finance tools that failed in the same outage do not all come back in step.
+      const wait =
+        Number.isFinite(after) && after > 0
+          ? Math.min(after * 1000, 5000)
+          : backoffDelay(attempt, { baseMs: 500, capMs: 5000 });
       await new Promise((resolve) => setTimeout(resolve, wait));
       continue;
     }

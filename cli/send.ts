@@ -1,6 +1,7 @@
 import { Argument, type Command, Option } from 'commander';
 import { LOCAL_SECRETS } from '../local/defaults.ts';
 import type { SourceConfig } from '../shared/config/sources.ts';
+import { isRedirect, redirectRefusal } from '../shared/http/client-answers.ts';
 import { parseJsonBody } from '../shared/json.ts';
 import { CliContext, settingOptions } from './context.ts';
 import { CliError, type CliIo, explain, nowOf, terminalJson, writeLine } from './io.ts';
@@ -185,10 +186,25 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
 
   let response: Response;
   try {
-    response = await fetch(target, { method: 'POST', headers, body, signal: AbortSignal.timeout(15_000) });
+    response = await fetch(target, {
+      method: 'POST',
+      headers,
+      body,
+      // A redirect would carry the signed body wherever it points, a delivery anyone there could resend.
+      redirect: 'manual',
+      signal: AbortSignal.timeout(15_000),
+    });
   } catch (error) {
     throw new CliError(
       `could not reach ${target}: ${explain(error)}. Is the connector running (npm start)?`,
+      1,
+    );
+  }
+  if (isRedirect(response.status)) {
+    await response.body?.cancel();
+    const fix = { setting: 'CONNECTOR_URL (or --url)', what: 'the connector', carries: 'the signed webhook' };
+    throw new CliError(
+      `${target} ${redirectRefusal(response.status, target, response.headers.get('location'), fix)}`,
       1,
     );
   }

@@ -86,10 +86,34 @@ export function failureClassOf(error: unknown): FailureClass {
   return isConnectorError(error) ? error.failureClass : 'transient';
 }
 
-/** A short, log-safe description of any thrown value (no stack, no request bodies). */
+/** The most of a message the connector did not write that a log line, a reason or the CLI quotes. */
+const MAX_FOREIGN_MESSAGE = 300;
+
+/**
+ * A message the connector did not write (an AWS service's, a library's) as a log line, a DLQ
+ * reason or the CLI may quote it: its first line, anything shaped like a credential or a signature
+ * redacted, cut at `max` characters (300). AWS's answer to a request whose signature it cannot check echoes
+ * the request: SignatureDoesNotMatch goes on after a blank line with the canonical request (the
+ * session token in `x-amz-security-token` among its headers), IncompleteSignatureException quotes the
+ * Authorization header on its one line.
+ */
+export function foreignMessage(message: string, max = MAX_FOREIGN_MESSAGE): string {
+  const line = message.split(/\r?\n/, 1)[0] ?? '';
+  const redacted = line
+    .replace(/\b(Credential|Signature|SignedHeaders)=[^\s,]+/gi, '$1=[redacted]')
+    .replace(/\b(x-amz-security-token|x-amz-credential|x-amz-signature)([=:])[^\s&,']+/gi, '$1$2[redacted]')
+    .replace(/\b(Bearer|Basic)\s+[\w.~+/=-]{8,}/g, '$1 [redacted]');
+  return redacted.length > max ? `${redacted.slice(0, max)}…` : redacted;
+}
+
+/**
+ * A short, log-safe description of any thrown value (no stack, no request bodies): the connector's
+ * own errors with their message, any other with its name and `foreignMessage`.
+ */
 export function describeError(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  return String(error);
+  if (error instanceof ConnectorError) return `${error.name}: ${error.message}`;
+  if (error instanceof Error) return `${error.name}: ${foreignMessage(error.message)}`;
+  return foreignMessage(String(error));
 }
 
 /** Missing or wrong webhook signature or API key: answered 401, never queued. */

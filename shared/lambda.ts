@@ -4,6 +4,7 @@ import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
+import { foreignMessage, isConnectorError } from './errors.ts';
 
 /**
  * A function's Lambda entry point: the handler `wire` builds at the first invocation, run in a middy
@@ -27,11 +28,30 @@ export function lambdaPipeline<E, C, R>(
       wired = undefined;
       throw error;
     });
-    return (await wired)(event, context as C);
+    try {
+      return await (await wired)(event, context as C);
+    } catch (error) {
+      throw logSafe(error);
+    }
   })
     // logEvent false whatever POWERTOOLS_LOGGER_LOG_EVENT says: events carry signatures, the finance
     // key header and buyer data, none of which may reach a log.
     .use(injectLambdaContext(telemetry.logger, { logEvent: false }));
   if (telemetry.metrics) pipeline.use(logMetrics(telemetry.metrics, { captureColdStartMetric: true }));
   return (event, context) => pipeline(event, context as Context);
+}
+
+/**
+ * A failure as it may leave the function: Lambda's runtime logs its name, message and stack. The
+ * connector's own errors leave as they are. Any other (an AWS SDK error, whose message may echo the
+ * signed request, session token included) is replaced by one of the same name, with
+ * `foreignMessage`'s line for a message and the original's stack frames.
+ */
+function logSafe(error: unknown): unknown {
+  if (!(error instanceof Error) || isConnectorError(error)) return error;
+  const safe = new Error(foreignMessage(error.message, Number.POSITIVE_INFINITY));
+  safe.name = error.name;
+  const frames = (error.stack ?? '').split('\n').filter((line) => /^\s+at /.test(line));
+  safe.stack = [`${safe.name}: ${safe.message}`, ...frames].join('\n');
+  return safe;
 }

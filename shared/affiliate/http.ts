@@ -61,6 +61,13 @@ export interface HttpClientOptions {
   readonly rateLimiter?: RateLimiter;
   /** Per request, including reading the answer. @default 5000 */
   readonly timeoutMs?: number;
+  /**
+   * The most a call given no deadline of its own may take, its attempts, the waits between them and
+   * the rate limiter's included: a 429's retry-after is not capped, so without a deadline a platform
+   * asking for an hour would hold the caller (a terminal) for that hour. @default no bound but the
+   * caller's deadline (the functions always give one)
+   */
+  readonly callBudgetMs?: number;
   /** Attempts per call, the first included. @default 4 */
   readonly maxAttempts?: number;
   /** Ceiling of the first backoff wait. @default 100 */
@@ -171,6 +178,7 @@ export class PlatformHttp<R extends string> {
   private profile: HttpClientProfile<R>;
   private readonly limiter: RateLimiter;
   private readonly timeoutMs: number;
+  private readonly callBudgetMs: number | undefined;
   private readonly maxAttempts: number;
   private readonly baseDelayMs: number;
   private readonly maxDelayMs: number;
@@ -186,6 +194,8 @@ export class PlatformHttp<R extends string> {
     const { client } = profile;
     this.profile = profile;
     this.timeoutMs = positive(client, 'timeoutMs', options.timeoutMs ?? 5000);
+    this.callBudgetMs =
+      options.callBudgetMs === undefined ? undefined : positive(client, 'callBudgetMs', options.callBudgetMs);
     this.maxAttempts = Math.floor(positive(client, 'maxAttempts', options.maxAttempts ?? 4));
     this.baseDelayMs = nonNegative(client, 'baseDelayMs', options.baseDelayMs ?? 100);
     this.maxDelayMs = nonNegative(client, 'maxDelayMs', options.maxDelayMs ?? 2000);
@@ -213,8 +223,10 @@ export class PlatformHttp<R extends string> {
   /** Runs `request` with retries within `options`' deadline and signal; resolves what it reads. */
   call<T>(request: PlatformRequest<R, T>, options: CallOptions): Promise<T> {
     const { route, path } = request;
-    const { deadline, signal } = options;
-    return withRetry((attempt) => this.attempt(request, attempt, options), {
+    const { signal } = options;
+    const deadline =
+      options.deadline ?? (this.callBudgetMs === undefined ? undefined : this.now() + this.callBudgetMs);
+    return withRetry((attempt) => this.attempt(request, attempt, { deadline, signal }), {
       maxAttempts: this.maxAttempts,
       baseDelayMs: this.baseDelayMs,
       maxDelayMs: this.maxDelayMs,

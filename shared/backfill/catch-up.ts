@@ -1,5 +1,5 @@
 import type { SourceConfig } from '../config/sources.ts';
-import { describeError } from '../errors.ts';
+import { describeError, isConnectorError } from '../errors.ts';
 import type { AdapterLoader } from '../platforms/types.ts';
 import type { EventQueue, SecretStore } from '../ports.ts';
 import { shopCredentials } from '../shops/credentials.ts';
@@ -56,6 +56,7 @@ export async function catchUp(deps: CatchUpDeps): Promise<CatchUpResult> {
 }
 
 function describeReason(error: unknown): string {
-  // The classes' messages name the shop, the call and the fix; the class name adds nothing.
-  return error instanceof Error ? error.message : describeError(error);
+  // The classes' messages name the shop, the call and the fix; the class name adds nothing. Any
+  // other error (the queue's) is described without what its message may echo of the request.
+  return isConnectorError(error) ? error.message : describeError(error);
 }

@@ -233,9 +233,10 @@ export class ShopHttp {
 
   #redact(message: string | undefined): string | undefined {
     if (message === undefined) return undefined;
-    let out = message.slice(0, 300);
+    let out = message;
     for (const secret of this.#profile.secrets) if (secret) out = out.split(secret).join('[redacted]');
-    return out;
+    // Cut after redacting: a secret across the cut would otherwise leave its first half behind.
+    return out.slice(0, 300);
   }
 }
 

@@ -28,7 +28,8 @@ export class WooCommerceClient {
       {
         name: 'WooCommerce',
         headers: { authorization: `Basic ${basic}` },
-        secrets: [credentials.consumerKey, credentials.consumerSecret],
+        // The header's value too: a shop or the WAF in front of it may quote it, and it is the pair.
+        secrets: [credentials.consumerKey, credentials.consumerSecret, basic],
         messageOf: (body) => stringAt(body, 'message'),
       },
       options,

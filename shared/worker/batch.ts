@@ -2,10 +2,10 @@ import type { SQSBatchResponse, SQSRecord } from 'aws-lambda';
 import { ConnectorEvent } from '../domain/events.ts';
 import {
   BadInputError,
+  describeError,
   type FailureClass,
   failureClassOf,
   isConnectorError,
-  TransientError,
 } from '../errors.ts';
 import type { FailureQueue } from '../ports.ts';
 import type { Outcome, WorkerDeps } from './flow.ts';
@@ -237,7 +237,8 @@ async function park(
   return true;
 }
 
+/** The connector's own message; of anything else thrown (an AWS SDK error), `describeError`'s safe line. */
 function reasonOf(error: unknown): string {
-  if (error instanceof Error) return error.message.slice(0, 1000);
-  return new TransientError(String(error)).message;
+  if (isConnectorError(error)) return error.message.slice(0, 1000);
+  return describeError(error);
 }
