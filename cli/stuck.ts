@@ -1,6 +1,7 @@
 import type { AffiliateClient } from '../shared/affiliate/client.ts';
 import type { OrderRecord } from '../shared/ledger.ts';
 import type { Ledger } from '../shared/ports.ts';
+import { otherCurrencyReason } from '../shared/worker/flow.ts';
 
 /**
  * A ledger record left in `adding` for good: its worker died mid-add and its message is gone (a
@@ -26,7 +27,9 @@ export type StuckRepair =
 /**
  * What repairing a stuck add does, decided by the platform (Conversion info by externalId): the add
  * went through → `added` with its conversion; it did not → `failed`, so that the order sent again
- * (or replayed) is added once. Nothing is written when `apply` is false (the dry run).
+ * (or replayed) is added once. A conversion in another currency than the order's is not its add
+ * (`otherCurrencyReason`, as the worker decides): the record is left as it is, with the reason.
+ * Nothing is written when `apply` is false (the dry run).
  */
 export async function repairStuckAdd(
   ledger: Pick<Ledger, 'get' | 'update'>,
@@ -41,6 +44,8 @@ export async function repairStuckAdd(
   if (!current || !isStuckAdd(current, now)) {
     return { action: 'unchanged', externalId, why: 'no longer stuck (a worker settled it)' };
   }
+  const otherMoney = found && otherCurrencyReason(current, found);
+  if (otherMoney) return { action: 'unchanged', externalId, why: otherMoney.replace(/, then replay.*$/, '') };
   if (apply) {
     current.leaseOwner = undefined;
     current.leaseUntil = undefined;

@@ -1,7 +1,9 @@
 import type { SourceConfig } from '../config/sources.ts';
 import { connectorRefundId } from '../domain/events.ts';
+import { foreignMessage } from '../errors.ts';
 import { ledgerKey, type OrderRecord } from '../ledger.ts';
-import type { ConversionBackend, Ledger } from '../ports.ts';
+import { formatMinor } from '../money.ts';
+import type { ConversionBackend, Ledger, PlatformConversion } from '../ports.ts';
 
 /** What the order flow (`orders.ts`) and the refund flow (`refunds.ts`) share. */
 
@@ -99,4 +101,36 @@ export function newRecord(
     updatedAt: iso,
     ...fields,
   };
+}
+
+/**
+ * Whether two currency codes name the same currency: upper and lower case alike (the connector's
+ * events are upper case; the platform's answers are not checked). False when either is missing.
+ */
+export function sameCurrency(a: string | undefined, b: string | undefined): boolean {
+  return a !== undefined && b !== undefined && a.trim().toUpperCase() === b.trim().toUpperCase();
+}
+
+/**
+ * Why the platform's conversion `found` cannot be taken as `record`'s order: it is in another
+ * currency than the ledger's, so its minor units are other money (USD 49.90 is not EUR 49.90) and
+ * the refunds held for the order would be computed against it. The conversion may be the shop's
+ * pixel or a hand-made one in the buyer's currency, or another shop's order with the same id.
+ * Undefined when it may be adopted: the same currency, or either side without one (the platform may
+ * leave it out).
+ */
+export function otherCurrencyReason(record: OrderRecord, found: PlatformConversion): string | undefined {
+  if (!record.currency || !found.currency || sameCurrency(record.currency, found.currency)) return undefined;
+  const theirs = foreignMessage(found.currency.trim().toUpperCase(), 16);
+  const amount =
+    found.amount === undefined
+      ? 'no amount given'
+      : Number.isSafeInteger(found.amount)
+        ? formatMinor(found.amount, theirs)
+        : `${theirs} ${found.amount}`;
+  return (
+    `the platform's conversion ${found.id} for order ${record.externalId} is in ${theirs} (${amount}), ` +
+    `the order in ${record.currency} (${formatMinor(record.originalAmount, record.currency)}): not adopted; ` +
+    'check which is right and fix it on the platform, then replay this message'
+  );
 }

@@ -11,6 +11,8 @@ import {
   LEASE_LOST,
   newRecord,
   type Outcome,
+  otherCurrencyReason,
+  sameCurrency,
   settleMsFor,
   type WorkerDeps,
 } from './flow.ts';
@@ -241,7 +243,7 @@ function rejectForeignRefunds(record: OrderRecord, event: OrderPlaced, at: strin
     let why: string | undefined;
     if (refund.origin === 'shop' && refund.source !== undefined && refund.source !== event.source) {
       why = `refund from source "${refund.source}" for an order of source "${event.source}": not applied`;
-    } else if (refund.currency && refund.currency !== event.currency) {
+    } else if (refund.currency && !sameCurrency(refund.currency, event.currency)) {
       why = `refund currency ${refund.currency} differs from the order's ${event.currency}`;
     }
     if (why) {
@@ -421,7 +423,8 @@ async function releaseLease(deps: WorkerDeps, record: OrderRecord): Promise<void
  * the refunds held for the order to it: the platform's amount is where it stands, and the target is
  * absolute, so nothing is sent when it is there already. A conversion shown without an amount is
  * taken at the order's, so that the target is sent (harmless if the conversion has it). Undefined
- * when the platform has none; a failed lookup gives the lease back before it throws.
+ * when the platform has none; a failed lookup gives the lease back before it throws. A conversion in
+ * another currency than the order's is not adopted: the order is parked (see `notAdopted`).
  */
 async function adoptFromPlatform(
   deps: WorkerDeps,
@@ -433,12 +436,28 @@ async function adoptFromPlatform(
 ): Promise<Outcome | undefined> {
   const found = await findUnderLease(deps, backend, source, record, call);
   if (!found) return undefined;
+  const otherMoney = otherCurrencyReason(record, found);
+  if (otherMoney) return notAdopted(deps, record, otherMoney);
   record.currentAmount = found.amount ?? record.originalAmount;
   const outcome = await settleAdded(deps, record, found.id, 'reconciled');
   if (outcome.result === 'reconciled' && hasPendingRefunds(record)) {
     return applyRefunds(deps, backend, source, record, undefined, call);
   }
   return { ...outcome, detail };
+}
+
+/**
+ * Parks the leased order instead of adopting a conversion it cannot be (another currency): the record
+ * is `failed` with the reason, without the conversion's id, its held refunds still pending, so that
+ * a replay looks the order up again (and adopts, or adds) once the platform has been put right.
+ */
+async function notAdopted(deps: WorkerDeps, record: OrderRecord, reason: string): Promise<never> {
+  record.state = 'failed';
+  record.lastError = reason;
+  clearLease(record);
+  // A lost write: another worker took the lease over, and looks the order up itself.
+  await deps.ledger.update(record);
+  throw new PermanentError(reason);
 }
 
 async function settleAdded(

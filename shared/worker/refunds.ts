@@ -20,7 +20,14 @@ import {
 } from '../ledger.ts';
 import { formatMinor } from '../money.ts';
 import type { CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
-import { CANCELLATION_REFUND_ID, newRecord, type Outcome, type WorkerDeps } from './flow.ts';
+import {
+  CANCELLATION_REFUND_ID,
+  newRecord,
+  type Outcome,
+  otherCurrencyReason,
+  sameCurrency,
+  type WorkerDeps,
+} from './flow.ts';
 import { heldEntry, netRefund, refundEntry, refundsBefore } from './refund-net.ts';
 import { recordShadowRefund } from './shadow.ts';
 
@@ -70,11 +77,16 @@ export async function refundOrder(
       );
     }
 
+    // Why the platform's conversion was not taken as the order's: the refund is held all the same,
+    // and its message parked with the reason.
+    let notAdopted: string | undefined;
     if (record.state === 'shadowed' && record.source === source.id) {
       // Recorded while the source was in shadow mode, now live: the pixel's conversion, when the
-      // platform has one, becomes the order's; without one the refund waits for the order's replay.
+      // platform has one in the order's currency, becomes the order's; without one the refund waits
+      // for the order's replay.
       const found = await backend.find(source.program, event.externalId, call);
-      if (found) {
+      notAdopted = found && otherCurrencyReason(record, found);
+      if (found && !notAdopted) {
         record.state = found.status === 'refused' ? 'refused' : 'added';
         record.conversionId = found.id;
         record.currentAmount = found.amount ?? record.originalAmount;
@@ -86,11 +98,13 @@ export async function refundOrder(
     if (record.state === 'awaiting' || record.state === 'failed' || record.state === 'shadowed') {
       // The order is yet to come, or parked in the DLQ, or was only recorded in shadow mode: its
       // arrival or replay applies this refund.
-      if (known) return waiting(event, `refund ${event.refundId} already ${known.status}`);
-      recordRefund(record, heldEntry(event, source, iso));
-      record.awaitingSince ??= iso;
-      if (!(await deps.ledger.update(record))) continue;
-      return waiting(event);
+      if (!known) {
+        recordRefund(record, heldEntry(event, source, iso));
+        record.awaitingSince ??= iso;
+        if (!(await deps.ledger.update(record))) continue;
+      }
+      if (notAdopted) throw new PermanentError(notAdopted);
+      return waiting(event, known ? `refund ${event.refundId} already ${known.status}` : undefined);
     }
     if (known && known.status !== 'pending') {
       return { result: 'refund_duplicate', detail: `refund ${event.refundId} already ${known.status}` };
@@ -104,7 +118,7 @@ export async function refundOrder(
       } else if (record.state === 'refused') {
         entry.status = 'skipped';
         entry.outcome = 'conversion already refused';
-      } else if (event.currency && record.currency && event.currency !== record.currency) {
+      } else if (event.currency && record.currency && !sameCurrency(event.currency, record.currency)) {
         entry.status = 'rejected';
         entry.outcome = `refund currency ${event.currency} differs from the order's ${record.currency}`;
       } else if (!event.full && event.amount === undefined) {

@@ -6,11 +6,11 @@ import { localStateDir, runCli } from '../support/cli.ts';
 /**
  * An order whose conversion on the platform is in another currency than the ledger's: the pixel
  * recorded it in the buyer's (presentment) currency before the connector, which adopted it when its
- * add was answered 409. 4990 minor units of USD are not 4990 of EUR: status and reconcile must show
- * each side in its own currency and call them different, not "agree".
+ * add was answered 409 (as connector versions before the worker checked the currency did; it now
+ * parks such an order, test/unit/worker-adopt-currency.test.ts). 4990 minor units of USD are not
+ * 4990 of EUR: status and reconcile must show each side in its own currency and call them
+ * different, not "agree".
  */
-const CLICK = '0123456789abcdef01234567';
-const IP = '203.0.113.7';
 
 let stack: LocalStack;
 let state: { dir: string; remove(): void };
@@ -22,16 +22,27 @@ beforeAll(async () => {
   state = localStateDir(stack);
   program = stack.sources.get('generic')?.program ?? '';
   const control = stack.sandbox!.control;
-  // The pixel's conversion of order 9501: USD 49.90; the shop's order (generic sample): EUR 49.90.
-  control.seedConversion({ program, externalId: '9501', amount: 4990, currency: 'USD' });
-  control.setOptions({ duplicates: 'reject' });
-  const sent = await runCli(['send', 'generic', '--order-id', '9501', '--click-id', CLICK, '--ip', IP], {
-    cwd: state.dir,
+  // The pixel's conversion of order 9501: USD 49.90; the shop's order, as such a version adopted it:
+  // EUR 49.90.
+  const pixel = control.seedConversion({ program, externalId: '9501', amount: 4990, currency: 'USD' });
+  const at = new Date().toISOString();
+  const created = await stack.ledger.create({
+    key: ledgerKey(program, '9501'),
+    program,
+    externalId: '9501',
+    source: 'generic',
+    state: 'added',
+    version: 0,
+    kind: 'tracking',
+    conversionId: pixel.id,
+    originalAmount: 4990,
+    currentAmount: 4990,
+    currency: 'EUR',
+    refunds: {},
+    createdAt: at,
+    updatedAt: at,
   });
-  if (sent.code !== 0) throw new Error(sent.stdout + sent.stderr);
-  await stack.waitForIdle();
-  const record = await stack.ledger.get(ledgerKey(program, '9501'));
-  if (record?.state !== 'added' || record.currency !== 'EUR') throw new Error(JSON.stringify(record));
+  if (!created) throw new Error('order 9501 is in the ledger already');
 });
 afterAll(async () => {
   state?.remove();
