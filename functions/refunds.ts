@@ -8,7 +8,7 @@ import { type Env, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
 import { type FinanceDeps, submitFinanceRefund } from '../shared/finance.ts';
 import { requestFromEvent, resultFromAnswer } from '../shared/http/apigw.ts';
 import { lambdaPipeline } from '../shared/lambda.ts';
-import { makeLogger, observeFinance } from '../shared/observability.ts';
+import { makeLogger, makeMetrics, observeFinance } from '../shared/observability.ts';
 import type { Ledger, SecretStore } from '../shared/ports.ts';
 import { awsSecretStore } from '../shared/secrets.ts';
 
@@ -55,6 +55,7 @@ export function buildRefundsDeps(wiring: RefundsWiring): FinanceDeps {
 }
 
 const logger = makeLogger();
+const metrics = makeMetrics(process.env, logger);
 
 /** The Lambda entry point. */
 export const handler: RefundsHandler = lambdaPipeline(
@@ -65,8 +66,8 @@ export const handler: RefundsHandler = lambdaPipeline(
         dynamo: dynamoClient(),
         secrets: awsSecretStore(process.env),
         env: process.env,
-        observe: observeFinance(logger),
+        observe: observeFinance(logger, metrics),
       }),
     ),
-  { logger },
+  { logger, metrics },
 );

@@ -19,7 +19,14 @@ const ORDER_METRICS = [
   'OrdersShadowed',
 ];
 const FAILURE_METRICS = ['RateLimited', 'TransientFailures', 'PermanentFailures'];
-const INTAKE_METRICS = ['WebhooksQueued', 'WebhooksRejected', 'OrdersSkipped'];
+/** WebhooksUnavailable and FinanceRefundsUnavailable: 503s the functions answered themselves (alarmed). */
+const INTAKE_METRICS = [
+  'WebhooksQueued',
+  'WebhooksRejected',
+  'WebhooksUnavailable',
+  'FinanceRefundsUnavailable',
+  'OrdersSkipped',
+];
 const ACCEPT_METRICS = ['ConversionsAccepted', 'AcceptFailures', 'AcceptDueLeft'];
 export const CONNECTOR_METRICS: readonly string[] = [
   ...INTAKE_METRICS,
@@ -37,14 +44,17 @@ export interface ConnectorMonitoringProps {
   readonly deadLetterQueue: sqs.IQueue;
   readonly worker: lambda.IFunction;
   /**
-   * The function behind the shops' webhook URLs: alarms on its errors and throttles. Its failures
-   * leave nothing in any queue (the shop gets API Gateway's 500), so nothing else would fire.
+   * The function behind the shops' webhook URLs: alarms on its errors and throttles, and on the 503s
+   * it answers itself when a signing secret or the queue is out of reach (WebhooksUnavailable). Its
+   * failures leave nothing in any queue, so nothing else would fire.
    * @default - no intake alarms
    */
   readonly webhook?: lambda.IFunction;
   /**
-   * The function behind finance's `POST /refunds`: alarms on its errors and throttles. Its failures
-   * leave nothing in any queue either (finance gets the 500, the operator nothing else).
+   * The function behind finance's `POST /refunds`: alarms on its errors and throttles, and on the
+   * 503s it answers itself when the finance key, the ledger or the queue is out of reach
+   * (FinanceRefundsUnavailable). Its failures leave nothing in any queue either (finance gets the
+   * error, the operator nothing else).
    * @default - no refunds alarms
    */
   readonly refunds?: lambda.IFunction;
@@ -156,8 +166,8 @@ export class ConnectorMonitoring extends Construct {
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
     ];
-    if (props.webhook !== undefined) alarms.push(...webhookAlarms(this, props.webhook));
-    if (props.refunds !== undefined) alarms.push(...refundsAlarms(this, props.refunds));
+    if (props.webhook !== undefined) alarms.push(...webhookAlarms(this, props.webhook, connectorMetric));
+    if (props.refunds !== undefined) alarms.push(...refundsAlarms(this, props.refunds, connectorMetric));
     if (props.accept !== undefined) alarms.push(...acceptAlarms(this, props.accept, connectorMetric));
     this.alarms = alarms;
 
@@ -181,7 +191,7 @@ export class ConnectorMonitoring extends Construct {
         [new cloudwatch.AlarmStatusWidget({ title: 'Alarms', alarms, width: 24, height: 3 })],
         [
           graph(
-            'Webhooks',
+            'Intake: webhooks and finance refunds',
             INTAKE_METRICS.map((m) => connectorMetric(m)),
             6,
           ),
@@ -253,9 +263,16 @@ function anyInFiveMinutes(scope: Construct) {
  * The webhook function's alarms. A webhook function that cannot start (a bad setting after a
  * deploy) or that Lambda throttles (its reserved concurrency spent) refuses every shop delivery
  * with API Gateway's 500: WooCommerce does not retry and disables the webhook after a few, Shopify
- * removes the subscription after its retries, and no message reaches the queue or the DLQ.
+ * removes the subscription after its retries, and no message reaches the queue or the DLQ. One that
+ * runs but cannot read a source's signing secret or send to SQS answers 503 itself, which the shops
+ * treat the same way and Lambda counts as a success: WebhooksUnavailable counts those (never a 4xx,
+ * so a flood of forged signatures pages no one).
  */
-function webhookAlarms(scope: Construct, webhook: lambda.IFunction): cloudwatch.Alarm[] {
+function webhookAlarms(
+  scope: Construct,
+  webhook: lambda.IFunction,
+  connectorMetric: (name: string) => cloudwatch.Metric,
+): cloudwatch.Alarm[] {
   const alarm = anyInFiveMinutes(scope);
   return [
     alarm(
@@ -268,6 +285,11 @@ function webhookAlarms(scope: Construct, webhook: lambda.IFunction): cloudwatch.
       'Lambda throttled the webhook function (ingest.reservedConcurrency spent): shops got an error and their orders were not queued. Raise ingest.reservedConcurrency or the route throttles; backfill what was refused.',
       webhook.metricThrottles(FIVE_MINUTES),
     ),
+    alarm(
+      'WebhookUnavailable',
+      'The webhook function answered shops 503 (WebhooksUnavailable): it could not read a source’s signing secret in Secrets Manager, or SQS refused or timed out the send, so those orders were not queued. The function did not fail, so WebhookErrors stays quiet; 4xx answers (bad signatures, bad input) are not counted. Its log line `webhook not queued` names the source and the cause (detail). Fix the secret (it exists, has a value, the function may read it) or the queue; shops retry for a while, then Shopify removes the subscription and WooCommerce disables the webhook: `connector doctor` finds those, `connector subscribe --source <id>` restores them, then `connector backfill --source <id> --from <outage start>`.',
+      connectorMetric('WebhooksUnavailable'),
+    ),
   ];
 }
 
@@ -277,9 +299,14 @@ function webhookAlarms(scope: Construct, webhook: lambda.IFunction): cloudwatch.
  * that Lambda throttles (it has no reserved concurrency: the account's pool is spent) with an error
  * too. Finance sees it, but the refund is not queued, so neither the queue nor the DLQ tells the
  * operator. A finance key, ledger or queue out of reach is a 503 the function answers itself, not
- * an error of the function: these alarms do not see it.
+ * an error of the function: FinanceRefundsUnavailable counts those (never a 4xx: a wrong key or a
+ * bad body is finance's to fix, and answered to finance).
  */
-function refundsAlarms(scope: Construct, refunds: lambda.IFunction): cloudwatch.Alarm[] {
+function refundsAlarms(
+  scope: Construct,
+  refunds: lambda.IFunction,
+  connectorMetric: (name: string) => cloudwatch.Metric,
+): cloudwatch.Alarm[] {
   const alarm = anyInFiveMinutes(scope);
   return [
     alarm(
@@ -291,6 +318,11 @@ function refundsAlarms(scope: Construct, refunds: lambda.IFunction): cloudwatch.
       'RefundsThrottles',
       "Lambda throttled the refunds function (it has no reserved concurrency: the account's concurrency is spent): finance got an error and those refunds were not queued. Find what takes the account's concurrency (raise the quota or lower the others); finance sends the refunds again.",
       refunds.metricThrottles(FIVE_MINUTES),
+    ),
+    alarm(
+      'RefundsUnavailable',
+      'POST /refunds answered finance 503 (FinanceRefundsUnavailable): the finance key in Secrets Manager could not be read (or is too short to accept), or the ledger (DynamoDB) or the queue (SQS) refused or timed out, so those refunds were not queued. The function did not fail, so RefundsErrors stays quiet; 4xx answers (wrong key, bad input) are not counted. Its log line `finance refund not queued` names the cause (detail: finance key, ledger or queue). Fix it (`connector doctor` checks the finance key); then finance sends the refused refunds again: a refundId counts once, so a repeat is harmless.',
+      connectorMetric('FinanceRefundsUnavailable'),
     ),
   ];
 }

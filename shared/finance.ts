@@ -344,6 +344,7 @@ async function reserve(
     kind: 'unavailable',
     message: 'other refunds of this order are being requested at the same time, retry later',
     retryAfterSeconds: 1,
+    busy: true,
   };
 }
 

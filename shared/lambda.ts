@@ -12,7 +12,7 @@ import { foreignMessage, isConnectorError } from './errors.ts';
  * function name, cold start). With `metrics`, the invocation's metrics are flushed as one EMF line
  * when it ends, whether it answered or threw, with a ColdStart metric at the first one; a function
  * that counts nothing leaves them out (Metrics adds 12 KiB to its bundle, and its log lines already
- * say `cold_start`).
+ * say `cold_start`). The refunds function counts one thing, its 503s, and so has them.
  *
  * A failed cold start (a secret not readable yet) is not cached: the next invocation wires again.
  * middy ends an invocation that overruns 5 ms before Lambda would, with a TimeoutError, so even that

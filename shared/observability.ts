@@ -31,11 +31,22 @@ export const METRIC = {
   permanentFailures: 'PermanentFailures',
   webhooksQueued: 'WebhooksQueued',
   webhooksRejected: 'WebhooksRejected',
+  /**
+   * A 503 the function answered itself because a dependency was out of reach (a secret, the ledger,
+   * the queue): Lambda's Errors metric does not see it, and each has an alarm. Never a 4xx.
+   */
+  webhooksUnavailable: 'WebhooksUnavailable',
+  financeRefundsUnavailable: 'FinanceRefundsUnavailable',
   /** The accept job: conversions accepted, accept failures (parked or to retry), due ones left. */
   conversionsAccepted: 'ConversionsAccepted',
   acceptFailures: 'AcceptFailures',
   acceptDueLeft: 'AcceptDueLeft',
 } as const;
+
+/** What an observer needs of metrics (Powertools' `Metrics`; a counter in tests). */
+export interface MetricsSink {
+  addMetric(name: string, unit: Parameters<Metrics['addMetric']>[1], value: number): unknown;
+}
 
 /** Service name and namespace come from the Powertools variables CDK sets, so alarms watch what is emitted. */
 export function makeLogger(env: NodeJS.ProcessEnv = process.env): Logger {
@@ -83,7 +94,11 @@ export function countPlatform429s(metrics: Metrics): (event: { type: string; sta
   };
 }
 
-export function observeIngest(logger: Logger, metrics: Metrics): (outcome: IngestOutcome) => void {
+/** The webhook's outcomes: log lines with the ids, WebhooksQueued / Rejected / Unavailable counts. */
+export function observeIngest(
+  logger: Logger,
+  metrics: MetricsSink,
+): (outcome: IngestOutcome) => void {
   return (outcome) => {
     const line = {
       source: outcome.source,
@@ -100,6 +115,8 @@ export function observeIngest(logger: Logger, metrics: Metrics): (outcome: Inges
       metrics.addMetric(METRIC.webhooksRejected, MetricUnit.Count, 1);
       logger.warn('webhook rejected', line);
     } else if (outcome.result === 'unavailable') {
+      // Every 503 of the webhook is ours to fix: a signing secret unreadable or missing, SQS refusing.
+      metrics.addMetric(METRIC.webhooksUnavailable, MetricUnit.Count, 1);
       logger.error('webhook not queued', line);
     } else {
       logger.info(`webhook ${outcome.result}`, line);
@@ -107,13 +124,26 @@ export function observeIngest(logger: Logger, metrics: Metrics): (outcome: Inges
   };
 }
 
-/** `POST /refunds`: the ids of a queued refund, the field a 400 names, what failed behind a 503. */
-export function observeFinance(logger: Logger): (outcome: FinanceOutcome) => void {
+/**
+ * `POST /refunds`: the ids of a queued refund, the field a 400 names, what failed behind a 503; a
+ * 503 for a finance key, ledger or queue out of reach (or a finance key too weak to accept) counted
+ * in FinanceRefundsUnavailable.
+ */
+export function observeFinance(
+  logger: Logger,
+  metrics: MetricsSink,
+): (outcome: FinanceOutcome) => void {
   return (outcome) => {
     const line = { ...outcome };
     if (outcome.result === 'rejected') logger.warn('finance refund rejected', line);
-    else if (outcome.result === 'unavailable') logger.error('finance refund not queued', line);
-    else logger.info('finance refund', line);
+    else if (outcome.result === 'unavailable') {
+      metrics.addMetric(METRIC.financeRefundsUnavailable, MetricUnit.Count, 1);
+      logger.error('finance refund not queued', line);
+    } else if (outcome.result === 'busy') {
+      // Partial refunds of one order sent so close together that this one lost every round of
+      // reserving (finance.ts `reserve`): nothing is down, and finance's retry a second later settles it.
+      logger.warn('finance refund not queued: its order busy', line);
+    } else logger.info('finance refund', line);
   };
 }
 

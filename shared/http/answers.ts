@@ -18,12 +18,21 @@ export type EdgeResult = (
   | { readonly kind: 'not_found'; readonly message: string }
   | { readonly kind: 'too_large'; readonly message: string }
   | { readonly kind: 'compressed'; readonly encoding: string }
-  /** Nothing was queued and a retry may succeed: the platform (or finance's tool) tries again. */
-  | { readonly kind: 'unavailable'; readonly message: string; readonly retryAfterSeconds: number }
+  /**
+   * Nothing was queued and a retry may succeed: the platform (or finance's tool) tries again. `busy`
+   * when nothing is out of reach, only requests of one order collided (finance's reservations): the
+   * retry settles it, and no outage is counted.
+   */
+  | {
+      readonly kind: 'unavailable';
+      readonly message: string;
+      readonly retryAfterSeconds: number;
+      readonly busy?: true;
+    }
 ) & { readonly detail?: string };
 
-/** How an observer classes a result: 4xx are `rejected`, 503 is `unavailable`. */
-export type EdgeVerdict = 'queued' | 'ignored' | 'ping' | 'rejected' | 'unavailable';
+/** How an observer classes a result: 4xx are `rejected`, 503 is `unavailable`, or `busy` (see `EdgeResult`). */
+export type EdgeVerdict = 'queued' | 'ignored' | 'ping' | 'rejected' | 'unavailable' | 'busy';
 
 /** The HTTP answer of a result: the only place a reason becomes a status. */
 export function answerFor(result: EdgeResult): HttpAnswer {
@@ -74,7 +83,9 @@ export function outcomeOf(result: EdgeResult, answer: HttpAnswer): EdgeOutcome {
     result.kind === 'queued' || result.kind === 'ignored' || result.kind === 'ping'
       ? result.kind
       : result.kind === 'unavailable'
-        ? 'unavailable'
+        ? result.busy
+          ? 'busy'
+          : 'unavailable'
         : 'rejected';
   return { status: answer.status, result: verdict, detail: detailOf(result) };
 }

@@ -427,9 +427,10 @@ describe('ConnectorStack (example config)', () => {
         Period: 300,
         Threshold: 300,
       });
-      // Six, the webhook and refunds functions' two each (test/infra/intake-alarms.test.ts) and the
-      // accept job's three (test/infra/accept-stack.test.ts).
-      s.template.resourceCountIs('AWS::CloudWatch::Alarm', 13);
+      // Six, the webhook and refunds functions' three each (errors, throttles, 503s answered with a
+      // dependency out of reach: test/infra/intake-alarms.test.ts) and the accept job's three
+      // (test/infra/accept-stack.test.ts).
+      s.template.resourceCountIs('AWS::CloudWatch::Alarm', 15);
     });
 
     it('alarms when a refund has waited a day for its order, measured by an hourly run of the worker', () => {

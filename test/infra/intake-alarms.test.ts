@@ -2,6 +2,8 @@ import type { CfnElement } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import type { IConstruct } from 'constructs';
 import { describe, expect, it } from 'vitest';
+import { CONNECTOR_METRICS } from '../../infra/monitoring.ts';
+import { METRIC } from '../../shared/observability.ts';
 import { connectorApp, exampleConfig } from './support.ts';
 
 /**
@@ -80,6 +82,49 @@ describe('intake alarms', () => {
         },
       });
       expect(Object.keys(alarms)).toEqual([expect.stringContaining(logicalPrefix)]);
+    }
+  });
+  it.each([
+    ['the webhook', 'WebhookUnavailable', 'WebhooksUnavailable'],
+    ['POST /refunds', 'RefundsUnavailable', 'FinanceRefundsUnavailable'],
+  ])(
+    'alarms on any 503 %s answered itself because a secret, the ledger or the queue was out of reach',
+    (_what, logicalPrefix, metric) => {
+      // The function answers these itself: Lambda's Errors stay 0, so the alarms above never see them.
+      const { stack, template, id } = synth({ alarmEmail: 'ops@example.com' });
+      const topic = [{ Ref: id(stack.monitoring.topic!) }];
+
+      const alarms = template.findResources('AWS::CloudWatch::Alarm', {
+        Properties: {
+          Namespace: 'ConversionConnector',
+          MetricName: metric,
+          Dimensions: [{ Name: 'service', Value: 'conversion-connector' }],
+          Statistic: 'Sum',
+          Period: 300,
+          EvaluationPeriods: 1,
+          Threshold: 0,
+          ComparisonOperator: 'GreaterThanThreshold',
+          TreatMissingData: 'notBreaching',
+          AlarmActions: topic,
+          OKActions: topic,
+        },
+      });
+
+      expect(Object.keys(alarms)).toEqual([expect.stringContaining(logicalPrefix)]);
+      // What the operator reads in the e-mail: what to check, and what the shops or finance need after.
+      const description = String(Object.values(alarms)[0]?.['Properties']['AlarmDescription']);
+      expect(description).toMatch(/503/);
+      expect(description).toMatch(/queue/);
+      expect(description).toMatch(/4xx/);
+    },
+  );
+
+  it('the metrics the unavailable alarms watch are the ones the functions emit, and on the dashboard', () => {
+    const { template } = synth();
+    const body = JSON.stringify(Object.values(template.findResources('AWS::CloudWatch::Dashboard'))[0]);
+    for (const metric of [METRIC.webhooksUnavailable, METRIC.financeRefundsUnavailable]) {
+      expect(CONNECTOR_METRICS).toContain(metric);
+      expect(body).toContain(metric);
     }
   });
 });

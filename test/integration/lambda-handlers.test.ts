@@ -550,6 +550,7 @@ describe('the deployed Lambda handlers, wired from the environment CDK sets', ()
     expect(blobs.filter((blob) => 'ColdStart' in blob).map((blob) => blob['function_name'])).toEqual([
       'connector-webhook',
       'connector-worker',
+      'connector-refunds',
     ]);
     // Invocations that count nothing (an ignored topic, a refused finance key) flush no warning.
     expect(
