@@ -25,8 +25,8 @@ export function registerStatus(program: Command, io: CliIo): void {
     .command('status')
     .summary("an order's ledger record and its conversion on the platform")
     .description(
-      "Shows what the connector recorded for an order (ledger) next to the platform's conversion, with its\n" +
-        'refunds. Exit code 0 when both agree, 1 when they differ, the order is unknown, or its add was left\n' +
+      "Shows what the connector recorded for an order (ledger) next to the platform's conversion, with its " +
+        'refunds. Exit code 0 when both agree, 1 when they differ, the order is unknown, or its add was left ' +
         'unfinished long ago (stuck_add: see connector reconcile --repair).',
     )
     .argument('<externalId>', "the shop's order id")
