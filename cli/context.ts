@@ -452,8 +452,32 @@ export async function withContext<T>(
       }),
     );
     if (hint) throw new CliError(hint, 1);
+    const missing = missingLedgerTable(error, ctx);
+    if (missing) throw new CliError(missing, 2);
     throw error;
   } finally {
     ctx.close();
   }
+}
+
+/**
+ * DynamoDB's answer for a table that does not exist names neither the table nor the setting
+ * ("Requested resource not found"): the CLI names both, since the ledger table is the only one it
+ * reads. A setting to fix, as a usage error is.
+ */
+function missingLedgerTable(error: unknown, ctx: CliContext): string | undefined {
+  if (!(error instanceof Error) || error.name !== 'ResourceNotFoundException') return undefined;
+  if (!/requested resource not found/i.test(error.message)) return undefined;
+  let table: string | undefined;
+  try {
+    table = ctx.get('ledgerTable');
+  } catch {
+    return undefined;
+  }
+  if (table === undefined) return undefined;
+  const setting = SETTINGS.ledgerTable;
+  return (
+    `ledger table "${cell(table, 80)}" not found (set by ${setting.flag}, ${setting.env} or the state file): check its name, ` +
+    'and the region or endpoint'
+  );
 }
