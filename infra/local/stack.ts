@@ -251,7 +251,23 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     res.writeHead(result.statusCode ?? 200, result.headers as Record<string, string>);
     res.end(result.body);
   };
-  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port ?? 0, '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (error) {
+    // PORT taken: what started so far is stopped, and the caller gets the listen error (EADDRINUSE).
+    clearInterval(acceptTimer);
+    await sandbox?.close();
+    functionAws.sqs.destroy();
+    functionAws.dynamo.destroy();
+    await emulators.close();
+    throw error;
+  }
   const port = (server.address() as AddressInfo).port;
   const url = `http://127.0.0.1:${port}`;
   if (sandbox) seedShopSubscriptions(sandbox, [...sources.values()], url, env);

@@ -1,8 +1,11 @@
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { LOCAL_PORT, LOCAL_STATE_FILE, SANDBOX_PORT } from '../../local/defaults.ts';
+import { sandboxOptionsFromEnv } from '../../sandbox/env.ts';
+import type { SandboxOptions } from '../../sandbox/types.ts';
 import { HexId } from '../../shared/domain/ids.ts';
+import { claimDataDir, writeStateFile } from './claims.ts';
 import { localState, startLocalStack } from './stack.ts';
 
 /**
@@ -22,7 +25,9 @@ instead of the sandbox. Secrets: SHOPIFY_WEBHOOK_SECRET, WOOCOMMERCE_WEBHOOK_SEC
 GENERIC_WEBHOOK_SECRET, FINANCE_API_KEY (documented local defaults). ACCEPT_AFTER_DAYS gives the sources a
 return window (acceptAfterDays); the accept job then runs every ACCEPT_EVERY_MINUTES (default 60, 0 = off).
 SHADOW_SOURCES=shopify,stripe runs those sources in shadow mode (no change on the platform; see
-\`connector shadow-report\`). A .env file is read if present.`);
+\`connector shadow-report\`). The sandbox's own settings (SANDBOX_FAULTS, SANDBOX_DUPLICATES, …: docs/sandbox.md)
+apply too. LOCAL_DATA_DIR keeps the ledger, the queues and the sandbox's conversions. A .env file is read if
+present. Exit codes: 2 a wrong setting, 1 could not start (a port or LOCAL_DATA_DIR in use).`);
   process.exit(0);
 }
 if (existsSync('.env')) process.loadEnvFile('.env');
@@ -80,34 +85,82 @@ function port(name: string, fallback: number): number {
   return value;
 }
 
-// The ledger, the queues and the sandbox's conversions are kept together, or a restart would find
-// ledger records for conversions the platform forgot, or queued events for orders the ledger lacks.
-const dataDir = env['LOCAL_DATA_DIR'] || undefined;
-if (dataDir) mkdirSync(dataDir, { recursive: true });
-const persistPath = env['SANDBOX_PERSIST'] || (dataDir ? join(dataDir, 'sandbox.json') : undefined);
+/** A wrong or half-given setting: named on one line, exit 2. */
+function badSetting(message: string): never {
+  console.error(message);
+  process.exit(2);
+}
 
+const affiliateUrl = env['AFFILIATE_BASE_URL'] || undefined;
+const affiliateToken = env['AFFILIATE_TOKEN'] || undefined;
+if ((affiliateUrl === undefined) !== (affiliateToken === undefined)) {
+  badSetting(
+    `${affiliateUrl ? 'AFFILIATE_BASE_URL is set without AFFILIATE_TOKEN' : 'AFFILIATE_TOKEN is set without AFFILIATE_BASE_URL'}: set both to use another platform, or neither for the sandbox`,
+  );
+}
 const external =
-  env['AFFILIATE_BASE_URL'] && env['AFFILIATE_TOKEN']
-    ? { external: { url: env['AFFILIATE_BASE_URL'], token: env['AFFILIATE_TOKEN'] } }
-    : undefined;
+  affiliateUrl && affiliateToken ? { external: { url: affiliateUrl, token: affiliateToken } } : undefined;
+if (external && (!env['PROGRAM_ID'] || !env['RULE_ID'])) {
+  badSetting(
+    'PROGRAM_ID and RULE_ID are required with AFFILIATE_BASE_URL: the program and program rule ids of that platform',
+  );
+}
 
 platformId('PROGRAM_ID');
 platformId('RULE_ID');
 
+/** The sandbox's own settings (docs/sandbox.md), as `npm run sandbox` reads them. */
+function sandboxSettings(): SandboxOptions {
+  const sandboxPort = port('SANDBOX_PORT', SANDBOX_PORT);
+  try {
+    return { ...sandboxOptionsFromEnv(env), port: sandboxPort };
+  } catch (error) {
+    return badSetting((error as Error).message);
+  }
+}
+
+const sandboxOptions = external ? undefined : sandboxSettings();
+const ingestPort = port('PORT', LOCAL_PORT);
+const acceptAfterDays = whole('ACCEPT_AFTER_DAYS', undefined, 365) || undefined;
+const acceptEveryMs = (whole('ACCEPT_EVERY_MINUTES', 60, 24 * 60) ?? 60) * 60_000;
+const shadow = shadowSources();
+
+// The ledger, the queues and the sandbox's conversions are kept together, or a restart would find
+// ledger records for conversions the platform forgot, or queued events for orders the ledger lacks.
+const dataDir = env['LOCAL_DATA_DIR'] || undefined;
+if (dataDir) {
+  try {
+    mkdirSync(dataDir, { recursive: true });
+  } catch (error) {
+    badSetting(
+      `LOCAL_DATA_DIR must be a directory this user can write, got "${dataDir}" (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    );
+  }
+}
+const persistPath = env['SANDBOX_PERSIST'] || (dataDir ? join(dataDir, 'sandbox.json') : undefined);
+
+// One process per LOCAL_DATA_DIR: a second dynalite on it dies with a stack trace, after its fauxqs
+// has opened the same SQLite file as the running one.
+let releaseDataDir = () => {};
+if (dataDir) {
+  try {
+    releaseDataDir = claimDataDir(dataDir);
+  } catch (error) {
+    console.error((error as Error).message);
+    process.exit(1);
+  }
+}
+
 try {
   const stack = await startLocalStack({
-    port: port('PORT', LOCAL_PORT),
+    port: ingestPort,
     env,
-    sandbox: external ?? {
-      port: port('SANDBOX_PORT', SANDBOX_PORT),
-      ...(env['SANDBOX_TOKEN'] ? { token: env['SANDBOX_TOKEN'] } : {}),
-      ...(persistPath ? { persistPath } : {}),
-    },
+    sandbox: external ?? { ...sandboxOptions, ...(persistPath ? { persistPath } : {}) },
     emulators: dataDir ? { dynamoPath: join(dataDir, 'ledger'), sqsDataDir: join(dataDir, 'queues') } : {},
     recoverAfterCrash: dataDir !== undefined,
-    acceptAfterDays: whole('ACCEPT_AFTER_DAYS', undefined, 365) || undefined,
-    acceptEveryMs: (whole('ACCEPT_EVERY_MINUTES', 60, 24 * 60) ?? 60) * 60_000,
-    shadowSources: shadowSources(),
+    acceptAfterDays,
+    acceptEveryMs,
+    shadowSources: shadow,
     log: values.quiet ? undefined : (line) => console.log(`${new Date().toISOString()} ${line}`),
   });
   const lines = [
@@ -135,26 +188,50 @@ try {
     'Send a signed sample:  npx connector send shopify --click-id <24 hex> --ip 203.0.113.7',
     'Ctrl-C stops everything.',
   ];
-  console.log(lines.join('\n'));
-  // The operator CLI (`npx connector …`) finds the local stack through this file.
-  writeFileSync(
+  // The operator CLI (`npx connector …`) finds the local stack through this file: written before the
+  // banner says the stack runs, so whoever waits for the banner finds it.
+  const stateFile = writeStateFile(
     LOCAL_STATE_FILE,
-    JSON.stringify(localState(stack, stack.sandbox?.token ?? env['AFFILIATE_TOKEN']), null, 2),
+    localState(stack, stack.sandbox?.token ?? env['AFFILIATE_TOKEN']),
   );
   let stopping = false;
   const stop = async () => {
-    if (stopping) return;
+    if (stopping) {
+      // A batch in hand may wait out a platform's retry-after (up to the worker's 27 s): a second
+      // Ctrl-C does not wait. With LOCAL_DATA_DIR, a restart finishes what this cuts short.
+      console.log(
+        dataDir
+          ? 'stopped at once: the batches in hand are finished after a restart'
+          : 'stopped at once: the batches in hand are lost (in memory)',
+      );
+      releaseDataDir();
+      process.exit(130);
+    }
     stopping = true;
-    console.log('stopping…');
-    rmSync(LOCAL_STATE_FILE, { force: true });
-    await stack.close();
-    process.exit(0);
+    console.log('stopping… (finishing the batches in hand; Ctrl-C again to stop at once)');
+    stateFile.release();
+    try {
+      await stack.close();
+    } catch (error) {
+      console.error(`stopping: ${(error as Error).message}`);
+      process.exitCode = 1;
+    }
+    releaseDataDir();
+    process.exit();
   };
-  process.on('SIGINT', stop);
-  process.on('SIGTERM', stop);
+  // SIGHUP: the terminal was closed. Listened for before the banner: a signal sent as soon as it shows
+  // would otherwise find Node's default, which ends the process without stopping anything.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, stop);
+  console.log(lines.join('\n'));
+  if (stateFile.runningBefore !== undefined)
+    console.log(
+      `(another npm start, pid ${stateFile.runningBefore}, runs from this directory: npx connector follows this one until it stops)`,
+    );
 } catch (error) {
+  releaseDataDir();
   const e = error as NodeJS.ErrnoException;
   if (e.code === 'EADDRINUSE') console.error(`port already in use: ${e.message}. Set PORT or SANDBOX_PORT.`);
+  else if (e.name === 'ConfigurationError') badSetting(e.message);
   else console.error(`could not start the local stack: ${e.message}`);
   process.exit(1);
 }

@@ -1,0 +1,189 @@
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { LOCAL_SECRETS, LOCAL_STATE_FILE } from '../../local/defaults.ts';
+import { genericWebhook, post } from '../support/webhooks.ts';
+
+/**
+ * A second `npm start` while one runs: a port taken, the same LOCAL_DATA_DIR, the same directory
+ * (one `.local-stack.json`). Each gets a clear one-line answer and leaves the running stack whole.
+ */
+
+const START = fileURLToPath(new URL('../../infra/local/start.ts', import.meta.url));
+const CLICK = 'a1b2c3d4e5f6a7b8c9d0e1f2';
+const STACK_LINE = /^\s+at /m;
+
+interface Run {
+  readonly child: ChildProcessWithoutNullStreams;
+  readonly exited: Promise<number | null>;
+  output(): string;
+}
+
+interface Running extends Run {
+  readonly url: string;
+  readonly platformUrl: string;
+}
+
+const dirs: string[] = [];
+const runs: Run[] = [];
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const r of runs.splice(0)) {
+    r.child.kill('SIGKILL');
+    await r.exited;
+  }
+  for (const s of servers.splice(0)) s.close();
+});
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  dirs.push(dir);
+  return dir;
+}
+
+function spawnStart(cwd: string, env: Record<string, string>): Run {
+  const child = spawn(process.execPath, [START, '--quiet'], {
+    cwd,
+    env: { PATH: process.env['PATH'] ?? '', PORT: '0', SANDBOX_PORT: '0', ...env },
+    stdio: 'pipe',
+  });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const run = { child, exited, output: () => out };
+  runs.push(run);
+  return run;
+}
+
+/** `npm start` up and serving, or the test fails with what it printed. */
+async function start(cwd: string, env: Record<string, string> = {}): Promise<Running> {
+  const run = spawnStart(cwd, env);
+  const deadline = Date.now() + 30_000;
+  while (!run.output().includes('Ctrl-C stops everything.')) {
+    const code = await Promise.race([run.exited, new Promise((r) => setTimeout(r, 50, 'running'))]);
+    if (code !== 'running' || Date.now() > deadline)
+      throw new Error(`npm start did not come up:\n${run.output()}`);
+  }
+  const out = run.output();
+  return {
+    ...run,
+    url: /ingest API\s+(\S+)/.exec(out)?.[1] ?? '',
+    platformUrl: /platform\s+(\S+)/.exec(out)?.[1] ?? '',
+  };
+}
+
+async function stop(running: Run): Promise<number | null> {
+  running.child.kill('SIGINT');
+  return running.exited;
+}
+
+/** A port some other program holds. */
+async function takenPort(): Promise<number> {
+  const server = createServer();
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  return typeof address === 'object' && address ? address.port : 0;
+}
+
+function stateIn(cwd: string): { connectorUrl?: string } | undefined {
+  const file = join(cwd, LOCAL_STATE_FILE);
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as { connectorUrl?: string }) : undefined;
+}
+
+async function placeAndAwait(running: Running, orderId: string): Promise<number> {
+  const body = JSON.stringify({
+    type: 'order',
+    orderId,
+    amount: '19.90',
+    currency: 'EUR',
+    clickIds: [CLICK],
+    buyerIp: '198.51.100.4',
+  });
+  const answer = await post(
+    `${running.url}/webhooks/generic`,
+    genericWebhook(body, LOCAL_SECRETS.GENERIC_WEBHOOK_SECRET),
+  );
+  expect(answer.status).toBe(202);
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const res = await fetch(`${running.platformUrl}/_sandbox/conversions`);
+    const { conversions } = (await res.json()) as { conversions: { externalId: string }[] };
+    const found = conversions.filter((c) => c.externalId === orderId).length;
+    if (found > 0 || Date.now() > deadline) return found;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('a second npm start while one runs', () => {
+  it('says that PORT is taken (exit 1), without a stack trace', async () => {
+    // Prepare
+    const port = await takenPort();
+    // Act
+    const run = spawnStart(tempDir('connector-cwd-'), { PORT: String(port) });
+    const code = await run.exited;
+    // Assess
+    expect(run.output()).not.toMatch(STACK_LINE);
+    expect(run.output()).toContain('port already in use');
+    expect(run.output()).toContain(String(port));
+    expect(code).toBe(1);
+  });
+
+  it('refuses the LOCAL_DATA_DIR of the running one (exit 1, naming it), and the first runs on', async () => {
+    // Prepare
+    const dataDir = tempDir('connector-data-');
+    const firstDir = tempDir('connector-cwd-');
+    const first = await start(firstDir, { LOCAL_DATA_DIR: dataDir });
+    // Act
+    const second = spawnStart(tempDir('connector-cwd-'), { LOCAL_DATA_DIR: dataDir });
+    const code = await second.exited;
+    // Assess
+    expect(second.output()).not.toMatch(STACK_LINE);
+    expect(second.output()).toContain('LOCAL_DATA_DIR');
+    expect(second.output()).toContain(String(first.child.pid));
+    expect(code).toBe(1);
+    expect(await placeAndAwait(first, 'still-running-1')).toBe(1);
+    expect(stateIn(firstDir)?.connectorUrl).toBe(first.url);
+  }, 90_000);
+
+  it('leaves .local-stack.json to the stack still running when the other in the same directory stops', async () => {
+    // Prepare: two stacks started from one directory, the second on other ports.
+    const cwd = tempDir('connector-cwd-');
+    const first = await start(cwd);
+    const second = await start(cwd);
+    expect(stateIn(cwd)?.connectorUrl).toBe(second.url);
+    // Act
+    expect(await stop(first)).toBe(0);
+    const afterFirstStopped = stateIn(cwd)?.connectorUrl;
+    expect(await stop(second)).toBe(0);
+    // Assess
+    expect(afterFirstStopped).toBe(second.url);
+    expect(stateIn(cwd)).toBeUndefined();
+  }, 90_000);
+
+  it('hands .local-stack.json back to the first stack when the second one stops', async () => {
+    // Prepare
+    const cwd = tempDir('connector-cwd-');
+    const first = await start(cwd);
+    const second = await start(cwd);
+    // Act
+    expect(await stop(second)).toBe(0);
+    const afterSecondStopped = stateIn(cwd)?.connectorUrl;
+    expect(await stop(first)).toBe(0);
+    // Assess
+    expect(afterSecondStopped).toBe(first.url);
+    expect(stateIn(cwd)).toBeUndefined();
+  }, 90_000);
+});

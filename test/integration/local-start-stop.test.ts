@@ -1,0 +1,174 @@
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { LOCAL_SECRETS, LOCAL_STATE_FILE } from '../../local/defaults.ts';
+import { genericWebhook, post } from '../support/webhooks.ts';
+
+/**
+ * Stopping `npm start` while a batch is in hand: Ctrl-C waits for it, a second Ctrl-C does not, and
+ * closing the terminal (SIGHUP) stops it as Ctrl-C does. With LOCAL_DATA_DIR nothing is lost either
+ * way: what the forced stop cut short is finished after a restart, once.
+ */
+
+const START = fileURLToPath(new URL('../../infra/local/start.ts', import.meta.url));
+const CLICK = 'a1b2c3d4e5f6a7b8c9d0e1f2';
+
+interface Running {
+  readonly child: ChildProcessWithoutNullStreams;
+  readonly cwd: string;
+  readonly url: string;
+  readonly platformUrl: string;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  output(): string;
+}
+
+const dirs: string[] = [];
+const children: Running[] = [];
+afterEach(async () => {
+  for (const c of children.splice(0)) {
+    c.child.kill('SIGKILL');
+    await c.exited;
+  }
+});
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  dirs.push(dir);
+  return dir;
+}
+
+async function start(cwd: string, env: Record<string, string> = {}, quiet = true): Promise<Running> {
+  const child = spawn(process.execPath, [START, ...(quiet ? ['--quiet'] : [])], {
+    cwd,
+    env: { PATH: process.env['PATH'] ?? '', PORT: '0', SANDBOX_PORT: '0', ...env },
+    stdio: 'pipe',
+  });
+  let out = '';
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes('Ctrl-C stops everything.')) resolve();
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    void exited.then(() => reject(new Error(`npm start exited:\n${out}`)));
+  });
+  const running = {
+    child,
+    cwd,
+    exited,
+    output: () => out,
+    url: /ingest API\s+(\S+)/.exec(out)?.[1] ?? '',
+    platformUrl: /platform\s+(\S+)/.exec(out)?.[1] ?? '',
+  };
+  children.push(running);
+  return running;
+}
+
+async function placeOrder(running: Running, orderId: string): Promise<void> {
+  const body = JSON.stringify({
+    type: 'order',
+    orderId,
+    amount: '19.90',
+    currency: 'EUR',
+    clickIds: [CLICK],
+    buyerIp: '198.51.100.4',
+  });
+  const answer = await post(
+    `${running.url}/webhooks/generic`,
+    genericWebhook(body, LOCAL_SECRETS.GENERIC_WEBHOOK_SECRET),
+  );
+  expect(answer.status).toBe(202);
+}
+
+async function setFaults(running: Running, faults: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`${running.platformUrl}/_sandbox/faults`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(faults),
+  });
+  expect(res.status).toBe(200);
+}
+
+/** Resolves once the sandbox has been called on `route` (the worker holds the order's batch). */
+async function calledOn(running: Running, route: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const res = await fetch(`${running.platformUrl}/_sandbox/calls`);
+    const { calls } = (await res.json()) as { calls: Record<string, { total: number }> };
+    if ((calls[route]?.total ?? 0) > 0) return;
+    if (Date.now() > deadline) throw new Error(`no call on ${route}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function conversionsOf(running: Running, externalId: string): Promise<number> {
+  const res = await fetch(`${running.platformUrl}/_sandbox/conversions`);
+  const { conversions } = (await res.json()) as { conversions: { externalId: string }[] };
+  return conversions.filter((c) => c.externalId === externalId).length;
+}
+
+const ADD = '/advertiser/conversions.add';
+
+describe('stopping npm start while a batch is in hand', () => {
+  it('stops at once on a second Ctrl-C instead of waiting out the platform’s retry-after', async () => {
+    // Prepare: the platform asks to wait 25 s, and the worker waits within its invocation.
+    const running = await start(tempDir('connector-cwd-'));
+    await setFaults(running, { burst429: 3, burstRetryAfterMs: 25_000, routes: [ADD] });
+    await placeOrder(running, 'stop-twice-1');
+    await calledOn(running, ADD);
+    // Act
+    running.child.kill('SIGINT');
+    await new Promise((r) => setTimeout(r, 500));
+    const secondAt = Date.now();
+    running.child.kill('SIGINT');
+    const exit = await running.exited;
+    // Assess
+    expect(Date.now() - secondAt).toBeLessThan(5_000);
+    expect(exit.code).not.toBe(0);
+    expect(existsSync(join(running.cwd, LOCAL_STATE_FILE))).toBe(false);
+  }, 60_000);
+
+  it('finishes an add cut short by the second Ctrl-C after a restart on LOCAL_DATA_DIR, once', async () => {
+    // Prepare: an add the platform answers in 4 s (within the client's 5 s), and records only then.
+    const dataDir = tempDir('connector-data-');
+    const first = await start(tempDir('connector-cwd-'), { LOCAL_DATA_DIR: dataDir });
+    await setFaults(first, { latencyMs: 4_000, routes: [ADD] });
+    await placeOrder(first, 'stop-twice-2');
+    await new Promise((r) => setTimeout(r, 1_500));
+    // Act
+    first.child.kill('SIGINT');
+    await new Promise((r) => setTimeout(r, 300));
+    first.child.kill('SIGINT');
+    await first.exited;
+    const second = await start(tempDir('connector-cwd-'), { LOCAL_DATA_DIR: dataDir }, false);
+    const deadline = Date.now() + 30_000;
+    while ((await conversionsOf(second, 'stop-twice-2')) === 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 1_000));
+    // Assess: the add was in flight when the first one stopped, and the restart added it once.
+    expect(second.output()).toContain('recovered after a crash: 1 messages in flight, 1 add leases');
+    expect(await conversionsOf(second, 'stop-twice-2')).toBe(1);
+  }, 90_000);
+
+  it('stops as on Ctrl-C when the terminal closes (SIGHUP): exit 0, .local-stack.json removed', async () => {
+    // Prepare
+    const running = await start(tempDir('connector-cwd-'));
+    expect(existsSync(join(running.cwd, LOCAL_STATE_FILE))).toBe(true);
+    // Act
+    running.child.kill('SIGHUP');
+    const exit = await running.exited;
+    // Assess
+    expect(exit).toEqual({ code: 0, signal: null });
+    expect(existsSync(join(running.cwd, LOCAL_STATE_FILE))).toBe(false);
+  });
+});
