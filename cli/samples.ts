@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type { SourceConfig } from '../shared/config/sources.ts';
 import { HexId } from '../shared/domain/ids.ts';
 import { idText, MAX_ID_LENGTH } from '../shared/domain/limits.ts';
+import { formatMinor } from '../shared/money.ts';
 import { hmacSha256, signGeneric } from '../shared/platforms/signature.ts';
 import { CliError } from './io.ts';
 
@@ -30,7 +31,14 @@ export interface Sample {
   readonly topic: string | undefined;
   readonly file: string;
   readonly about: string;
+  /**
+   * The sample order's conversion once this sample is sent after the order (a full refund after the
+   * partial one), as the connector makes it: without tax and shipping, in minor units; or refused.
+   */
+  readonly conversion: SampleConversion;
 }
+
+export type SampleConversion = { readonly amount: number; readonly currency: string } | 'refused';
 
 /**
  * Every built-in sample. Each platform's samples are one order (Shopify 450789469, WooCommerce 727,
@@ -43,7 +51,8 @@ export const SAMPLES: readonly Sample[] = [
     kind: 'order',
     topic: 'orders/create',
     file: 'shopify-order.json',
-    about: 'order 587.00 USD net',
+    about: 'order, total 598.94 USD with tax',
+    conversion: { amount: 58_700, currency: 'USD' },
   },
   {
     platform: 'shopify',
@@ -51,13 +60,15 @@ export const SAMPLES: readonly Sample[] = [
     topic: 'refunds/create',
     file: 'shopify-refund.json',
     about: 'refund of 2 of its 3 items, 391.33 net',
+    conversion: { amount: 19_567, currency: 'USD' },
   },
   {
     platform: 'shopify',
     kind: 'full-refund',
     topic: 'refunds/create',
     file: 'shopify-refund-rest.json',
-    about: 'refund of the item left, 195.67 (after partial-refund: all of it)',
+    about: 'refund of the item left, 195.67 net',
+    conversion: 'refused',
   },
   {
     platform: 'shopify',
@@ -65,20 +76,23 @@ export const SAMPLES: readonly Sample[] = [
     topic: 'orders/cancelled',
     file: 'shopify-order-cancelled.json',
     about: 'the order cancelled',
+    conversion: 'refused',
   },
   {
     platform: 'woocommerce',
     kind: 'order',
     topic: 'order.created',
     file: 'woocommerce-order.json',
-    about: 'order 29.35 USD',
+    about: 'order, total 29.35 USD with tax and shipping',
+    conversion: { amount: 1_800, currency: 'USD' },
   },
   {
     platform: 'woocommerce',
     kind: 'partial-refund',
     topic: 'order.updated',
     file: 'woocommerce-order-refunded-partly.json',
-    about: 'refunds[] with one 12.90 refund (one item with its tax)',
+    about: 'refunds[]: one 12.90 refund, an item with its tax',
+    conversion: { amount: 600, currency: 'USD' },
   },
   {
     platform: 'woocommerce',
@@ -86,6 +100,7 @@ export const SAMPLES: readonly Sample[] = [
     topic: 'order.updated',
     file: 'woocommerce-order-refunded.json',
     about: 'status refunded',
+    conversion: 'refused',
   },
   {
     platform: 'woocommerce',
@@ -93,13 +108,15 @@ export const SAMPLES: readonly Sample[] = [
     topic: 'order.updated',
     file: 'woocommerce-order-cancelled.json',
     about: 'status cancelled',
+    conversion: 'refused',
   },
   {
     platform: 'stripe',
     kind: 'order',
     topic: 'checkout.session.completed',
     file: 'stripe-checkout-session-completed.json',
-    about: 'paid session 68.90 EUR',
+    about: 'paid session, total 68.90 EUR with tax and shipping',
+    conversion: { amount: 5_990, currency: 'EUR' },
   },
   {
     platform: 'stripe',
@@ -107,6 +124,7 @@ export const SAMPLES: readonly Sample[] = [
     topic: 'charge.refunded',
     file: 'stripe-charge-refunded-partly.json',
     about: 'charge refunded 20.00 of 68.90',
+    conversion: { amount: 3_990, currency: 'EUR' },
   },
   {
     platform: 'stripe',
@@ -114,6 +132,7 @@ export const SAMPLES: readonly Sample[] = [
     topic: 'refund.created',
     file: 'stripe-refund-created.json',
     about: 'a 10.00 refund',
+    conversion: { amount: 4_990, currency: 'EUR' },
   },
   {
     platform: 'stripe',
@@ -121,6 +140,7 @@ export const SAMPLES: readonly Sample[] = [
     topic: 'charge.refunded',
     file: 'stripe-charge-refunded.json',
     about: 'charge wholly refunded',
+    conversion: 'refused',
   },
   {
     platform: 'generic',
@@ -128,6 +148,7 @@ export const SAMPLES: readonly Sample[] = [
     topic: undefined,
     file: 'generic-order.json',
     about: '{"type":"order"} 49.90 EUR',
+    conversion: { amount: 4_990, currency: 'EUR' },
   },
   {
     platform: 'generic',
@@ -135,6 +156,7 @@ export const SAMPLES: readonly Sample[] = [
     topic: undefined,
     file: 'generic-refund-partial.json',
     about: '{"type":"refund"} 10.00',
+    conversion: { amount: 3_990, currency: 'EUR' },
   },
   {
     platform: 'generic',
@@ -142,6 +164,7 @@ export const SAMPLES: readonly Sample[] = [
     topic: undefined,
     file: 'generic-refund-full.json',
     about: '{"type":"refund","full":true}',
+    conversion: 'refused',
   },
   {
     platform: 'generic',
@@ -149,6 +172,7 @@ export const SAMPLES: readonly Sample[] = [
     topic: undefined,
     file: 'generic-cancel.json',
     about: '{"type":"cancel"}',
+    conversion: 'refused',
   },
 ];
 
@@ -189,12 +213,19 @@ export function samplePath(sample: Sample): string {
   return fileURLToPath(new URL(sample.file, SAMPLES_DIR));
 }
 
-/** `--help`'s list of the built-in samples. */
+/** `--help`'s list of the built-in samples, with the conversion each leaves. */
 export function samplesHelp(): string {
-  const rows = SAMPLES.map(
-    (s) => `  ${s.platform.padEnd(12)}${s.kind.padEnd(16)}${(s.topic ?? '-').padEnd(28)}${s.about}`,
+  const what = Math.max(...SAMPLES.map((s) => s.about.length)) + 2;
+  const line = (platform: string, kind: string, topic: string, about: string, conversion: string) =>
+    `  ${platform.padEnd(12)}${kind.padEnd(16)}${topic.padEnd(28)}${about.padEnd(what)}${conversion}`;
+  const rows = SAMPLES.map((s) =>
+    line(s.platform, s.kind, s.topic ?? '-', s.about, conversionText(s.conversion)),
   );
-  return [`  ${'PLATFORM'.padEnd(12)}${'--sample'.padEnd(16)}${'TOPIC'.padEnd(28)}WHAT`, ...rows].join('\n');
+  return [line('PLATFORM', '--sample', 'TOPIC', 'WHAT', 'CONVERSION'), ...rows].join('\n');
+}
+
+function conversionText(conversion: SampleConversion): string {
+  return conversion === 'refused' ? 'refused' : formatMinor(conversion.amount, conversion.currency);
 }
 
 /** The topic (Shopify, WooCommerce) or event type (Stripe) of an order sent when none is given. */

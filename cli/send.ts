@@ -52,7 +52,9 @@ Examples:
   $ npx connector send stripe --file ./my-event.json --secret "$STRIPE_WEBHOOK_SECRET" --url https://abc.execute-api.eu-west-1.amazonaws.com
 
 Built-in samples (--sample, or --topic alone). The samples of a platform are one order, so they
-can be sent one after another; --order-id moves them all to another order:
+can be sent one after another; --order-id moves them all to another order. CONVERSION is the
+order's conversion on the platform once the sample is sent after the order (a full-refund after the
+partial-refund): its amount without tax and shipping, as the connector sends it, not the shop's total.
 ${samplesHelp()}
 
 Samples are the platforms' documentation examples (test/fixtures/samples/). The signing secret is

@@ -1,6 +1,12 @@
 import type { Command } from 'commander';
 import type { Conversion } from '../shared/affiliate/schemas.ts';
-import { ledgerKey, type OrderRecord } from '../shared/ledger.ts';
+import {
+  awaitsAccept,
+  ledgerKey,
+  type OrderRecord,
+  type RefundReservation,
+  unrecordedReservations,
+} from '../shared/ledger.ts';
 import { compareOrder, type Difference, money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
 import { CliError, type CliIo, cell, formatTable, nowOf, terminalJson, writeLine } from './io.ts';
@@ -17,6 +23,11 @@ export interface OrderStatus {
   readonly record: OrderRecord | undefined;
   readonly conversion: Conversion | undefined;
   readonly differences: Difference[];
+  /**
+   * Partial refunds `POST /refunds` reserved for the order that its record does not hold yet: they
+   * count against what remains until the worker records them. None when absent.
+   */
+  readonly unrecordedReservations?: readonly RefundReservation[];
 }
 
 /** `connector status <externalId>`: the ledger record and the platform's conversion side by side. */
@@ -26,7 +37,7 @@ export function registerStatus(program: Command, io: CliIo): void {
     .summary("an order's ledger record and its conversion on the platform")
     .description(
       "Shows what the connector recorded for an order (ledger) next to the platform's conversion, with its " +
-        'refunds. Exit code 0 when both agree, 1 when they differ, the order is unknown, or its add was left ' +
+        'refunds and those POST /refunds reserved that the worker has not recorded yet. Exit code 0 when both agree, 1 when they differ, the order is unknown, or its add was left ' +
         'unfinished long ago (stuck_add: see connector reconcile --repair).',
     )
     .argument('<externalId>', "the shop's order id")
@@ -52,9 +63,11 @@ secret AFFILIATE_TOKEN_SECRET names.`,
         const client = await ctx.affiliate();
         let found: OrderStatus | undefined;
         for (const program of programs) {
-          const [record, conversion] = await Promise.all([
-            ledger.get(ledgerKey(program, externalId)),
+          const key = ledgerKey(program, externalId);
+          const [record, conversion, reservations] = await Promise.all([
+            ledger.get(key),
             client.conversionInfo({ program, externalId }),
+            ledger.reservationsOf(key),
           ]);
           if (record || conversion) {
             const differences = compareOrder(
@@ -64,7 +77,14 @@ secret AFFILIATE_TOKEN_SECRET names.`,
               conversion ? [conversion] : [],
               nowOf(io).getTime(),
             );
-            found = { program, externalId, record, conversion, differences };
+            found = {
+              program,
+              externalId,
+              record,
+              conversion,
+              differences,
+              unrecordedReservations: unrecordedReservations(record, reservations),
+            };
             break;
           }
         }
@@ -126,16 +146,8 @@ export function statusText(status: OrderStatus): string {
     ['created', dash(record?.createdAt), dash(conversion?.createdAt)],
     ['updated', dash(record?.updatedAt), '-'],
   ];
-  // Sources with a return window (acceptAfterDays): when the accept job is due, did, or gave up.
-  if (record?.acceptDueAt !== undefined) {
-    const due = `(due ${record.acceptDueAt})`;
-    const accept = record.acceptedAt
-      ? `accepted ${record.acceptedAt} ${due}`
-      : record.acceptError
-        ? `not accepted: ${cell(record.acceptError, 50)}`
-        : `waiting ${due}`;
-    rows.push(['accept', accept, '-']);
-  }
+  const accept = record ? acceptCell(record) : undefined;
+  if (accept) rows.push(['accept', accept, '-']);
   const lines = [
     `Order ${status.externalId} in program ${status.program}${record ? ` (source ${record.source})` : ''}`,
     '',
@@ -160,6 +172,19 @@ export function statusText(status: OrderStatus): string {
       ),
     );
   }
+  const reserved = status.unrecordedReservations ?? [];
+  if (reserved.length > 0) {
+    lines.push(
+      '',
+      'Refunds reserved, counted against what remains:',
+      formatTable(
+        ['REFUND ID', 'AMOUNT', 'RESERVED'],
+        reserved.map((r) => [r.refundId, money(r.amount, currency), r.reservedAt]),
+      ),
+      '… requested through POST /refunds, not yet recorded by the worker: in the queue, or its request ' +
+        'failed — send it again to settle it',
+    );
+  }
   lines.push('');
   const stuck = status.differences.some((d) => d.kind === 'stuck_add');
   if (record?.state === 'adding' && !stuck && record.unclearAddAt !== undefined)
@@ -182,6 +207,18 @@ export function statusText(status: OrderStatus): string {
     );
   }
   return lines.join('\n');
+}
+
+/**
+ * Sources with a return window (acceptAfterDays): when the accept job is due, did, or gave up. Nothing
+ * for a record the job never accepts (shadowed, refused, skipped: see `awaitsAccept`).
+ */
+function acceptCell(record: OrderRecord): string | undefined {
+  if (record.acceptDueAt === undefined) return undefined;
+  const due = `(due ${record.acceptDueAt})`;
+  if (record.acceptedAt) return `accepted ${record.acceptedAt} ${due}`;
+  if (record.acceptError) return `not accepted: ${cell(record.acceptError, 50)}`;
+  return awaitsAccept(record) ? `waiting ${due}` : undefined;
 }
 
 /** A refund's net amount worth a look: by the rules of before the ledger kept lines, or approximate. */
