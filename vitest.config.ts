@@ -6,5 +6,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // Two files at a time: on a 2-core machine the default (one fewer than the cores) ran them one by
+    // one, 450 s for the suite; most of their time is waiting on sockets, timers and child processes.
+    maxWorkers: 2,
   },
 });
