@@ -95,10 +95,7 @@ export function countPlatform429s(metrics: Metrics): (event: { type: string; sta
 }
 
 /** The webhook's outcomes: log lines with the ids, WebhooksQueued / Rejected / Unavailable counts. */
-export function observeIngest(
-  logger: Logger,
-  metrics: MetricsSink,
-): (outcome: IngestOutcome) => void {
+export function observeIngest(logger: Logger, metrics: MetricsSink): (outcome: IngestOutcome) => void {
   return (outcome) => {
     const line = {
       source: outcome.source,
@@ -129,10 +126,7 @@ export function observeIngest(
  * 503 for a finance key, ledger or queue out of reach (or a finance key too weak to accept) counted
  * in FinanceRefundsUnavailable.
  */
-export function observeFinance(
-  logger: Logger,
-  metrics: MetricsSink,
-): (outcome: FinanceOutcome) => void {
+export function observeFinance(logger: Logger, metrics: MetricsSink): (outcome: FinanceOutcome) => void {
   return (outcome) => {
     const line = { ...outcome };
     if (outcome.result === 'rejected') logger.warn('finance refund rejected', line);
