@@ -248,7 +248,10 @@ export const DeployConfig = z
         hours: z
           .number()
           .int()
-          .min(24, 'must be at least 24: the catch-up runs once a day, and a shorter window leaves hours no run reads')
+          .min(
+            24,
+            'must be at least 24: the catch-up runs once a day, and a shorter window leaves hours no run reads',
+          )
           .max(720)
           .default(48),
         /** Hour of the day (UTC) the run starts. @default 3 */
