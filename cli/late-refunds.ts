@@ -27,7 +27,10 @@ export interface LateRefundRow {
   readonly conversionId: string;
   readonly conversionAmount: number;
   readonly commission?: number;
-  /** `commissionShare(commission, refundAmount, conversionAmount)`; absent without a commission. */
+  /**
+   * `commissionShare(commission, refundAmount, conversionAmount)`, capped at what the conversion's
+   * earlier late refunds left of its commission; absent without a commission.
+   */
   readonly commissionShare?: number;
   readonly recordedAt: string;
   readonly origin: RefundRecord['origin'];
@@ -42,14 +45,28 @@ export function commissionShare(commission: number, refund: number, conversionAm
   return prorateMinor(commission, Math.min(refund, conversionAmount), conversionAmount, 'commission');
 }
 
-/** The late refunds of these records, oldest first. */
+/**
+ * The late refunds of these records, oldest first. The shares of one conversion add up to its
+ * commission at most: each share is rounded on its own, so a later one gets only what is left.
+ */
 export function lateRefunds(records: Iterable<OrderRecord>): LateRefundRow[] {
   const out: LateRefundRow[] = [];
   for (const record of records) {
-    for (const refund of Object.values(record.refunds)) {
+    const taken = new Map<string, number>();
+    const refunds = Object.values(record.refunds).sort(
+      (a, b) => recordedAt(a).localeCompare(recordedAt(b)) || a.refundId.localeCompare(b.refundId),
+    );
+    for (const refund of refunds) {
       if (refund.status !== 'late' || !refund.late) continue;
       const { late } = refund;
       const refundAmount = refund.full ? late.conversionAmount : refund.amount;
+      let share: number | undefined;
+      if (late.commission !== undefined) {
+        const before = taken.get(late.conversionId) ?? 0;
+        const left = Math.max(0, late.commission - before);
+        share = Math.min(commissionShare(late.commission, refundAmount, late.conversionAmount), left);
+        taken.set(late.conversionId, before + share);
+      }
       out.push({
         program: record.program,
         externalId: record.externalId,
@@ -61,13 +78,10 @@ export function lateRefunds(records: Iterable<OrderRecord>): LateRefundRow[] {
         because: late.because,
         conversionId: late.conversionId,
         conversionAmount: late.conversionAmount,
-        ...(late.commission === undefined
+        ...(late.commission === undefined || share === undefined
           ? {}
-          : {
-              commission: late.commission,
-              commissionShare: commissionShare(late.commission, refundAmount, late.conversionAmount),
-            }),
-        recordedAt: refund.appliedAt ?? refund.receivedAt,
+          : { commission: late.commission, commissionShare: share }),
+        recordedAt: recordedAt(refund),
         origin: refund.origin,
       });
     }
@@ -75,6 +89,10 @@ export function lateRefunds(records: Iterable<OrderRecord>): LateRefundRow[] {
   return out.sort(
     (a, b) => a.recordedAt.localeCompare(b.recordedAt) || a.externalId.localeCompare(b.externalId),
   );
+}
+
+function recordedAt(refund: RefundRecord): string {
+  return refund.appliedAt ?? refund.receivedAt;
 }
 
 /** The late refunds of these programs' ledger records, oldest first. */
@@ -184,7 +202,8 @@ export function registerLateRefunds(program: Command, io: CliIo): void {
       'after',
       `
 Commission share = commission × refund amount / conversion amount, in minor units, rounded half away
-from zero (half a cent up); a full refund's share is the whole commission. The amount and commission
+from zero (half a cent up); a full refund's share is the whole commission. The shares of one
+conversion add up to its commission at most (a later one gets what is left). The amount and commission
 are the platform's when the refund came; "-" when the platform gave no commission (legacy programs).
 
 Examples:

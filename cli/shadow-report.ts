@@ -3,7 +3,7 @@ import type { AffiliateClient } from '../shared/affiliate/client.ts';
 import type { Conversion } from '../shared/affiliate/schemas.ts';
 import type { SourceConfig } from '../shared/config/sources.ts';
 import type { OrderRecord } from '../shared/ledger.ts';
-import { formatMoney } from '../shared/money.ts';
+import { formatMoney, sumMinor } from '../shared/money.ts';
 import type { Ledger } from '../shared/ports.ts';
 import { money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
@@ -17,8 +17,14 @@ import { listAllConversions, periodBound } from './reconcile.ts';
  * platform's browser pixel recorded, order by order (matched by externalId within a program).
  */
 
-export type ShadowKind = 'only_connector' | 'amount_differs' | 'only_pixel' | 'same';
-const KINDS: readonly ShadowKind[] = ['only_connector', 'amount_differs', 'only_pixel', 'same'];
+export type ShadowKind = 'only_connector' | 'amount_differs' | 'amount_unknown' | 'only_pixel' | 'same';
+const KINDS: readonly ShadowKind[] = [
+  'only_connector',
+  'amount_differs',
+  'amount_unknown',
+  'only_pixel',
+  'same',
+];
 
 export interface ShadowRow {
   readonly kind: ShadowKind;
@@ -26,11 +32,12 @@ export interface ShadowRow {
   readonly externalId: string;
   readonly pixelConversionId?: string;
   readonly pixelStatus?: string;
+  /** The sum of the order's pixel conversions; absent when one of them has no amount. */
   readonly pixelAmount?: number;
   /** What the connector's add would have sent: the order's amount, before refunds. */
   readonly connectorAmount?: number;
-  /** connector − pixel, a missing side counting 0. */
-  readonly difference: number;
+  /** connector − pixel, a missing side counting 0; absent when the pixel's amount is unknown. */
+  readonly difference?: number;
   readonly currency?: string;
   readonly detail: string;
 }
@@ -125,19 +132,25 @@ function compare(
 ): ShadowRow {
   const [conversion] = conversions;
   const sent = record?.state === 'shadowed' ? record.originalAmount : undefined;
-  const pixelAmount = conversion?.amount;
+  // The platform may omit a conversion's amount; a duplicate pixel fire is paid on each conversion.
+  const amountUnknown = conversions.some((c) => c.amount === undefined);
+  const pixelAmount =
+    !conversion || amountUnknown ? undefined : sumMinor(conversions.map((c) => c.amount ?? 0));
+  const currency = record?.currency ?? conversion?.currency;
   const base = {
     program,
     externalId,
     ...(conversion ? { pixelConversionId: conversion.id, pixelStatus: String(conversion.status) } : {}),
     ...(pixelAmount === undefined ? {} : { pixelAmount }),
     ...(sent === undefined ? {} : { connectorAmount: sent }),
-    difference: (sent ?? 0) - (pixelAmount ?? 0),
-    ...((record?.currency ?? conversion?.currency)
-      ? { currency: record?.currency ?? conversion?.currency }
-      : {}),
+    ...(amountUnknown ? {} : { difference: (sent ?? 0) - (pixelAmount ?? 0) }),
+    ...(currency ? { currency } : {}),
   };
-  const several = conversions.length > 1 ? `; ${conversions.length} pixel conversions for one order` : '';
+  const several =
+    conversions.length > 1
+      ? `; ${conversions.length} pixel conversions for one order${pixelAmount === undefined ? '' : `, ${money(pixelAmount, currency)} in all`}`
+      : '';
+  const unknown = amountUnknown ? "; the pixel's amount is unknown" : '';
   if (!conversion) {
     return { ...base, kind: 'only_connector', detail: 'the pixel did not record it (ad blocker, consent)' };
   }
@@ -147,10 +160,11 @@ function compare(
       : record.state === 'skipped'
         ? `the connector skipped it: ${record.skipReason ?? 'no affiliate signal'}`
         : `ledger state ${record.state}`;
-    return { ...base, kind: 'only_pixel', detail: `${why}${several}` };
+    return { ...base, kind: 'only_pixel', detail: `${why}${several}${unknown}` };
   }
+  if (amountUnknown) return { ...base, kind: 'amount_unknown', detail: `${unknown.slice(2)}${several}` };
   if (pixelAmount === sent) return { ...base, kind: 'same', detail: several.slice(2) };
-  return { ...base, kind: 'amount_differs', detail: `the pixel's amount differs${several}` };
+  return { ...base, kind: 'amount_differs', detail: several.slice(2) || "the pixel's amount differs" };
 }
 
 function totalsOf(rows: readonly ShadowRow[]): ShadowTotal[] {
@@ -174,7 +188,7 @@ function totalsOf(rows: readonly ShadowRow[]): ShadowTotal[] {
 function atStakeOf(rows: readonly ShadowRow[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const row of rows) {
-    if (row.difference === 0) continue;
+    if (!row.difference) continue;
     const currency = row.currency ?? '';
     out[currency] = (out[currency] ?? 0) + Math.abs(row.difference);
   }
@@ -222,6 +236,8 @@ const SUMMARY: Record<ShadowKind, (n: string, t: ShadowTotal) => string> = {
   only_connector: (n, t) => `only the connector saw ${n} (${money(t.connectorAmount, t.currency)})`,
   amount_differs: (n, t) =>
     `amount differs for ${n} (connector ${money(t.connectorAmount, t.currency)}, pixel ${money(t.pixelAmount, t.currency)})`,
+  amount_unknown: (n, t) =>
+    `the pixel's amount unknown for ${n} (connector ${money(t.connectorAmount, t.currency)})`,
   only_pixel: (n, t) => `only the pixel saw ${n} (${money(t.pixelAmount, t.currency)})`,
   same: (n, t) => `same amount for ${n} (${money(t.connectorAmount, t.currency)})`,
 };
@@ -289,7 +305,10 @@ export function registerShadowReport(program: Command, io: CliIo): void {
 Kinds:
   only_connector  the connector has the order, the pixel has no conversion (ad blockers, consent):
                   what server-side tracking adds
-  amount_differs  both have it, with different amounts (the pixel often counts tax or shipping)
+  amount_differs  both have it, with different amounts (the pixel often counts tax or shipping;
+                  several pixel conversions for one order count with their sum)
+  amount_unknown  both have it, the platform gave no amount for the pixel's conversion: not
+                  counted in the money at stake
   only_pixel      the pixel has a conversion the connector would not have sent (the order never
                   reached the connector, or it had no click id: check the source's clickIdAttributes)
   same            both have it with the same amount
