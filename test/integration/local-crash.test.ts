@@ -1,61 +1,32 @@
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LOCAL_AWS, LOCAL_SECRETS } from '../../local/defaults.ts';
+import { type LocalServing, type LocalStart, spawnLocalStart, untilServing } from '../support/local-start.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 /**
  * `npm start` with LOCAL_DATA_DIR, killed with SIGKILL while it drains, then started again: every
  * order answered 202 ends as exactly one conversion, without anything sent again.
  */
-const START = fileURLToPath(new URL('../../infra/local/start.ts', import.meta.url));
 const ORDERS = 300;
 const CLICK = 'a1b2c3d4e5f6a7b8c9d0e1f2';
 
-interface Running {
-  readonly child: ChildProcessWithoutNullStreams;
-  readonly url: string;
-  readonly platformUrl: string;
-  readonly exited: Promise<NodeJS.Signals | null>;
-  output(): string;
-}
-
 const dataDir = mkdtempSync(join(tmpdir(), 'connector-data-'));
 const cwd = mkdtempSync(join(tmpdir(), 'connector-cwd-'));
-const children: Running[] = [];
+const children: LocalStart[] = [];
 afterAll(() => {
   for (const c of children) c.child.kill('SIGKILL');
   rmSync(dataDir, { recursive: true, force: true });
   rmSync(cwd, { recursive: true, force: true });
 });
 
-async function start(env: Record<string, string>): Promise<Running> {
-  const child = spawn(process.execPath, [START, '--quiet'], {
-    cwd,
-    env: { PATH: process.env['PATH'] ?? '', PORT: '0', SANDBOX_PORT: '0', ...env },
-    stdio: 'pipe',
-  });
-  let out = '';
-  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_c, s) => resolve(s)));
-  const ready = new Promise<void>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString();
-      if (out.includes('Ctrl-C stops everything.')) resolve();
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    void exited.then(() => reject(new Error(`npm start exited:\n${out}`)));
-  });
-  await ready;
-  const url = /ingest API\s+(\S+)/.exec(out)?.[1] ?? '';
-  const platformUrl = /platform\s+(\S+)/.exec(out)?.[1] ?? '';
-  const running = { child, url, platformUrl, exited, output: () => out };
+async function start(env: Record<string, string>): Promise<LocalServing> {
+  const running = spawnLocalStart(cwd, env);
   children.push(running);
-  return running;
+  return untilServing(running);
 }
 
 async function conversions(platformUrl: string): Promise<{ externalId: string }[]> {
@@ -129,7 +100,7 @@ describe('npm start with LOCAL_DATA_DIR killed with SIGKILL mid-drain', () => {
       'a first conversion',
     );
     first.child.kill('SIGKILL');
-    expect(await first.exited).toBe('SIGKILL');
+    expect((await first.exited).signal).toBe('SIGKILL');
     const atKill = (await conversions(first.platformUrl).catch(() => undefined))?.length;
     expect(atKill).toBeUndefined(); // the sandbox died with it
 

@@ -1,11 +1,10 @@
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { LOCAL_SECRETS, LOCAL_STATE_FILE } from '../../local/defaults.ts';
+import { type LocalServing, type LocalStart, spawnLocalStart, untilServing } from '../support/local-start.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 /**
@@ -13,23 +12,11 @@ import { genericWebhook, post } from '../support/webhooks.ts';
  * (one `.local-stack.json`). Each gets a clear one-line answer and leaves the running stack whole.
  */
 
-const START = fileURLToPath(new URL('../../infra/local/start.ts', import.meta.url));
 const CLICK = 'a1b2c3d4e5f6a7b8c9d0e1f2';
 const STACK_LINE = /^\s+at /m;
 
-interface Run {
-  readonly child: ChildProcessWithoutNullStreams;
-  readonly exited: Promise<number | null>;
-  output(): string;
-}
-
-interface Running extends Run {
-  readonly url: string;
-  readonly platformUrl: string;
-}
-
 const dirs: string[] = [];
-const runs: Run[] = [];
+const runs: LocalStart[] = [];
 const servers: Server[] = [];
 afterEach(async () => {
   for (const r of runs.splice(0)) {
@@ -48,45 +35,20 @@ function tempDir(prefix: string): string {
   return dir;
 }
 
-function spawnStart(cwd: string, env: Record<string, string>): Run {
-  const child = spawn(process.execPath, [START, '--quiet'], {
-    cwd,
-    env: { PATH: process.env['PATH'] ?? '', PORT: '0', SANDBOX_PORT: '0', ...env },
-    stdio: 'pipe',
-  });
-  let out = '';
-  child.stdout.on('data', (chunk: Buffer) => {
-    out += chunk.toString();
-  });
-  child.stderr.on('data', (chunk: Buffer) => {
-    out += chunk.toString();
-  });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const run = { child, exited, output: () => out };
+function spawnStart(cwd: string, env: Record<string, string> = {}): LocalStart {
+  const run = spawnLocalStart(cwd, env);
   runs.push(run);
   return run;
 }
 
 /** `npm start` up and serving, or the test fails with what it printed. */
-async function start(cwd: string, env: Record<string, string> = {}): Promise<Running> {
-  const run = spawnStart(cwd, env);
-  const deadline = Date.now() + 30_000;
-  while (!run.output().includes('Ctrl-C stops everything.')) {
-    const code = await Promise.race([run.exited, new Promise((r) => setTimeout(r, 50, 'running'))]);
-    if (code !== 'running' || Date.now() > deadline)
-      throw new Error(`npm start did not come up:\n${run.output()}`);
-  }
-  const out = run.output();
-  return {
-    ...run,
-    url: /ingest API\s+(\S+)/.exec(out)?.[1] ?? '',
-    platformUrl: /platform\s+(\S+)/.exec(out)?.[1] ?? '',
-  };
+function start(cwd: string, env: Record<string, string> = {}): Promise<LocalServing> {
+  return untilServing(spawnStart(cwd, env));
 }
 
-async function stop(running: Run): Promise<number | null> {
+async function stop(running: LocalStart): Promise<number | null> {
   running.child.kill('SIGINT');
-  return running.exited;
+  return (await running.exited).code;
 }
 
 /** A port some other program holds. */
@@ -103,7 +65,7 @@ function stateIn(cwd: string): { connectorUrl?: string } | undefined {
   return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as { connectorUrl?: string }) : undefined;
 }
 
-async function placeAndAwait(running: Running, orderId: string): Promise<number> {
+async function placeAndAwait(running: LocalServing, orderId: string): Promise<number> {
   const body = JSON.stringify({
     type: 'order',
     orderId,
@@ -133,7 +95,7 @@ describe('a second npm start while one runs', () => {
     const port = await takenPort();
     // Act
     const run = spawnStart(tempDir('connector-cwd-'), { PORT: String(port) });
-    const code = await run.exited;
+    const { code } = await run.exited;
     // Assess
     expect(run.output()).not.toMatch(STACK_LINE);
     expect(run.output()).toContain('port already in use');
@@ -148,7 +110,7 @@ describe('a second npm start while one runs', () => {
     const first = await start(firstDir, { LOCAL_DATA_DIR: dataDir });
     // Act
     const second = spawnStart(tempDir('connector-cwd-'), { LOCAL_DATA_DIR: dataDir });
-    const code = await second.exited;
+    const { code } = await second.exited;
     // Assess
     expect(second.output()).not.toMatch(STACK_LINE);
     expect(second.output()).toContain('LOCAL_DATA_DIR');

@@ -1,9 +1,10 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { spawnLocalStart, untilServing } from '../support/local-start.ts';
 
 /**
  * `npm start` with a wrong or half-given setting: exit 2 and one line naming the setting, before
@@ -86,28 +87,12 @@ describe('npm start with the sandbox’s own settings', () => {
   it('starts its sandbox with SANDBOX_FAULTS and SANDBOX_DUPLICATES, as npm run sandbox does', async () => {
     // Prepare
     const faults = { errorRate: 1, errorStatus: 503, routes: ['/advertiser/conversions.add'] };
-    const child = spawn(process.execPath, [START, '--quiet'], {
-      cwd,
-      env: {
-        PATH: process.env['PATH'] ?? '',
-        PORT: '0',
-        SANDBOX_PORT: '0',
-        SANDBOX_FAULTS: JSON.stringify(faults),
-        SANDBOX_DUPLICATES: 'reject',
-      },
-      stdio: 'pipe',
+    const run = spawnLocalStart(cwd, {
+      SANDBOX_FAULTS: JSON.stringify(faults),
+      SANDBOX_DUPLICATES: 'reject',
     });
-    const exited = new Promise((resolve) => child.once('exit', resolve));
     try {
-      let out = '';
-      await new Promise<void>((resolve, reject) => {
-        child.stdout.on('data', (chunk: Buffer) => {
-          out += chunk.toString();
-          if (out.includes('Ctrl-C stops everything.')) resolve();
-        });
-        void exited.then(() => reject(new Error(`npm start exited:\n${out}`)));
-      });
-      const platformUrl = /platform\s+(\S+)/.exec(out)?.[1] ?? '';
+      const { platformUrl } = await untilServing(run);
       // Act
       const set = (await (await fetch(`${platformUrl}/_sandbox/faults`)).json()) as { faults: unknown };
       const options = (await (await fetch(`${platformUrl}/_sandbox/options`)).json()) as {
@@ -117,8 +102,8 @@ describe('npm start with the sandbox’s own settings', () => {
       expect(set.faults).toMatchObject(faults);
       expect(options.options.duplicates).toBe('reject');
     } finally {
-      child.kill('SIGKILL');
-      await exited;
+      run.child.kill('SIGKILL');
+      await run.exited;
     }
   });
 });

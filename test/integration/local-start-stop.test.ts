@@ -1,10 +1,9 @@
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { LOCAL_SECRETS, LOCAL_STATE_FILE } from '../../local/defaults.ts';
+import { type LocalServing, type LocalStart, spawnLocalStart, untilServing } from '../support/local-start.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 /**
@@ -13,20 +12,14 @@ import { genericWebhook, post } from '../support/webhooks.ts';
  * way: what the forced stop cut short is finished after a restart, once.
  */
 
-const START = fileURLToPath(new URL('../../infra/local/start.ts', import.meta.url));
 const CLICK = 'a1b2c3d4e5f6a7b8c9d0e1f2';
 
-interface Running {
-  readonly child: ChildProcessWithoutNullStreams;
+interface Running extends LocalServing {
   readonly cwd: string;
-  readonly url: string;
-  readonly platformUrl: string;
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  output(): string;
 }
 
 const dirs: string[] = [];
-const children: Running[] = [];
+const children: LocalStart[] = [];
 afterEach(async () => {
   for (const c of children.splice(0)) {
     c.child.kill('SIGKILL');
@@ -44,34 +37,9 @@ function tempDir(prefix: string): string {
 }
 
 async function start(cwd: string, env: Record<string, string> = {}, quiet = true): Promise<Running> {
-  const child = spawn(process.execPath, [START, ...(quiet ? ['--quiet'] : [])], {
-    cwd,
-    env: { PATH: process.env['PATH'] ?? '', PORT: '0', SANDBOX_PORT: '0', ...env },
-    stdio: 'pipe',
-  });
-  let out = '';
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  await new Promise<void>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString();
-      if (out.includes('Ctrl-C stops everything.')) resolve();
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    void exited.then(() => reject(new Error(`npm start exited:\n${out}`)));
-  });
-  const running = {
-    child,
-    cwd,
-    exited,
-    output: () => out,
-    url: /ingest API\s+(\S+)/.exec(out)?.[1] ?? '',
-    platformUrl: /platform\s+(\S+)/.exec(out)?.[1] ?? '',
-  };
-  children.push(running);
-  return running;
+  const run = spawnLocalStart(cwd, env, { quiet });
+  children.push(run);
+  return { ...(await untilServing(run)), cwd };
 }
 
 async function placeOrder(running: Running, orderId: string): Promise<void> {
