@@ -11,6 +11,7 @@ import { AwsSecretStore } from '../../shared/secrets.ts';
 import { emptyDir, runCli } from '../support/cli.ts';
 import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
 import { type HungServer, startHungServer } from '../support/hung-server.ts';
+import { timed } from '../support/timed.ts';
 import { sampleFixture, shopifyWebhook } from '../support/webhooks.ts';
 
 /**
@@ -55,23 +56,6 @@ afterAll(async () => {
   await hung?.close();
   await secretsManager?.close();
 });
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-/** Resolves with the outcome and when it came, or with `stillWaitingAfterMs` once `limitMs` passed. */
-async function timed<T>(
-  promise: Promise<T>,
-  limitMs: number,
-): Promise<{ value?: T; thrown?: unknown; afterMs?: number; stillWaitingAfterMs?: number }> {
-  const started = Date.now();
-  return Promise.race([
-    promise.then(
-      (value) => ({ value, afterMs: Date.now() - started }),
-      (thrown: unknown) => ({ thrown, afterMs: Date.now() - started }),
-    ),
-    sleep(limitMs).then(() => ({ stillWaitingAfterMs: Date.now() - started })),
-  ]);
-}
 
 function shopifyOrderEvent(): APIGatewayProxyEventV2 {
   const signed = shopifyWebhook(

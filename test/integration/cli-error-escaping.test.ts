@@ -1,6 +1,5 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
+import { answeringServers } from '../support/answering-servers.ts';
 import { emptyDir, runCli } from '../support/cli.ts';
 
 /**
@@ -13,25 +12,15 @@ const PROGRAM = '0123456789abcdef01234567';
 // biome-ignore lint/suspicious/noControlCharactersInRegex: asserting their absence.
 const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
 
-const servers: Server[] = [];
-afterAll(() => {
-  for (const server of servers) {
-    server.closeAllConnections();
-    server.close();
-  }
-});
+const servers = answeringServers();
+afterAll(() => servers.close());
 
-async function serve(status: number, contentType: string, body: string): Promise<string> {
-  const server = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      res.writeHead(status, { 'content-type': contentType });
-      res.end(body);
-    });
+/** A server answering every request with this status, content type and body. */
+function serve(status: number, contentType: string, body: string): Promise<string> {
+  return servers.serve((_req, res) => {
+    res.writeHead(status, { 'content-type': contentType });
+    res.end(body);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  servers.push(server);
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
 describe('the CLI’s error line', () => {

@@ -1,5 +1,4 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SQSRecord } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { buildCatchUpDeps, makeHandler as makeCatchUpHandler } from '../../functions/catch-up.ts';
@@ -17,6 +16,7 @@ import { makeLogger, makeMetrics, observeWorker, reportWaitingRefunds } from '..
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import { StripeClient } from '../../shared/shops/stripe.ts';
 import { WooCommerceClient } from '../../shared/shops/woocommerce.ts';
+import { answeringServers } from '../support/answering-servers.ts';
 import { emptyDir, spawnCli } from '../support/cli.ts';
 import { trackedOrder } from '../support/events.ts';
 import { fifoRecord } from '../support/sqs-records.ts';
@@ -39,7 +39,8 @@ const RULE = '76543210fedcba9876543210';
 let echo: string;
 /** The signatures of the requests the endpoint saw (the Authorization header's `Signature=`). */
 const signatures: string[] = [];
-const servers: Server[] = [];
+const servers = answeringServers();
+const serve = servers.serve;
 let sandbox: RunningSandbox | undefined;
 
 /** What AWS answers a request it cannot authenticate, built from the request's own headers. */
@@ -71,16 +72,6 @@ function signatureRefusal(req: IncomingMessage, res: ServerResponse): void {
   res.end(JSON.stringify({ __type: `com.amazon.coral.service#${type}`, message }));
 }
 
-async function serve(answer: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> {
-  const server = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => answer(req, res));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  servers.push(server);
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
 beforeAll(async () => {
   echo = await serve(signatureRefusal);
 });
@@ -89,10 +80,7 @@ afterEach(() => {
 });
 afterAll(async () => {
   await sandbox?.close();
-  for (const server of servers) {
-    server.closeAllConnections();
-    server.close();
-  }
+  servers.close();
 });
 
 /** Everything Powertools writes (on process.stdout and stderr) while `run` runs. */

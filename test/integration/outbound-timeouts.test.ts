@@ -1,11 +1,11 @@
 import { writeFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AWS_TIMEOUT_MS, PLATFORM_CALL_MS } from '../../cli/context.ts';
+import { answeringServers } from '../support/answering-servers.ts';
 import { emptyDir, runCli } from '../support/cli.ts';
 import { type HungServer, startHungServer } from '../support/hung-server.ts';
+import { timed } from '../support/timed.ts';
 
 /**
  * Every outbound call of the CLI is bounded in time, whoever makes it and whatever the other side
@@ -20,46 +20,16 @@ const PROGRAM = '0123456789abcdef01234567';
 const RULE = '76543210fedcba9876543210';
 
 let hung: HungServer;
-const servers: Server[] = [];
+const servers = answeringServers();
+const serve = servers.serve;
 
 beforeAll(async () => {
   hung = await startHungServer();
 });
 afterAll(async () => {
   await hung?.close();
-  for (const server of servers) {
-    server.closeAllConnections();
-    server.close();
-  }
+  servers.close();
 });
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-/** Resolves with the outcome and when it came, or with `stillWaitingAfterMs` once `limitMs` passed. */
-async function timed<T>(
-  promise: Promise<T>,
-  limitMs: number,
-): Promise<{ value?: T; thrown?: unknown; afterMs?: number; stillWaitingAfterMs?: number }> {
-  const started = Date.now();
-  return Promise.race([
-    promise.then(
-      (value) => ({ value, afterMs: Date.now() - started }),
-      (thrown: unknown) => ({ thrown, afterMs: Date.now() - started }),
-    ),
-    sleep(limitMs).then(() => ({ stillWaitingAfterMs: Date.now() - started })),
-  ]);
-}
-
-/** An HTTP server on port 0 answering every request with `answer`. */
-async function serve(answer: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> {
-  const server = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => answer(req, res));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  servers.push(server);
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
 
 /** DynamoDB's JSON protocol answering every call with `{}`: GetItem finds nothing. */
 const emptyDynamo = () =>
