@@ -1,5 +1,6 @@
 import * as z from 'zod/mini';
 import { HexId } from '../domain/ids.ts';
+import { ConfigurationError } from '../errors.ts';
 import { firstIssue } from '../validation.ts';
 
 /**
@@ -123,12 +124,12 @@ export function parseSources(json: string, origin: string): SourceConfig[] {
   try {
     raw = JSON.parse(json);
   } catch {
-    throw new Error(`${origin}: not valid JSON`);
+    throw new ConfigurationError(`${origin}: not valid JSON`);
   }
   const result = SourcesFile.safeParse(raw);
   if (!result.success) {
     const { field, message } = firstIssue(result.error);
-    throw new Error(`${origin}: ${field}: ${message}`);
+    throw new ConfigurationError(`${origin}: ${field}: ${message}`);
   }
   return result.data;
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { parseSources } from '../../shared/config/sources.ts';
+import { ConfigurationError, failureClassOf } from '../../shared/errors.ts';
 import { firstIssue, issuesOf } from '../../shared/validation.ts';
 
 /** "400 naming the field": the first zod issue as a dotted path, written once for every caller. */
@@ -97,5 +98,24 @@ describe('acceptAfterDays of a source', () => {
 
   it.each([0, -1, 366, 1.5, '30'])('refuses %j naming the setting', (value) => {
     expect(() => parseSources(source(value), 's.json')).toThrow(/^s\.json: 0\.acceptAfterDays: /);
+  });
+});
+
+describe('a wrong SOURCES setting', () => {
+  // A function's wiring reads SOURCES at cold start: what it throws is a configuration error an
+  // operator must fix, described in full (not quoted as a foreign message, not classed transient).
+  it.each([
+    ['not JSON', '[{'],
+    ['a wrong field', '[{"id":"s"}]'],
+  ])('is a ConfigurationError naming the setting (%s)', (_what, json) => {
+    let thrown: unknown;
+    try {
+      parseSources(json, 'setting SOURCES');
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ConfigurationError);
+    expect(failureClassOf(thrown)).toBe('configuration');
+    expect((thrown as Error).message).toMatch(/^setting SOURCES: /);
   });
 });
