@@ -7,6 +7,7 @@ import { CliError, type CliIo, explain, processIo, visibleText, writeLine } from
 import { registerLateRefunds } from './late-refunds.ts';
 import { registerReconcile } from './reconcile.ts';
 import { registerRefund } from './refund.ts';
+import { registerReservations } from './reservations.ts';
 import { registerSend } from './send.ts';
 import { registerShadowReport } from './shadow-report.ts';
 import { registerStatus } from './status.ts';
@@ -24,6 +25,7 @@ Examples:
   $ npx connector refund --csv refunds.csv --dry-run
   $ npx connector dlq list
   $ npx connector status 1001
+  $ npx connector reservations 1001
   $ npx connector reconcile --from 2026-05-01 --to 2026-05-31
   $ npx connector shadow-report --from 30d
   $ npx connector late-refunds --csv > late-refunds.csv
@@ -56,6 +58,7 @@ export function buildProgram(io: CliIo): Command {
   registerRefund(program, io);
   registerDlq(program, io);
   registerStatus(program, io);
+  registerReservations(program, io);
   registerReconcile(program, io);
   registerShadowReport(program, io);
   registerLateRefunds(program, io);

@@ -62,6 +62,9 @@ secret AFFILIATE_TOKEN_SECRET names.`,
         const ledger = ctx.ledger();
         const client = await ctx.affiliate();
         let found: OrderStatus | undefined;
+        // Refunds reserved for an order that neither the ledger nor the platform knows: the worker
+        // never handled them (still queued, or their request failed), and they still count.
+        let reservedOnly: { program: string; reservations: RefundReservation[] } | undefined;
         for (const program of programs) {
           const key = ledgerKey(program, externalId);
           const [record, conversion, reservations] = await Promise.all([
@@ -87,6 +90,8 @@ secret AFFILIATE_TOKEN_SECRET names.`,
             };
             break;
           }
+          const unrecorded = unrecordedReservations(record, reservations);
+          if (!reservedOnly && unrecorded.length > 0) reservedOnly = { program, reservations: unrecorded };
         }
         if (options.json) {
           writeLine(
@@ -99,11 +104,26 @@ secret AFFILIATE_TOKEN_SECRET names.`,
                     record: found.record ?? null,
                     conversion: found.conversion ?? null,
                   }
-                : { found: false, externalId, programs },
+                : {
+                    found: false,
+                    externalId,
+                    programs,
+                    ...(reservedOnly
+                      ? { program: reservedOnly.program, unrecordedReservations: reservedOnly.reservations }
+                      : {}),
+                  },
             ),
           );
         } else if (found) {
           writeLine(io.stdout, statusText(found));
+        } else if (reservedOnly) {
+          writeLine(
+            io.stdout,
+            [
+              `Order ${externalId} in program ${reservedOnly.program}: not in the ledger, no conversion on the platform`,
+              ...reservedLines(externalId, reservedOnly.reservations, undefined),
+            ].join('\n'),
+          );
         }
         if (!found) {
           throw new CliError(
@@ -172,19 +192,7 @@ export function statusText(status: OrderStatus): string {
       ),
     );
   }
-  const reserved = status.unrecordedReservations ?? [];
-  if (reserved.length > 0) {
-    lines.push(
-      '',
-      'Refunds reserved, counted against what remains:',
-      formatTable(
-        ['REFUND ID', 'AMOUNT', 'RESERVED'],
-        reserved.map((r) => [r.refundId, money(r.amount, currency), r.reservedAt]),
-      ),
-      '… requested through POST /refunds, not yet recorded by the worker: in the queue, or its request ' +
-        'failed — send it again to settle it',
-    );
-  }
+  lines.push(...reservedLines(status.externalId, status.unrecordedReservations ?? [], currency));
   lines.push('');
   const stuck = status.differences.some((d) => d.kind === 'stuck_add');
   if (record?.state === 'adding' && !stuck && record.unclearAddAt !== undefined)
@@ -207,6 +215,26 @@ export function statusText(status: OrderStatus): string {
     );
   }
   return lines.join('\n');
+}
+
+/** The refunds `POST /refunds` reserved that the worker has not recorded, when there are any. */
+function reservedLines(
+  externalId: string,
+  reserved: readonly RefundReservation[],
+  currency: string | undefined,
+): string[] {
+  if (reserved.length === 0) return [];
+  return [
+    '',
+    'Refunds reserved, counted against what remains:',
+    formatTable(
+      ['REFUND ID', 'AMOUNT', 'RESERVED'],
+      reserved.map((r) => [r.refundId, money(r.amount, currency), r.reservedAt]),
+    ),
+    '… requested through POST /refunds, not yet recorded by the worker: in the queue, or its request ' +
+      'failed — send it again to settle it, or, if finance will not make it, drop it ' +
+      `(connector reservations ${externalId} --drop <refundId>)`,
+  ];
 }
 
 /**
