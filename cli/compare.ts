@@ -1,6 +1,6 @@
 import type { Conversion } from '../shared/affiliate/schemas.ts';
 import type { OrderRecord } from '../shared/ledger.ts';
-import { formatMinor } from '../shared/money.ts';
+import { formatMinor, otherCurrency } from '../shared/money.ts';
 import { addLeftAt, isStuckAdd } from './stuck.ts';
 
 /**
@@ -64,7 +64,10 @@ export function compareOrder(
     platformStatus: conversion?.status,
     platformAmount: conversion?.amount,
     currency: record?.currency ?? conversion?.currency,
-    ...(otherCurrency(record, conversion) ? { platformCurrency: conversion?.currency } : {}),
+    // The worker's rule (it parks an order on such a conversion): the same number is other money.
+    ...(otherCurrency(record?.currency, conversion?.currency)
+      ? { platformCurrency: conversion?.currency }
+      : {}),
   };
   const platformCurrency = base.platformCurrency ?? base.currency;
   const out: Difference[] = [];
@@ -131,13 +134,6 @@ export function compareOrder(
     });
   }
   return out;
-}
-
-/** Whether the platform names another currency than the ledger's: the same number is other money. */
-function otherCurrency(record: OrderRecord | undefined, conversion: Conversion | undefined): boolean {
-  const ledger = record?.currency?.toUpperCase();
-  const platform = conversion?.currency?.toUpperCase();
-  return ledger !== undefined && platform !== undefined && ledger !== platform;
 }
 
 /** The `stuck_add` difference of a record `isStuckAdd` finds. */

@@ -47,6 +47,33 @@ export function currencyExponent(currency: string): number {
   return 2;
 }
 
+/**
+ * A currency code as compared: trimmed, in upper case; undefined when there is none (missing, empty
+ * or blank). The connector's events are upper case; the platform's answers are not checked.
+ */
+function comparable(code: string | undefined): string | undefined {
+  return code?.trim().toUpperCase() || undefined;
+}
+
+/**
+ * Whether two currency codes name the same currency, in any letter case and with spaces around:
+ * `eur` and `EUR ` are EUR. False when either names none (missing, empty or blank).
+ */
+export function sameCurrency(a: string | undefined, b: string | undefined): boolean {
+  const code = comparable(a);
+  return code !== undefined && code === comparable(b);
+}
+
+/**
+ * Whether amounts in `a` and in `b` are other money to each other (USD 49.90 is not EUR 49.90): both
+ * name a currency, and not the same one (`sameCurrency`). A side that names none (the platform may
+ * leave it out) is not other money. The one rule by which the worker adopts a conversion on the
+ * platform or parks its order, and by which `connector status` and `reconcile` compare them.
+ */
+export function otherCurrency(a: string | undefined, b: string | undefined): boolean {
+  return comparable(a) !== undefined && comparable(b) !== undefined && !sameCurrency(a, b);
+}
+
 export interface ParseMoneyOptions {
   /** Dotted path of the value in the payload, reported in the `BadInputError` (default `amount`). */
   readonly field?: string;

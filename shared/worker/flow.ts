@@ -2,7 +2,7 @@ import type { SourceConfig } from '../config/sources.ts';
 import { connectorRefundId } from '../domain/events.ts';
 import { foreignMessage } from '../errors.ts';
 import { ledgerKey, type OrderRecord } from '../ledger.ts';
-import { formatMinor } from '../money.ts';
+import { formatMinor, otherCurrency } from '../money.ts';
 import type { ConversionBackend, Ledger, PlatformConversion } from '../ports.ts';
 
 /** What the order flow (`orders.ts`) and the refund flow (`refunds.ts`) share. */
@@ -104,14 +104,6 @@ export function newRecord(
 }
 
 /**
- * Whether two currency codes name the same currency: upper and lower case alike (the connector's
- * events are upper case; the platform's answers are not checked). False when either is missing.
- */
-export function sameCurrency(a: string | undefined, b: string | undefined): boolean {
-  return a !== undefined && b !== undefined && a.trim().toUpperCase() === b.trim().toUpperCase();
-}
-
-/**
  * Why the platform's conversion `found` cannot be taken as `record`'s order: it is in another
  * currency than the ledger's, so its minor units are other money (USD 49.90 is not EUR 49.90) and
  * the refunds held for the order would be computed against it. The conversion may be the shop's
@@ -120,7 +112,8 @@ export function sameCurrency(a: string | undefined, b: string | undefined): bool
  * leave it out).
  */
 export function otherCurrencyReason(record: OrderRecord, found: PlatformConversion): string | undefined {
-  if (!record.currency || !found.currency || sameCurrency(record.currency, found.currency)) return undefined;
+  if (!record.currency || !found.currency || !otherCurrency(record.currency, found.currency))
+    return undefined;
   const theirs = foreignMessage(found.currency.trim().toUpperCase(), 16);
   const amount =
     found.amount === undefined

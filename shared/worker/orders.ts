@@ -3,6 +3,7 @@ import type { SourceConfig } from '../config/sources.ts';
 import type { OrderPlaced } from '../domain/events.ts';
 import { isConnectorError, PermanentError, TransientError } from '../errors.ts';
 import { clearLease, countedRefunds, ledgerKey, type OrderRecord } from '../ledger.ts';
+import { otherCurrency } from '../money.ts';
 import type { CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
 import { type AttributionDecision, decideAttribution, toApiDate } from './attribution.ts';
 import {
@@ -12,7 +13,6 @@ import {
   newRecord,
   type Outcome,
   otherCurrencyReason,
-  sameCurrency,
   settleMsFor,
   type WorkerDeps,
 } from './flow.ts';
@@ -105,6 +105,12 @@ export async function placeOrder(
       if (!(await deps.ledger.update(record))) continue;
       // In shadow mode nothing is sent, so there is nothing to look up.
       if (source.mode === 'live') {
+        // The conversion found is judged against the order as this event states it: a corrected
+        // order (another currency, another amount) after one parked on a conversion in another
+        // currency, not the data of the parked attempt. Held refunds that are not its own (another
+        // currency, another source) are rejected first, as on a first delivery.
+        takeOrder(record, event);
+        rejectForeignRefunds(record, event, iso());
         // An add that went through, or the pixel's conversion: the refunds recorded meanwhile
         // (while the order sat in the DLQ, or in shadow mode) apply to it now.
         const adopted = await adoptFromPlatform(
@@ -204,7 +210,8 @@ function prepareOrder(
     );
     return { notAdded: decision.reason };
   }
-  takeOrder(record, event, decision.kind);
+  record.kind = decision.kind;
+  takeOrder(record, event);
   rejectForeignRefunds(record, event, at);
   const covered = refundsCoverOrder(record);
   if (!covered) return { add: decision };
@@ -224,8 +231,7 @@ function hasPendingRefunds(record: OrderRecord): boolean {
  * the refunds already recorded against it (refunds that came before the order), those turned net
  * now against the lines the order brings (its refund basis, kept for later refunds too).
  */
-function takeOrder(record: OrderRecord, event: OrderPlaced, kind: 'tracking' | 'manual'): void {
-  record.kind = kind;
+function takeOrder(record: OrderRecord, event: OrderPlaced): void {
   record.originalAmount = event.amount;
   record.currency = event.currency;
   record.refundBasis = event.basis;
@@ -243,7 +249,7 @@ function rejectForeignRefunds(record: OrderRecord, event: OrderPlaced, at: strin
     let why: string | undefined;
     if (refund.origin === 'shop' && refund.source !== undefined && refund.source !== event.source) {
       why = `refund from source "${refund.source}" for an order of source "${event.source}": not applied`;
-    } else if (refund.currency && !sameCurrency(refund.currency, event.currency)) {
+    } else if (otherCurrency(refund.currency, event.currency)) {
       why = `refund currency ${refund.currency} differs from the order's ${event.currency}`;
     }
     if (why) {

@@ -18,14 +18,13 @@ import {
   recordRefund,
   refundOf,
 } from '../ledger.ts';
-import { formatMinor } from '../money.ts';
+import { formatMinor, sameCurrency } from '../money.ts';
 import type { CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
 import {
   CANCELLATION_REFUND_ID,
   newRecord,
   type Outcome,
   otherCurrencyReason,
-  sameCurrency,
   type WorkerDeps,
 } from './flow.ts';
 import { heldEntry, netRefund, refundEntry, refundsBefore } from './refund-net.ts';
