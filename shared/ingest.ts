@@ -14,6 +14,14 @@ import type { AdapterLoader, AdapterResult } from './platforms/types.ts';
 import type { EventQueue, SecretStore } from './ports.ts';
 import { MAX_EVENT_BYTES, oversizedEvent, sendEvents } from './queueing.ts';
 
+/**
+ * The most events one delivery may queue. Each is one SQS send (tens of milliseconds), one after
+ * another to keep an order's events in order: thousands (a WooCommerce `refunds[]` or a Stripe
+ * charge's `refunds.data` a plugin filled) would outlast the function's 10 s, and every retry of the
+ * shop would get a 5xx after queueing part of them again. Real deliveries carry one, or a few refunds.
+ */
+export const MAX_EVENTS_PER_DELIVERY = 100;
+
 export interface IngestDeps {
   readonly sources: ReadonlyMap<string, SourceConfig>;
   readonly adapterFor: AdapterLoader;
@@ -33,8 +41,8 @@ export interface IngestOutcome extends EdgeOutcome {
 /**
  * Verifies a webhook, maps it to connector events and queues them, answering only once SQS has the
  * messages: 202 queued, 200 ignored/ping, 401 bad signature, 404 unknown source, 400 naming the field,
- * 413 too large (the body, or the event once queued), 415 compressed, 503 when the queue is
- * unavailable (so the platform retries).
+ * 413 too large (the body, an event once queued, or more than `MAX_EVENTS_PER_DELIVERY` events), 415
+ * compressed, 503 when the queue is unavailable (so the platform retries).
  */
 export async function ingestWebhook(
   deps: IngestDeps,
@@ -87,6 +95,15 @@ async function ingest(
   }
   if (mapped.kind !== 'events') return { result: mapped };
   const events = mapped.events;
+  if (events.length > MAX_EVENTS_PER_DELIVERY) {
+    return {
+      result: {
+        kind: 'too_large',
+        message: `this body maps to ${events.length} events, over the ${MAX_EVENTS_PER_DELIVERY} one delivery may queue`,
+        detail: 'too many events for one delivery',
+      },
+    };
+  }
 
   // SQS cannot hold it, now or later: 413, like a body over the limit, rather than 503 forever.
   const oversized = oversizedEvent(events);

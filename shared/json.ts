@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { BadInputError } from './errors.ts';
 
 /** What Node 24 (V8's JSON.parse source text access) hands a reviver for primitive values. */
@@ -19,6 +20,9 @@ const SIXTEEN_DIGITS = /[0-9]{16}/;
  *   quotes the body, which may hold personal data.
  */
 export function parseJsonBody(raw: Buffer): unknown {
+  // Decoding would turn each invalid byte into U+FFFD and queue the order with its voucher or click
+  // id changed (a Latin-1 `Ü` signed by the module itself): JSON is UTF-8 (RFC 8259), the sender fixes it.
+  if (!isUtf8(raw)) throw new BadInputError('request body is not valid UTF-8', { field: 'body' });
   let text = raw.toString('utf8');
   // A BOM is not JSON, but some PHP stacks (WooCommerce plugins) emit one; drop it, nothing else.
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);

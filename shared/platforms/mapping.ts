@@ -126,13 +126,22 @@ export function bodySha256(rawBody: Buffer): string {
   return `sha256:${createHash('sha256').update(rawBody).digest('hex')}`;
 }
 
-/** A header's value, trimmed; undefined when absent or blank. */
+/**
+ * A header's value, trimmed; undefined when absent or blank. A header sent twice arrives as one
+ * value joined with commas (API Gateway writes `a,b`, Node `a, b`), and none of the platforms'
+ * topics or ids holds a comma: the same value repeated is read as that value.
+ *
+ * @throws BadInputError naming the header when it arrived several times with different values
+ */
 export function header(
   headers: Readonly<Record<string, string | undefined>>,
   name: string,
 ): string | undefined {
-  const value = headers[name]?.trim();
-  return value ? value : undefined;
+  const values = [...new Set((headers[name] ?? '').split(',').map((v) => v.trim()))].filter(Boolean);
+  if (values.length > 1) {
+    throw new BadInputError(`${name} header: sent several times with different values`, { field: name });
+  }
+  return values[0];
 }
 
 /**

@@ -37,7 +37,8 @@ const HEX_SHA256 = /^[0-9a-fA-F]{64}$/;
 
 /**
  * Checks a base64 HMAC-SHA256 of the raw body (Shopify `x-shopify-hmac-sha256`, WooCommerce
- * `x-wc-webhook-signature`) against every secret.
+ * `x-wc-webhook-signature`) against every secret. A header sent twice arrives joined with commas
+ * (API Gateway, Node), which base64 never holds: each value is a candidate, as Stripe's `v1`s are.
  *
  * @throws UnauthorizedError when the header is missing or matches no secret
  * @throws ConfigurationError when no secret is configured
@@ -49,11 +50,16 @@ export function verifyBase64Hmac(
   header: string,
 ): void {
   requireSecrets(secrets);
-  const value = requireHeader(signature, header);
-  const given = BASE64.test(value) ? Buffer.from(value, 'base64') : Buffer.alloc(0);
-  if (!secrets.some((secret) => safeEqual(hmacSha256(secret, rawBody), given))) {
-    throw new UnauthorizedError(`${header} does not match`);
-  }
+  const given = requireHeader(signature, header)
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => BASE64.test(v))
+    .map((v) => Buffer.from(v, 'base64'));
+  const matches = secrets.some((secret) => {
+    const expected = hmacSha256(secret, rawBody);
+    return given.some((g) => safeEqual(expected, g));
+  });
+  if (!matches) throw new UnauthorizedError(`${header} does not match`);
 }
 
 /**

@@ -330,8 +330,10 @@ const OBJECT_OF: Readonly<Record<StripeEventType, string>> = {
 
 /** @throws BadInputError naming `data.object.object` when the object is not the one `type` carries */
 function checkObjectType(type: string, object: Readonly<Record<string, unknown>>): void {
-  const expected = (OBJECT_OF as Readonly<Record<string, string | undefined>>)[type];
-  if (expected === undefined || object['object'] === expected) return;
+  // Own keys only: a type such as `constructor` would otherwise find Object's members and be refused.
+  if (!Object.hasOwn(OBJECT_OF, type)) return;
+  const expected = OBJECT_OF[type as StripeEventType];
+  if (object['object'] === expected) return;
   const actual = typeof object['object'] === 'string' ? object['object'].slice(0, 40) : 'missing';
   throw new BadInputError(`data.object.object: a ${type} event carries a ${expected}, this one a ${actual}`, {
     field: 'data.object.object',
