@@ -9,6 +9,7 @@ import type {
   ConversionUpdateBody,
   Currency,
 } from '../shared/affiliate/schemas.ts';
+import { requirePlatformCurrency } from './currencies.ts';
 import { HttpError } from './http.ts';
 import { randomHexId } from './ids.ts';
 import { type ConversionRecord, effectiveState, viewConversion } from './store.ts';
@@ -49,6 +50,7 @@ export function advertiserInfo(world: SandboxWorld): unknown {
 /** POST /advertiser/conversions.add */
 export function addConversion(input: ConversionAddBody, world: SandboxWorld): unknown {
   requireRealDate(input.date);
+  requirePlatformCurrency(input.currency);
   const program = requireProgram(world, input.program);
   const rule = input.rule.toLowerCase();
   if (!program.rules.some((r) => r.id === rule)) {
@@ -213,10 +215,16 @@ export function acceptConversion(input: ConversionAcceptBody, world: SandboxWorl
   if (record.status === 'refused') {
     throw new HttpError(422, `conversion ${record.id} is refused and can no longer be accepted`);
   }
-  if (record.status === 'pending') {
-    record.status = 'accepted';
-    record.acceptedAt = isoNow(world);
+  // The platform's one stated rule for accept (legacy 2.0: "needs a conversion pending approval")
+  // leaves no second accept: a retried accept whose first went through must be recognised, not 200.
+  if (record.status === 'accepted') {
+    throw new HttpError(
+      422,
+      `conversion ${record.id} is already accepted: only a pending conversion can be accepted`,
+    );
   }
+  record.status = 'accepted';
+  record.acceptedAt = isoNow(world);
   world.store.changed();
   return { statusCode: 200, conversion: view(record, world) };
 }
@@ -269,6 +277,7 @@ export function updateConversionAmount(input: ConversionUpdateBody, world: Sandb
 /** POST /advertiser/commissionAdjustments.add */
 export function addCommissionAdjustment(input: CommissionAdjustmentAddBody, world: SandboxWorld): unknown {
   requireRealDate(input.date);
+  requirePlatformCurrency(input.currency);
   const program = requireProgram(world, input.program);
   if (!isSeededPartnership(world, input.partnership)) {
     throw new HttpError(

@@ -135,7 +135,9 @@ function add({ params, body }: RouteRequest, world: SandboxWorld): string {
     );
   }
   const amount = minorOf(input.amount, program.currency, 'amount');
-  minorOf(input.commission, program.currency, 'commission');
+  // The body's commission is the conversion's ("total amount excluding tax of the commission"): kept
+  // as given, 0 included, since the document names no rule that would compute it instead.
+  const commission = minorOf(input.commission, program.currency, 'commission');
   const { store, settings } = world;
   if (settings.duplicates === 'reject' && store.withExternalId(program.id, input.identifier).length > 0) {
     throw new ActionRefusal('failed', 409, `a conversion with identifier ${input.identifier} already exists`);
@@ -153,6 +155,7 @@ function add({ params, body }: RouteRequest, world: SandboxWorld): string {
     createdAt,
     affiliateTrackingId: world.seed.trackingIds[index] ?? null,
     partnership: world.seed.partnerships[index] ?? null,
+    commission,
   });
   return 'conversion created';
 }
@@ -236,7 +239,7 @@ function conversionDetail(record: ConversionRecord, world: SandboxWorld): unknow
     from_revenue_sharing: 0,
     refuse_reason: c.refuseReason ?? '',
     rule: { id: record.rule, title: rule?.title ?? '' },
-    // The sandbox computes no commissions (the platform's rule would); one line per partnership.
+    // One line for the conversion's partnership, with the whole commission (nothing is shared).
     commissions:
       index < 0
         ? []
@@ -244,7 +247,7 @@ function conversionDetail(record: ConversionRecord, world: SandboxWorld): unknow
             {
               id: `${record.id.slice(0, 20)}c0de`,
               percent: 100,
-              commission: 0,
+              commission: Number(formatMoney(c.commission, c.currency)),
               cookie: c.createdAt,
               custom_var: c.subId || null,
               referrer: null,

@@ -43,7 +43,10 @@ export interface ConversionRecord {
   bonus: number | null;
   notify: boolean;
   amountHistory: AmountChange[];
-  /** A commission given when seeding (`control.seedConversion`); otherwise `defaultCommission(amount)`. */
+  /**
+   * A commission given when seeding (`control.seedConversion`) or by a legacy add (its `commission`);
+   * otherwise `defaultCommission(amount)`.
+   */
   commission?: number | null;
 }
 

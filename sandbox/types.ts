@@ -127,7 +127,10 @@ export interface StoredConversion {
   bonus: number | null;
   notify: boolean;
   amountHistory: AmountChange[];
-  /** Minor units: 10 % of the amount (half a unit rounded up), or the commission given when seeding. */
+  /**
+   * Minor units: 10 % of the amount (half a unit rounded up), or the commission given when seeding or
+   * by a legacy add.
+   */
   commission: number;
 }
 

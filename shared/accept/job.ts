@@ -20,8 +20,8 @@ import { DAY_MS } from './due.ts';
  * Exactly once: the job finds due records through the ledger's sparse index, reads each record again
  * (the index lags), takes a lease on it with a conditional write, calls accept, and writes
  * `acceptedAt`, which takes the record out of the index. A run that died mid-call leaves a lease that
- * expires; the next run accepts again, which the current API answers as a no-op and the legacy one
- * refuses (then the conversion is looked up: accepted already is success; a lookup that fails
+ * expires; the next run accepts again, which the platform may answer as a no-op or refuse (the legacy
+ * API refuses it, the sandbox on both; then the conversion is looked up: accepted already is success; a lookup that fails
  * transiently leaves the order to the next run, not parked).
  *
  * Refunds: a record with a refund pending (recorded by the worker and not applied yet) is held, and
@@ -213,7 +213,7 @@ async function acceptOne(
     await backend.accept(record.program, conversionId, call);
   } catch (error) {
     if (isFinal(error)) {
-      // Accepted already (a run that died after its call; the legacy API refuses a second accept)?
+      // Accepted already (a run that died after its call; a second accept may be refused)?
       let found: PlatformConversion | undefined;
       try {
         found = await backend.find(record.program, record.externalId, call);

@@ -513,7 +513,7 @@ describe('sandbox: conversion lifecycle', () => {
     expect(accept.body['message']).toMatch(/is refused and can no longer be accepted/);
   });
 
-  it('accepts only a conversion that is not locked nor refused: 422 once locked, an accepted one again is 200 unchanged', async () => {
+  it('accepts only a pending conversion: an accepted one again is 422 and unchanged, a locked one 422 naming the lock', async () => {
     // Prepare
     const conversion = await addConversion(sandbox);
     const body = { program: PROGRAM_EUR, id: conversion.id };
@@ -527,8 +527,8 @@ describe('sandbox: conversion lifecycle', () => {
 
     // Assess
     expect(first.status).toBe(200);
-    expect(again.status).toBe(200);
-    expect(again.body['conversion']).toMatchObject({
+    expect(again.status).toBe(422);
+    expect(sandbox.control.conversions()[0]).toMatchObject({
       status: 'accepted',
       acceptedAt: new Date(T0).toISOString(),
     });
