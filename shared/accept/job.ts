@@ -21,8 +21,8 @@ import { DAY_MS } from './due.ts';
  * (the index lags), takes a lease on it with a conditional write, calls accept, and writes
  * `acceptedAt`, which takes the record out of the index. A run that died mid-call leaves a lease that
  * expires; the next run accepts again, which the platform may answer as a no-op or refuse (the legacy
- * API refuses it, the sandbox on both; then the conversion is looked up: accepted already is success; a lookup that fails
- * transiently leaves the order to the next run, not parked).
+ * API refuses it, the sandbox on both; then the conversion is looked up: accepted already is success;
+ * a lookup that fails transiently leaves the order to the next run, not parked).
  *
  * Refunds: a record with a refund pending (recorded by the worker and not applied yet) is held, and
  * a refused one has left the index. A refund still in the queue, not yet recorded, is invisible here:
