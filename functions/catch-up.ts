@@ -16,22 +16,38 @@ import { SHOP_MAX_ANSWER_BYTES } from '../shared/shops/http.ts';
 /** Hours read back from now when CATCH_UP_HOURS is not set. */
 export const DEFAULT_CATCH_UP_HOURS = 48;
 
-export type CatchUpHandler = (event: unknown, context?: Context) => Promise<CatchUpResult>;
+export type CatchUpHandler = (
+  event: unknown,
+  context?: Pick<Context, 'getRemainingTimeInMillis'>,
+) => Promise<CatchUpResult>;
 
 /**
- * The EventBridge schedule's target: catches up every configured source; resolves with the
- * summaries, or rejects naming each source that failed (the invocation counts as an error, and the
- * rule's retry runs it again: what was queued is a no-op the second time).
+ * Time kept back from the function's remaining time: when a source's share ends, the page in hand
+ * is still queued to its end (up to 128 Shopify orders, or a slice of a day's Stripe events), then
+ * the log lines are written.
+ */
+export const CATCH_UP_SAFETY_MS = 60_000;
+
+/**
+ * The EventBridge schedule's target: catches up every configured source, each within its share of
+ * the invocation's time; resolves with the summaries, or rejects naming each source that failed or
+ * was not finished (the invocation counts as an error, the CatchUpErrors alarm, and the rule's retry
+ * runs it again: what was queued is a no-op the second time). Without a Lambda context (a test, a
+ * local run) each source is read to its end.
  */
 export function makeHandler(deps: CatchUpDeps, onResult?: (result: CatchUpResult) => void): CatchUpHandler {
-  return async () => {
-    const result = await catchUp(deps);
+  return async (_event, context) => {
+    const deadline =
+      context === undefined
+        ? undefined
+        : deps.now().getTime() + Math.max(0, context.getRemainingTimeInMillis() - CATCH_UP_SAFETY_MS);
+    const result = await catchUp(deps, { deadline });
     onResult?.(result);
-    if (result.failed.length > 0) {
-      throw new Error(
-        result.failed.map((f) => `catch-up failed for source ${f.source}: ${f.reason}`).join('; '),
-      );
-    }
+    const problems = [
+      ...result.failed.map((f) => `catch-up failed for source ${f.source}: ${f.reason}`),
+      ...result.unfinished.map((u) => `catch-up did not finish source ${u.source}: ${u.reason}`),
+    ];
+    if (problems.length > 0) throw new Error(problems.join('; '));
     return result;
   };
 }
@@ -105,6 +121,16 @@ export const handler: CatchUpHandler = lambdaPipeline(
         }
         for (const f of result.failed)
           logger.error('catch-up failed', { source: f.source, reason: f.reason });
+        for (const u of result.unfinished) {
+          logger.error('catch-up unfinished', {
+            source: u.source,
+            from: result.from,
+            to: result.to,
+            found: u.found,
+            queued: u.queued,
+            reason: u.reason,
+          });
+        }
       },
     ),
   { logger },

@@ -422,6 +422,7 @@ export class ConnectorStack extends Stack {
       webhook,
       refunds,
       accept,
+      catchUp: this.catchUp,
       functions: this.functions,
       oldestMessageAge: Duration.seconds(config.alarms.oldestMessageAgeSeconds),
       rateLimitedPer5Minutes:

@@ -60,6 +60,12 @@ export interface ConnectorMonitoringProps {
   readonly refunds?: lambda.IFunction;
   /** The hourly accept function (acceptAfterDays): alarms on its errors, failures and backlog. */
   readonly accept?: lambda.IFunction;
+  /**
+   * The daily catch-up (catchUp.enabled): alarms on its failed runs, each a shop that failed or was
+   * not read to the end within its share of the run's time.
+   * @default - no catch-up alarm
+   */
+  readonly catchUp?: lambda.IFunction;
   /** All functions, for the dashboard's Lambda widgets. */
   readonly functions: Readonly<Record<string, lambda.IFunction>>;
   /** Alarm when the oldest message in the main queue is older than this. */
@@ -169,6 +175,15 @@ export class ConnectorMonitoring extends Construct {
     if (props.webhook !== undefined) alarms.push(...webhookAlarms(this, props.webhook, connectorMetric));
     if (props.refunds !== undefined) alarms.push(...refundsAlarms(this, props.refunds, connectorMetric));
     if (props.accept !== undefined) alarms.push(...acceptAlarms(this, props.accept, connectorMetric));
+    if (props.catchUp !== undefined) {
+      alarms.push(
+        anyInFiveMinutes(this)(
+          'CatchUpErrors',
+          'The daily catch-up failed a run: a shop refused or failed (`catch-up failed` log lines), or was not read to the end within its share of the run, a shop answering 429 with long waits or slowly (`catch-up unfinished`, with what the shop was doing). The other shops were caught up; what it missed shows in no queue. Each line names the source and the `connector backfill` to run; a source unfinished on every run in its window (catchUp.hours) leaves a gap only that backfill closes.',
+          props.catchUp.metricErrors(FIVE_MINUTES),
+        ),
+      );
+    }
     this.alarms = alarms;
 
     if (props.alarmEmail !== undefined) {
