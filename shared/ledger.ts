@@ -75,6 +75,14 @@ export interface RefundRecord {
   amountFrom?: string;
   /** Set with status `late`. */
   late?: LateRefund;
+  /**
+   * The worker of this refund's own message may have set the conversion to a target that none of
+   * its ledger writes has confirmed since: written with the refund, before any call, and cleared by
+   * the write that confirms what that worker sent. Another worker recording the refund applied keeps
+   * it. A delivery of the refund that finds it set (SQS's, after that worker died) sends the ledger's
+   * target again before it clears it (docs/exactly-once.md, rule 4).
+   */
+  unconfirmedSend?: true;
 }
 
 export interface OrderRecord {

@@ -105,7 +105,10 @@ export async function refundOrder(
       if (notAdopted) throw new PermanentError(notAdopted);
       return waiting(event, known ? `refund ${event.refundId} already ${known.status}` : undefined);
     }
-    if (known && known.status !== 'pending') {
+    // Applied while its own worker's call was unconfirmed: that worker died after sending, and its
+    // target may have reached the platform after the ledger's. This delivery puts that right.
+    const unconfirmed = known?.status === 'applied' && known.unconfirmedSend === true;
+    if (known && known.status !== 'pending' && !unconfirmed) {
       return { result: 'refund_duplicate', detail: `refund ${event.refundId} already ${known.status}` };
     }
     if (!known) {
@@ -127,6 +130,8 @@ export async function refundOrder(
         entry.status = 'rejected';
         entry.outcome = NO_PLATFORM_AMOUNT;
       }
+      // In the write before any call: should this worker die after a call, the record says so.
+      if (entry.status === 'pending') entry.unconfirmedSend = true;
       recordRefund(record, entry);
       if (!(await deps.ledger.update(record))) continue;
       if (entry.status === 'skipped') return { result: 'refund_skipped', detail: entry.outcome };
@@ -192,6 +197,10 @@ export async function applyRefunds(
   let conversionId = record.conversionId;
   // What this worker last set the conversion to, once it has made a call.
   let sent: Target | undefined;
+  // A delivery again of a refund recorded applied while its own worker's call was unconfirmed (see
+  // `refundOrder`): what that worker sent is unknown, so it counts as sent and not what the ledger says.
+  const inherited = event ? refundOf(record, event.refundId) : undefined;
+  const sentBefore = inherited?.status === 'applied' && inherited.unconfirmedSend === true;
   for (let round = 0; round < 4; round++) {
     const counted = countedRefunds(record);
     // Held refunds applied by their order's arrival are described by the last of them.
@@ -206,18 +215,35 @@ export async function applyRefunds(
       // the platform after the winner's. So when what this worker sent is not what the ledger now
       // records, it sends the ledger's target again, and then writes the record unchanged, conditional
       // on the version it read: that write succeeds only if no one recorded another refund
-      // meanwhile (whose worker then sends after this), else this looks again.
+      // meanwhile (whose worker then sends after this), else this looks again. The same holds for
+      // a worker of this refund's message that died after its call: its message comes back, and
+      // this delivery sends the ledger's target in its place. The write also confirms this
+      // worker's calls (`unconfirmedSend`), so that a later duplicate of the refund sends nothing.
       const recorded = recordedTarget(record);
-      if (sent === undefined || recorded === undefined || sent === recorded || !conversionId) {
+      const own = event ? refundOf(record, event.refundId) : undefined;
+      const resend = recorded !== undefined && (sent === undefined ? sentBefore : sent !== recorded);
+      if (!resend && !own?.unconfirmedSend) {
         return appliedOutcome(record, conversionId, 'recorded applied by a concurrent worker');
       }
-      const reason = described
-        ? refundReason(described, recorded === 'refused', record.currentAmount, record.currency)
-        : 'refunds recorded before the order';
-      await setConversion(backend, source, record.externalId, conversionId, recorded, reason, call);
-      sent = recorded;
+      if (resend) {
+        conversionId ??= (await backend.find(source.program, record.externalId, call))?.id;
+        if (!conversionId) throw new PermanentError(`no conversion for externalId ${record.externalId}`);
+        record.conversionId = conversionId;
+        const reason = described
+          ? refundReason(described, recorded === 'refused', record.currentAmount, record.currency)
+          : 'refunds recorded before the order';
+        await setConversion(backend, source, record.externalId, conversionId, recorded, reason, call);
+        sent = recorded;
+      }
+      if (own) delete own.unconfirmedSend;
       if (await deps.ledger.update(record)) {
-        return appliedOutcome(record, conversionId, 'recorded applied by a concurrent worker; sent again');
+        return appliedOutcome(
+          record,
+          conversionId,
+          resend
+            ? 'recorded applied by a concurrent worker; sent again'
+            : 'recorded applied by a concurrent worker',
+        );
       }
     } else {
       const refundedTotal = counted.reduce((sum, r) => sum + r.amount, 0);
@@ -228,9 +254,11 @@ export async function applyRefunds(
         : 'refunds recorded before the order';
       // A refund that leaves the amount as it is needs no call, hence no id: a lookup then would
       // only add a way to fail (a 429, or an add Conversion info does not show yet). Unless this
-      // worker already sent another target, which may be what the platform holds now.
+      // worker (or this refund's worker that died) already sent another target, which may be what
+      // the platform holds now.
       const wanted: Target = refuse ? 'refused' : target;
-      if (wanted !== recordedTarget(record) || (sent !== undefined && sent !== wanted)) {
+      const sentOther = sent === undefined ? sentBefore : sent !== wanted;
+      if (wanted !== recordedTarget(record) || sentOther) {
         conversionId ??= (await backend.find(source.program, record.externalId, call))?.id;
         if (!conversionId) throw new PermanentError(`no conversion for externalId ${record.externalId}`);
         record.conversionId = conversionId;
@@ -238,6 +266,9 @@ export async function applyRefunds(
           await setConversion(backend, source, record.externalId, conversionId, wanted, reason, call);
         } catch (error) {
           if (!isConnectorError(error) || error.failureClass !== 'permanent') throw error;
+          // A conversion that no longer changes: no call of this worker's can leave it off the ledger.
+          const own = event ? refundOf(record, event.refundId) : undefined;
+          if (own) delete own.unconfirmedSend;
           return lateOrThrow(deps, backend, source, record, conversionId, refuse, error, call);
         }
         sent = wanted;
@@ -256,6 +287,9 @@ export async function applyRefunds(
       record.currentAmount = resultingAmount;
       record.awaitingSince = undefined;
       if (refuse) record.state = 'refused';
+      // Written on the version this worker's target came from: its call is confirmed.
+      const own = event ? refundOf(record, event.refundId) : undefined;
+      if (own) delete own.unconfirmedSend;
       if (await deps.ledger.update(record)) {
         return refuse
           ? { result: 'refused', conversionId, amount: 0, detail: reason }
