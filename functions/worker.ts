@@ -173,7 +173,7 @@ export function backendFor(deps: BackendsDeps): (source: SourceConfig) => Conver
           `source ${source.id} uses the legacy backend, but LEGACY_BASE_URL and LEGACY_CREDENTIALS_SECRET are not configured`,
         );
       }
-      backend = new LegacyBackend(deps.legacy);
+      backend = new LegacyBackend(deps.legacy, { commission: source.legacyCommission });
     } else {
       backend = deps.current;
     }

@@ -200,6 +200,48 @@ export function prorateMinor(
   return toSafeNumber(negative ? -rounded : rounded, field);
 }
 
+/** A percentage held exactly as a fraction of the whole: `"8.5"` is 85/1000. */
+export interface Percentage {
+  readonly numerator: number;
+  readonly denominator: number;
+}
+
+/** Most decimals a percentage may have (`"2.3456"`): finer than any commission rate. */
+export const MAX_PERCENT_DECIMALS = 4;
+const PERCENT = new RegExp(`^([0-9]{1,3})(?:\\.([0-9]{1,${MAX_PERCENT_DECIMALS}}))?$`);
+
+/**
+ * Parses a percentage from 0 to 100 written as a decimal string (`"8.5"`, `"10"`, `"0.25"`) into an
+ * exact fraction, without floating point: digits only, at most `MAX_PERCENT_DECIMALS` decimals, no
+ * sign, exponent, spaces or comma.
+ *
+ * @throws BadInputError naming `field`
+ */
+export function parsePercent(decimal: string, field = 'percent'): Percentage {
+  const match = typeof decimal === 'string' ? PERCENT.exec(decimal) : null;
+  if (!match) {
+    throw new BadInputError(
+      `${field}: not a percentage (digits with an optional "." and at most ${MAX_PERCENT_DECIMALS} decimals, such as "8.5")`,
+      { field },
+    );
+  }
+  const [, whole = '', fraction = ''] = match;
+  const numerator = Number(whole + fraction);
+  const denominator = 100 * 10 ** fraction.length;
+  if (numerator > denominator) throw new BadInputError(`${field}: more than 100 percent`, { field });
+  return { numerator, denominator };
+}
+
+/**
+ * `percent` of `amount` in minor units, rounded half up (half away from zero) to a whole minor unit:
+ * 8.5 % of 4990 (EUR 49.90) is 424.15, so 424.
+ *
+ * @throws BadInputError naming `field` when `amount` is past `Number.MAX_SAFE_INTEGER`
+ */
+export function percentOfMinor(amount: number, percent: Percentage, field = 'amount'): number {
+  return prorateMinor(amount, percent.numerator, percent.denominator, field);
+}
+
 /**
  * Amounts reach these helpers from payloads, so one past 2^53 is the caller's bad input (a 400
  * naming the field); a fraction can only come from a bug here and stays a RangeError.

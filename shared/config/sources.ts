@@ -1,6 +1,7 @@
 import * as z from 'zod/mini';
 import { HexId } from '../domain/ids.ts';
 import { ConfigurationError } from '../errors.ts';
+import { parsePercent } from '../money.ts';
 import { firstIssue } from '../validation.ts';
 
 /**
@@ -30,6 +31,40 @@ export const ShopApiConfig = z.strictObject({
   credentialsRef: z.string().check(z.minLength(1)),
 });
 export type ShopApiConfig = z.infer<typeof ShopApiConfig>;
+
+/**
+ * The `commission` a legacy 2.0 add sends. The legacy document lists it as a plain field ("total amount
+ * excluding tax of the commission") and never says that 0 lets the rule compute it, so the choice is the
+ * deployer's: `{ percent: "8.5" }` sends that percentage of the conversion's amount (excluding tax, as
+ * sent), computed exactly and rounded half up to a minor unit; `{ rule: true }`, like leaving the
+ * setting out, sends 0 for the program's rule to compute (docs/legacy.md: check it after the first order).
+ */
+export const LegacyCommission = z
+  .strictObject(
+    {
+      percent: z.optional(
+        z.string({ error: 'a percentage as a decimal string, such as "8.5"' }).check(
+          z.refine((text) => {
+            try {
+              return parsePercent(text).numerator > 0;
+            } catch {
+              return false;
+            }
+          }, 'a percentage above 0 and at most 100, as a decimal string with at most 4 decimals, such as "8.5"'),
+        ),
+      ),
+      rule: z.optional(z.literal(true, { error: 'only true (the program rule computes the commission)' })),
+    },
+    { error: 'an object: { "percent": "8.5" } or { "rule": true }' },
+  )
+  .check(
+    z.refine(
+      (c) => (c.percent === undefined) !== (c.rule === undefined),
+      'either "percent" (a decimal string such as "8.5") or "rule": true, not both',
+    ),
+  );
+export type LegacyCommission = z.infer<typeof LegacyCommission>;
+
 /** Longest return window `acceptAfterDays` takes: a year, past any shop's return policy. */
 export const MAX_ACCEPT_AFTER_DAYS = 365;
 
@@ -56,6 +91,11 @@ export const SourceConfig = z.strictObject({
   unattributed: z._default(UnattributedPolicy, { mode: 'skip' }),
   /** Which platform interface the program lives on (legacy 2.0 accounts: see README). */
   backend: z._default(z.enum(['current', 'legacy']), 'current'),
+  /**
+   * Legacy backend only: the commission its add sends (`LegacyCommission`). @default the add sends 0
+   * for the program's rule to compute, which the legacy document does not promise
+   */
+  legacyCommission: z.optional(LegacyCommission),
   /**
    * Put before every order id of this source, on the platform and in the ledger (`shopA-1001`). Set
    * it when two sources of one program may use the same order ids (two shops both with order 1001):
@@ -110,6 +150,11 @@ export const SourcesFile = z.array(SourceConfig).check(
       if (seen.has(s.id))
         ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate source id ${s.id}` });
       seen.add(s.id);
+      if (s.backend !== 'legacy' && s.legacyCommission !== undefined) {
+        const message =
+          'only for a source with "backend": "legacy" (the current API\'s Conversion Add takes no commission)';
+        ctx.addIssue({ code: 'custom', path: [i, 'legacyCommission'], message });
+      }
       if (s.platform === 'generic' && s.shopApi !== undefined) {
         const message = 'a generic source has no shop API to read: backfill it with --file';
         ctx.addIssue({ code: 'custom', path: [i, 'shopApi'], message });

@@ -1,5 +1,13 @@
+import type { LegacyCommission } from '../config/sources.ts';
 import { PermanentError } from '../errors.ts';
-import { currencyExponent, formatMoney, parseMoney } from '../money.ts';
+import {
+  currencyExponent,
+  formatMoney,
+  type Percentage,
+  parseMoney,
+  parsePercent,
+  percentOfMinor,
+} from '../money.ts';
 import type { AddConversionInput, CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
 import type { LegacyClient } from './client.ts';
 import type { LegacyConversion } from './schemas.ts';
@@ -7,6 +15,11 @@ import type { LegacyConversion } from './schemas.ts';
 export interface LegacyBackendOptions {
   /** @default Date.now (tells a past `locked_at` from a future one) */
   readonly now?: () => number;
+  /**
+   * The source's `legacyCommission`: what the add sends as `commission`.
+   * @default 0, for the program's rule to compute (the legacy document does not say that it does)
+   */
+  readonly commission?: LegacyCommission;
 }
 
 /** Largest amount in minor units that survives the float of the legacy interface exactly. */
@@ -37,18 +50,25 @@ export const LEGACY_NO_AMOUNT_UPDATE =
 export class LegacyBackend implements ConversionBackend {
   readonly #client: LegacyClient;
   readonly #now: () => number;
+  /** The commission's share of the amount; undefined: send 0 and leave it to the rule. */
+  readonly #commissionPercent: Percentage | undefined;
   /** Partnership ids by program and tracking id: they do not change while a Lambda is warm. */
   readonly #partnerships = new Map<string, string>();
 
   constructor(client: LegacyClient, options: LegacyBackendOptions = {}) {
     this.#client = client;
     this.#now = options.now ?? Date.now;
+    const percent = options.commission?.percent;
+    this.#commissionPercent =
+      percent === undefined ? undefined : parsePercent(percent, 'legacyCommission.percent');
   }
 
   /**
-   * Adds a manual conversion: the partnership found by the affiliate tracking id, `commission` 0 so
-   * that the program's rule computes it (the connector has no commission rate of its own). The
-   * answer has no id; the worker then finds it by identifier.
+   * Adds a manual conversion: the partnership found by the affiliate tracking id, and `commission`
+   * the source's `legacyCommission` percentage of the amount sent (half a minor unit rounded up), or
+   * 0 without one, for the program's rule to compute (the document does not say that 0 means that).
+   * The commission only counts here: the interface has no amount update, so it is never sent again.
+   * The answer has no id; the worker then finds it by identifier.
    *
    * @throws PermanentError for an order with click ids and no affiliate tracking id (the interface
    * has no tracking mode), or a tracking id
@@ -66,7 +86,7 @@ export class LegacyBackend implements ConversionBackend {
         identifier: input.externalId,
         partnership_id: partnership,
         amount: toLegacyAmount(input.amount, input.currency),
-        commission: 0,
+        commission: this.#commissionOf(input.amount, input.currency),
         rule_id: input.rule,
         custom_var: input.subId ? input.subId : null,
       },
@@ -111,6 +131,12 @@ export class LegacyBackend implements ConversionBackend {
 
   async accept(program: string, id: string, call?: CallOptions): Promise<void> {
     await this.#client.acceptConversion(program, id, call);
+  }
+
+  /** The `commission` of an add of `amount`: converted like the amount, through the exact decimal. */
+  #commissionOf(amount: number, currency: string): number {
+    if (this.#commissionPercent === undefined) return 0;
+    return toLegacyAmount(percentOfMinor(amount, this.#commissionPercent), currency);
   }
 
   async #partnershipOf(program: string, trackingId: number, call?: CallOptions): Promise<string> {
