@@ -127,10 +127,18 @@ export function compareOrder(
     (conversion.amount !== record.currentAmount || base.platformCurrency !== undefined)
   ) {
     const pending = Object.values(record.refunds).some((r) => r.status === 'pending');
+    // A refund settled by hand (`connector dlq discard`) leaves the ledger at the amount the connector
+    // last set: the platform's may differ by what the operator changed there.
+    const byHand = Object.values(record.refunds).some((r) => r.status === 'manual');
+    const note = pending
+      ? ' (a refund is being applied)'
+      : byHand
+        ? ' (a refund was settled by hand: the ledger keeps the amount the connector last set)'
+        : '';
     out.push({
       ...base,
       kind: 'amount_mismatch',
-      detail: `ledger ${money(record.currentAmount, record.currency)}, platform ${money(conversion.amount, platformCurrency)}${pending ? ' (a refund is being applied)' : ''}`,
+      detail: `ledger ${money(record.currentAmount, record.currency)}, platform ${money(conversion.amount, platformCurrency)}${note}`,
     });
   }
   return out;

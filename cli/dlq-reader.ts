@@ -1,5 +1,6 @@
 import {
   ChangeMessageVisibilityBatchCommand,
+  ChangeMessageVisibilityCommand,
   DeleteMessageCommand,
   GetQueueAttributesCommand,
   ListDeadLetterSourceQueuesCommand,
@@ -214,6 +215,60 @@ export async function scanQueue(
     await release(sqs, queueUrl, [...handles.values()]);
   }
   return { entries: [...seen.values()], hidden: Math.max(0, before.visible + before.inFlight - seen.size) };
+}
+
+/**
+ * Receives the message `messageId` and keeps it hidden for `visibilitySeconds`, so that no replay
+ * takes it while it is being discarded; every other message received on the way is made visible
+ * again at once. Undefined when SQS does not hand it out now (gone, behind an earlier message of its
+ * group, or being read elsewhere). The entry's receipt handle is the fresh one, for `deleteMessage`.
+ */
+export async function takeMessage(
+  sqs: SQSClient,
+  queueUrl: string,
+  messageId: string,
+  visibilitySeconds = 30,
+): Promise<DlqEntry | undefined> {
+  const seen = new Set<string>();
+  const others = new Map<string, string>();
+  let found: DlqEntry | undefined;
+  try {
+    // Read as a scan reads (2 s), so that a CLI killed here hides nothing for long; only the message
+    // found is then held for longer.
+    while (!found && seen.size < 10_000) {
+      const messages = await receive(sqs, queueUrl, 2, seen.size === 0 ? 1 : 0);
+      let fresh = 0;
+      for (const message of messages) {
+        const entry = toEntry(message);
+        if (entry.messageId === messageId) {
+          found = entry;
+          continue;
+        }
+        others.set(entry.messageId, entry.receiptHandle);
+        if (!seen.has(entry.messageId)) fresh++;
+        seen.add(entry.messageId);
+      }
+      if (!found && fresh === 0) break;
+    }
+    if (found) {
+      await sqs.send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: queueUrl,
+          ReceiptHandle: found.receiptHandle,
+          VisibilityTimeout: visibilitySeconds,
+        }),
+        awsCall(),
+      );
+    }
+  } finally {
+    await release(sqs, queueUrl, [...others.values()]);
+  }
+  return found;
+}
+
+/** Deletes one received message by its receipt handle. */
+export async function deleteMessage(sqs: SQSClient, queueUrl: string, receiptHandle: string): Promise<void> {
+  await sqs.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: receiptHandle }), awsCall());
 }
 
 export interface ReplayEvent {

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { type CliContext, type SettingName, settingOptions, withContext } from './context.ts';
+import { type DiscardOptions, discardCommand } from './dlq-discard.ts';
 import {
   confirmDeadLetterQueue,
   type DlqEntry,
@@ -106,7 +107,7 @@ function jsonOf(entry: DlqEntry): Record<string, unknown> {
 }
 
 function hiddenNote(hidden: number): string {
-  return `${hidden} more message${hidden === 1 ? ' is' : 's are'} not shown: behind an earlier message of the same order (a FIFO queue hands out one order's messages in turn) or being read elsewhere; they come up as the ones ahead are replayed or purged`;
+  return `${hidden} more message${hidden === 1 ? ' is' : 's are'} not shown: behind an earlier message of the same order (a FIFO queue hands out one order's messages in turn) or being read elsewhere; they come up as the ones ahead are replayed or discarded`;
 }
 
 const LIST_EXAMPLES = `
@@ -120,11 +121,11 @@ FAILURE CLASS is the worker's (permanent, configuration, bad_input) or "${REDRIV
 a message SQS moved after too many transient failures (ATTEMPTS is then SQS's receive count, which
 counts reads by this command too).`;
 
-/** `connector dlq list|show|replay|purge`: the dead-letter queue, for operators. */
+/** `connector dlq list|show|replay|discard|purge`: the dead-letter queue, for operators. */
 export function registerDlq(program: Command, io: CliIo): void {
   const dlq = program
     .command('dlq')
-    .summary('inspect, replay or purge the dead-letter queue')
+    .summary('inspect, replay, discard or purge the dead-letter queue')
     .description(
       'Messages the worker parked with a reason, or that SQS moved after too many transient failures.',
     );
@@ -204,6 +205,44 @@ has it, so each one is in one queue or both (the ledger applies it once). Exit c
     )
     .action(async (options: FilterOptions & { dryRun?: boolean; yes?: boolean; limit?: number }) => {
       await withContext(io, options, (ctx) => replayCommand(ctx, options));
+    });
+
+  const discard = dlq
+    .command('discard')
+    .summary('delete one message, once settled by hand')
+    .description(
+      'Deletes one DLQ message for good: one whose reason asks to settle it by hand and then discard it, ' +
+        'or one you decided to drop. A refund (or cancellation) the ledger still holds pending on an added ' +
+        'conversion is recorded as settled by hand first (refund status "manual"), so that nothing waits for it.',
+    )
+    .argument('<messageId>', 'message id, as dlq list shows it')
+    .option('--yes', 'do not ask for confirmation')
+    .option('--json', 'print JSON')
+    .option('--source <id>', "the order's source, when its program cannot be told from the message")
+    .option('--program <id>', "the order's program, when it cannot be told from the message");
+  settingOptions(discard, [...DLQ_SETTINGS, 'ledgerTable', 'dynamoEndpoint']);
+  discard
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ npx connector dlq list --external-id 1001
+  $ npx connector dlq discard 6c1f0b4e-8d2a-4c55-9f3e-2b7d1a0e9c41
+  $ npx connector dlq discard 6c1f0b4e-8d2a-4c55-9f3e-2b7d1a0e9c41 --yes --json
+
+A refund or cancellation the ledger holds pending on an added conversion (a partial refund on the
+legacy interface, a change the platform refused for good) is recorded as settled by hand by an
+operator (connector dlq discard, <time>), status manual: the worker never sends it, a delivery of
+it again is a duplicate, the accept job and connector status stop waiting for it, and later refunds
+of the order count it as made. Settle it on the platform first. Other messages (an order, an accept
+the platform refused, a refund already applied or held for its order) are only deleted.
+The DLQ is FIFO: a message behind an earlier one of its order is not reachable until that one is
+replayed or discarded. Exit codes: 0 discarded; 1 not found or not reachable, not confirmed, or the
+ledger or the queue changed meanwhile (nothing lost: run it again); 2 no --yes without a terminal,
+a missing setting, or an order whose program neither the message nor the sources tell.`,
+    )
+    .action(async (messageId: string, options: DiscardOptions) => {
+      await withContext(io, options, (ctx) => discardCommand(ctx, messageId, options));
     });
 
   const purge = dlq

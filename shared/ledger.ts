@@ -29,8 +29,19 @@ export type OrderState =
 /**
  * `late`: the platform no longer lets the conversion change (locked, or accepted for a partial
  * refund), so the refund was not applied there; finance settles it (see `LateRefund`).
+ *
+ * `manual`: the worker could not apply it (parked in the DLQ: a partial refund on the legacy
+ * interface, a change the platform refused for good) and an operator settled it on the platform by
+ * hand, then discarded its message (`connector dlq discard`). Not `applied`: the connector set no
+ * amount for it (no `resultingAmount`; `currentAmount` stays what the connector last set), and
+ * reports tell the two apart. Not `skipped` or `rejected`: the money did go back to the buyer, so it
+ * is counted like an applied refund (`countedRefunds`) — later refunds of the same lines take their
+ * share after it, `POST /refunds` counts it against what remains, and the next Update conversion
+ * amount sets the order's amount less it too, rather than adding back what the operator took off.
+ * Never pending again: the worker treats a delivery of it as a duplicate, and the accept job and
+ * `status` stop waiting for it.
  */
-export type RefundStatus = 'pending' | 'applied' | 'skipped' | 'rejected' | 'late';
+export type RefundStatus = 'pending' | 'applied' | 'skipped' | 'rejected' | 'late' | 'manual';
 
 /** Why a late refund could not be applied, and what finance needs to settle it. */
 export interface LateRefund {
@@ -184,9 +195,14 @@ export function ledgerKey(program: string, externalId: string): string {
   return `${program}#${externalId}`;
 }
 
-/** Refunds that count towards the conversion amount: recorded and not rejected or skipped. */
+/**
+ * Refunds that count towards the conversion amount: pending, applied, or settled by hand (`manual`);
+ * not rejected, skipped or late.
+ */
 export function countedRefunds(record: OrderRecord): RefundRecord[] {
-  return Object.values(record.refunds).filter((r) => r.status === 'pending' || r.status === 'applied');
+  return Object.values(record.refunds).filter(
+    (r) => r.status === 'pending' || r.status === 'applied' || r.status === 'manual',
+  );
 }
 
 /**

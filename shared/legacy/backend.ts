@@ -35,7 +35,7 @@ export const LEGACY_NO_TRACKING_MODE =
 export const LEGACY_NO_AMOUNT_UPDATE =
   'legacy 2.0 interface cannot change a conversion amount (it has no update route): this partial refund ' +
   'was not applied; adjust the commission in the platform dashboard, or refund the order in full to ' +
-  'refuse the conversion, then discard this message';
+  'refuse the conversion, then discard this message: connector dlq discard <message id>';
 
 /**
  * The worker's view of a program on the legacy 2.0 interface, over `LegacyClient`.

@@ -38,7 +38,7 @@ import { recordShadowRefund } from './shadow.ts';
 /** Reason a partial refund of a conversion imported without an amount is parked. */
 export const NO_PLATFORM_AMOUNT =
   "the platform's conversion has no amount: cannot compute the amount after a partial refund; apply it by hand " +
-  '(a full refund or a cancellation can still refuse the conversion), then discard this message';
+  '(a full refund or a cancellation can still refuse the conversion), then discard this message: connector dlq discard <message id>';
 
 export async function refundOrder(
   deps: WorkerDeps,

@@ -1,0 +1,318 @@
+import { ledgerKey, type OrderRecord, type RefundRecord, refundOf } from '../shared/ledger.ts';
+import type { Ledger } from '../shared/ports.ts';
+import { messageGroupId } from '../shared/queueing.ts';
+import { CANCELLATION_REFUND_ID } from '../shared/worker/flow.ts';
+import type { CliContext } from './context.ts';
+import { deleteMessage, queueName, release, scanQueue, takeMessage } from './dlq-reader.ts';
+import { ask, CliError, cell, explain, nowOf, terminalJson, writeLine } from './io.ts';
+
+/**
+ * `connector dlq discard <messageId>`: deletes one DLQ message, the one an operator has settled by
+ * hand as its reason asked ("… then discard it"). A refund or cancellation the ledger still holds
+ * `pending` on an added conversion is recorded as settled by hand (`manual`, see `RefundStatus`)
+ * first: left pending, nothing would ever settle it once its message is gone, and the accept job
+ * would hold the conversion for ever (AcceptBacklog), `status` would call it in flight.
+ */
+
+/** What `planDiscard` reads of a DLQ message (a `DlqEntry` is one). */
+export interface DiscardedMessage {
+  readonly groupId?: string;
+  /** The shop's order id, as the event carries it (without the source's `externalIdPrefix`). */
+  readonly externalId?: string;
+  /** The source the event came in on. */
+  readonly source?: string;
+  readonly eventType?: string;
+  readonly body: string;
+}
+
+/** Where `planDiscard` looks; asked only for a refund or cancellation message. */
+export interface DiscardPorts {
+  readonly ledger: () => Pick<Ledger, 'get'>;
+  /** The programs the order may be in (`--program`, `--source`, else every configured source's). */
+  readonly programs: () => readonly string[];
+  /**
+   * The configured source a message came in on: its program's ledger holds the order under the
+   * source's `externalIdPrefix` and the shop's id, as does its message group.
+   */
+  readonly source?: (
+    id: string,
+  ) => { readonly program: string; readonly externalIdPrefix?: string | undefined } | undefined;
+}
+
+export interface SettleTarget {
+  readonly key: string;
+  readonly refundId: string;
+}
+
+export type DiscardPlan =
+  | ({
+      readonly kind: 'settle';
+      readonly program: string;
+      readonly externalId: string;
+      readonly refund: RefundRecord;
+    } & SettleTarget)
+  /** The message is only deleted; `why` says why the ledger is left as it is. */
+  | { readonly kind: 'delete'; readonly why: string };
+
+export type SettleResult =
+  | { readonly kind: 'settled'; readonly record: OrderRecord; readonly refund: RefundRecord }
+  | { readonly kind: 'unchanged'; readonly why: string }
+  /** The record kept changing under the write: nothing written. */
+  | { readonly kind: 'conflict' };
+
+/** How long the message is held (invisible) between being taken and being deleted. */
+const HOLD_SECONDS = 30;
+const WRITE_ROUNDS = 3;
+
+/** `refund r-1`, or `the cancellation`: ids are shop text, shown printable. */
+function refundName(refundId: string): string {
+  return refundId === CANCELLATION_REFUND_ID ? 'the cancellation' : `refund ${cell(refundId, 80)}`;
+}
+
+/** The ledger id of the refund a message carries: its `refundId`, or the cancellation's. */
+function refundIdOf(message: DiscardedMessage): string | undefined {
+  if (message.eventType === 'OrderCancelled') return CANCELLATION_REFUND_ID;
+  try {
+    const parsed: unknown = JSON.parse(message.body);
+    const id =
+      typeof parsed === 'object' && parsed !== null ? (parsed as { refundId?: unknown }).refundId : undefined;
+    return typeof id === 'string' && id !== '' ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Why the refund is not for `discard` to settle, or undefined when it is: pending on an added
+ * conversion. Held for an order not added yet (awaiting, failed, shadowed), it is the order's arrival
+ * or replay that applies it, so it stays pending.
+ */
+function whyNotSettled(record: OrderRecord, refundId: string): string | undefined {
+  const order = `order ${cell(record.externalId, 80)}`;
+  const refund = refundOf(record, refundId);
+  if (!refund) return `the ledger has no ${refundName(refundId)} of ${order}`;
+  if (refund.status !== 'pending') {
+    return `${refundName(refundId)} of ${order} is already ${refund.status} in the ledger: nothing waits for it`;
+  }
+  if (record.state === 'awaiting' || record.state === 'failed' || record.state === 'shadowed') {
+    return `${refundName(refundId)} is held until ${order} is added (ledger state ${record.state}): the order's arrival or replay applies it`;
+  }
+  if (record.state !== 'added') {
+    return `${refundName(refundId)} of ${order} stays pending: the ledger state is ${record.state}`;
+  }
+  return undefined;
+}
+
+/**
+ * What discarding `message` does to the ledger, read without writing: `settle` for a refund or
+ * cancellation the ledger holds pending on an added conversion, else `delete` with the reason. The
+ * order's program is the one whose message group (program + order) is the message's.
+ *
+ * @throws CliError (exit 2) when no configured program, or more than one, fits the message
+ */
+export async function planDiscard(ports: DiscardPorts, message: DiscardedMessage): Promise<DiscardPlan> {
+  const type = message.eventType ?? 'unreadable';
+  if (type !== 'OrderRefunded' && type !== 'OrderCancelled') {
+    return { kind: 'delete', why: `${cell(type, 40)} is no refund: the ledger has nothing to settle` };
+  }
+  const refundId = refundIdOf(message);
+  if (message.externalId === undefined || refundId === undefined) {
+    return { kind: 'delete', why: 'the message names no order or refund: the ledger has nothing to settle' };
+  }
+  // The order's ledger id: the shop's id after its source's prefix (shared/worker/process-event.ts).
+  const from = message.source === undefined ? undefined : ports.source?.(message.source);
+  const externalId = `${from?.externalIdPrefix ?? ''}${message.externalId}`;
+  const programs = ports.programs();
+  const fitting =
+    message.groupId === undefined
+      ? programs
+      : programs.filter((p) => messageGroupId(p, externalId) === message.groupId);
+  const [program, ...more] = fitting;
+  if (program === undefined || more.length > 0) {
+    const why =
+      program === undefined
+        ? `its message group is not the order's in ${programs.length === 1 ? 'program' : 'programs'} ${programs.join(', ')}`
+        : `it may be in programs ${fitting.join(', ')}`;
+    throw new CliError(
+      `cannot tell which program's ledger holds order ${cell(externalId, 80)} (${why}): pass --program or --source; nothing discarded`,
+    );
+  }
+  const key = ledgerKey(program, externalId);
+  const record = await ports.ledger().get(key);
+  if (!record) {
+    return {
+      kind: 'delete',
+      why: `the ledger has no record of order ${cell(externalId, 80)} in program ${program}`,
+    };
+  }
+  const why = whyNotSettled(record, refundId);
+  const refund = refundOf(record, refundId);
+  if (why !== undefined || !refund) return { kind: 'delete', why: why ?? 'no refund' };
+  return { kind: 'settle', program, externalId, key, refundId, refund };
+}
+
+/**
+ * Records the refund as settled by hand: status `manual`, with when and how in `outcome`. The write
+ * is conditional on the version read; when another writer got there first the record is read again
+ * and judged again, so a refund a worker applied meanwhile stays applied.
+ */
+export async function settleByHand(
+  ledger: Pick<Ledger, 'get' | 'update'>,
+  target: SettleTarget,
+  at: Date,
+): Promise<SettleResult> {
+  const iso = at.toISOString();
+  for (let round = 0; round < WRITE_ROUNDS; round++) {
+    const record = await ledger.get(target.key);
+    if (!record) return { kind: 'unchanged', why: 'the ledger no longer has a record of the order' };
+    const why = whyNotSettled(record, target.refundId);
+    const refund = refundOf(record, target.refundId);
+    if (why !== undefined || !refund) return { kind: 'unchanged', why: why ?? 'no refund' };
+    refund.status = 'manual';
+    refund.appliedAt = iso;
+    refund.outcome = `settled by hand by an operator (connector dlq discard, ${iso})`;
+    // The operator's settling is what the platform holds now: no send of the worker's is left for a
+    // later delivery to confirm or repeat.
+    delete refund.unconfirmedSend;
+    if (await ledger.update(record)) return { kind: 'settled', record, refund };
+  }
+  return { kind: 'conflict' };
+}
+
+export interface DiscardOptions {
+  readonly yes?: boolean;
+  readonly json?: boolean;
+  readonly program?: string;
+  readonly source?: string;
+}
+
+function notReachable(messageId: string, hidden: number): string {
+  const id = cell(messageId, 100);
+  if (hidden === 0) return `message ${id} is not in the DLQ`;
+  return (
+    `message ${id} is not in the DLQ, or not reachable now: ${hidden} message${hidden === 1 ? ' is' : 's are'} ` +
+    "not shown (behind an earlier message of the same order, as a FIFO queue hands out one order's messages " +
+    'in turn, or being read elsewhere); discard or replay the ones ahead of it first (dlq list), then run this again'
+  );
+}
+
+/** The `dlq discard` command: find, confirm, hold the message, settle the ledger, then delete. */
+export async function discardCommand(
+  ctx: CliContext,
+  messageId: string,
+  options: DiscardOptions,
+): Promise<void> {
+  const { io } = ctx;
+  const dlqUrl = ctx.require('dlqUrl');
+  const name = queueName(dlqUrl);
+  const { entries, hidden } = await scanQueue(ctx.sqs(), dlqUrl);
+  const entry = entries.find((e) => e.messageId === messageId);
+  if (!entry) throw new CliError(notReachable(messageId, hidden), 1);
+  const plan = await planDiscard(
+    {
+      ledger: () => ctx.ledger(),
+      programs: () => ctx.programs(options.program, options.source),
+      source: (id) => ctx.sources().find((s) => s.id === id),
+    },
+    entry,
+  );
+  const what = `${entry.eventType ?? '?'} of order ${cell(entry.externalId ?? '?', 80)}`;
+
+  if (!options.yes) {
+    const ledgerText =
+      plan.kind === 'settle'
+        ? `The ledger records ${refundName(plan.refundId)} of order ${cell(plan.externalId, 80)} as settled by hand ` +
+          '(status manual): the connector will never apply it, and later refunds of the order count it as made. ' +
+          'Settle it on the platform first.'
+        : `The ledger is not changed: ${plan.why}.`;
+    const answer = await ask(
+      io,
+      [
+        `Message ${cell(messageId, 100)}: ${what}, ${entry.failureClass}: ${cell(entry.reason, 200)}`,
+        `It is deleted from ${name} for good. ${ledgerText}`,
+        'Discard it? [y/N] ',
+      ].join('\n'),
+    );
+    if (answer === undefined)
+      throw new CliError('no confirmation could be read: pass --yes to discard without a prompt');
+    if (!/^y(es)?$/i.test(answer.trim())) throw new CliError('not confirmed; nothing discarded', 1);
+  }
+
+  const taken = await takeMessage(ctx.sqs(), dlqUrl, messageId, HOLD_SECONDS);
+  if (!taken) {
+    throw new CliError(
+      `message ${cell(messageId, 100)} is no longer reachable (replayed or discarded meanwhile, or being read elsewhere): nothing discarded`,
+      1,
+    );
+  }
+  // The ledger first, then the message: killed in between, the message is still there and a second
+  // discard only deletes it; the other way round would leave a pending refund no message settles.
+  let settled: SettleResult | undefined;
+  if (plan.kind === 'settle') {
+    try {
+      settled = await settleByHand(ctx.ledger(), plan, nowOf(io));
+    } catch (error) {
+      await release(ctx.sqs(), dlqUrl, [taken.receiptHandle]);
+      throw error;
+    }
+    if (settled.kind === 'conflict') {
+      await release(ctx.sqs(), dlqUrl, [taken.receiptHandle]);
+      throw new CliError(
+        `the ledger record of order ${cell(plan.externalId, 80)} kept changing (workers are applying its events): nothing discarded; look again (connector status ${cell(plan.externalId, 80)}), then run this again`,
+        1,
+      );
+    }
+  }
+  try {
+    await deleteMessage(ctx.sqs(), dlqUrl, taken.receiptHandle);
+  } catch (error) {
+    const done =
+      settled?.kind === 'settled'
+        ? `${refundName(settled.refund.refundId)} is recorded as settled by hand, but `
+        : '';
+    throw new CliError(
+      `${done}message ${cell(messageId, 100)} is still in the DLQ (delete failed: ${explain(error)}): run dlq discard again`,
+      1,
+    );
+  }
+
+  const unchanged =
+    settled?.kind === 'unchanged' ? settled.why : plan.kind === 'delete' ? plan.why : undefined;
+  if (options.json) {
+    writeLine(
+      io.stdout,
+      terminalJson({
+        discarded: {
+          messageId,
+          externalId: entry.externalId ?? null,
+          eventType: entry.eventType ?? null,
+          source: entry.source ?? null,
+          failureClass: entry.failureClass,
+          reason: entry.reason,
+        },
+        ledger:
+          settled?.kind === 'settled' && plan.kind === 'settle'
+            ? {
+                settled: true,
+                program: plan.program,
+                externalId: plan.externalId,
+                refundId: settled.refund.refundId,
+                status: settled.refund.status,
+                outcome: settled.refund.outcome,
+              }
+            : { settled: false, why: unchanged ?? null },
+      }),
+    );
+    return;
+  }
+  writeLine(io.stdout, `discarded ${cell(messageId, 100)} (${what}) from ${name}`);
+  if (settled?.kind === 'settled' && plan.kind === 'settle') {
+    writeLine(
+      io.stdout,
+      `${refundName(settled.refund.refundId)} of order ${cell(plan.externalId, 80)}: recorded as settled by hand in the ledger ` +
+        '(status manual); the worker will not send it, nothing waits for it any more, and later refunds of the order count it',
+    );
+  } else {
+    writeLine(io.stdout, `ledger unchanged: ${unchanged ?? 'nothing to settle'}`);
+  }
+}
