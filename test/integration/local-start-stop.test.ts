@@ -3,7 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { LOCAL_SECRETS, LOCAL_STATE_FILE } from '../../local/defaults.ts';
-import { type LocalServing, type LocalStart, spawnLocalStart, untilServing } from '../support/local-start.ts';
+import { localEmulators } from '../support/local-emulators.ts';
+import {
+  type LocalServing,
+  type LocalStart,
+  spawnLocalStart,
+  untilPrinted,
+  untilServing,
+} from '../support/local-start.ts';
+import { until } from '../support/until.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 /**
@@ -69,15 +77,16 @@ async function setFaults(running: Running, faults: Record<string, unknown>): Pro
 
 /** Resolves once the sandbox has been called on `route` (the worker holds the order's batch). */
 async function calledOn(running: Running, route: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const res = await fetch(`${running.platformUrl}/_sandbox/calls`);
+  const callsOn = async () => {
+    const res = await fetch(`${running.platformUrl}/_sandbox/calls`, { signal: AbortSignal.timeout(10_000) });
     const { calls } = (await res.json()) as { calls: Record<string, { total: number }> };
-    if ((calls[route]?.total ?? 0) > 0) return;
-    if (Date.now() > deadline) throw new Error(`no call on ${route}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+    return calls[route]?.total ?? 0;
+  };
+  await until(callsOn, (total) => total > 0, `a call on ${route}`);
 }
+
+/** The first Ctrl-C was taken: the stack is stopping and finishing the batches in hand. */
+const STOPPING = 'finishing the batches in hand';
 
 async function conversionsOf(running: Running, externalId: string): Promise<number> {
   const res = await fetch(`${running.platformUrl}/_sandbox/conversions`);
@@ -96,13 +105,14 @@ describe('stopping npm start while a batch is in hand', () => {
     await calledOn(running, ADD);
     // Act
     running.child.kill('SIGINT');
-    await new Promise((r) => setTimeout(r, 500));
+    await untilPrinted(running, STOPPING);
     const secondAt = Date.now();
     running.child.kill('SIGINT');
     const exit = await running.exited;
-    // Assess
+    // Assess: well before the 25 s the first Ctrl-C would have waited
     expect(Date.now() - secondAt).toBeLessThan(5_000);
-    expect(exit.code).not.toBe(0);
+    expect(exit.code).toBe(130);
+    expect(running.output()).toContain('stopped at once');
     expect(existsSync(join(running.cwd, LOCAL_STATE_FILE))).toBe(false);
   }, 60_000);
 
@@ -112,17 +122,35 @@ describe('stopping npm start while a batch is in hand', () => {
     const first = await start(tempDir('connector-cwd-'), { LOCAL_DATA_DIR: dataDir });
     await setFaults(first, { latencyMs: 4_000, routes: [ADD] });
     await placeOrder(first, 'stop-twice-2');
-    await new Promise((r) => setTimeout(r, 1_500));
+    // The worker leases the order in the ledger, then sends the add: from here the add is going out,
+    // and the platform holds its answer for 4 s.
+    const before = localEmulators(first.cwd);
+    try {
+      await until(
+        () => before.ledgerRecord('stop-twice-2'),
+        (record) => record?.state === 'adding',
+        'the order to be leased for its add',
+      );
+    } finally {
+      before.close();
+    }
     // Act
     first.child.kill('SIGINT');
-    await new Promise((r) => setTimeout(r, 300));
+    await untilPrinted(first, STOPPING);
     first.child.kill('SIGINT');
-    await first.exited;
+    expect((await first.exited).code).toBe(130);
     const second = await start(tempDir('connector-cwd-'), { LOCAL_DATA_DIR: dataDir }, false);
-    const deadline = Date.now() + 30_000;
-    while ((await conversionsOf(second, 'stop-twice-2')) === 0 && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 100));
-    await new Promise((r) => setTimeout(r, 1_000));
+    // Once the queue is empty the message is done with: nothing can add the order again after that.
+    const after = localEmulators(second.cwd);
+    try {
+      await until(
+        () => after.queueLeft(),
+        (left) => left === 0,
+        'the recovered message to be done with',
+      );
+    } finally {
+      after.close();
+    }
     // Assess: the add was in flight when the first one stopped, and the restart added it once.
     expect(second.output()).toContain('recovered after a crash: 1 messages in flight, 1 add leases');
     expect(await conversionsOf(second, 'stop-twice-2')).toBe(1);

@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack.ts';
+import { nodeHttpFetch } from '../../shared/adapters/node-http-transport.ts';
 import type { OrderRecord } from '../../shared/ledger.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
 import type { Ledger } from '../../shared/ports.ts';
 import { sandboxConversions } from '../support/sandbox.ts';
+import { until } from '../support/until.ts';
 import {
   genericWebhook,
   post,
@@ -264,15 +266,24 @@ describe('orders become exactly one conversion', () => {
 });
 
 describe('an add the platform is still recording when the client gives up', () => {
+  const ADD = '/advertiser/conversions.add';
   let slow: LocalStack;
+  /** Conversion Adds the worker's client sent, answered or not. */
+  let addsSent = 0;
 
   beforeAll(async () => {
     slow = await startLocalStack({
       port: 0,
       // The platform takes 1.5 s to record an add; the client gives up after 1 s. The platform
       // still records the add it was sent (as any server does with a request already in progress).
-      sandbox: { port: 0, faults: { latencyMs: 1_500, routes: ['/advertiser/conversions.add'] } },
-      client: { timeoutMs: 1_000 },
+      sandbox: { port: 0, faults: { latencyMs: 1_500, routes: [ADD] } },
+      client: {
+        timeoutMs: 1_000,
+        fetch: (url, init) => {
+          if (url.pathname === ADD) addsSent += 1;
+          return nodeHttpFetch(url, init);
+        },
+      },
       leaseMs: 60_000,
     });
   });
@@ -291,8 +302,14 @@ describe('an add the platform is still recording when the client gives up', () =
     // Act: the worker keeps its lease for the settle period (5 s here), then looks the order up.
     expect((await post(`${slow.url}/webhooks/shopify`, signed)).status).toBe(202);
     await slow.waitForIdle(60_000);
-    // Let any add already sent to the platform finish.
-    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    // The platform records an add the client gave up on when it answers it, which may be after the
+    // queue went idle: once it has answered every add sent, no conversion can appear any more.
+    expect(addsSent).toBeGreaterThan(0);
+    await until(
+      () => slow.sandbox?.control.calls()[ADD]?.total ?? 0,
+      (answered) => answered === addsSent,
+      'the platform to answer every add the worker sent',
+    );
 
     // Assess
     const found = sandboxConversions(slow, '7001');

@@ -68,3 +68,29 @@ export function untilServing(run: LocalStart): Promise<LocalServing> {
     void run.exited.then(() => reject(new Error(`npm start exited:\n${run.output()}`)));
   });
 }
+
+/**
+ * Resolves once `text` appears in what `npm start` printed (stdout or stderr), as it is printed;
+ * rejects with the output if the process exits first. Match ASCII: a chunk may end inside a
+ * multibyte character.
+ */
+export function untilPrinted(run: LocalStart, text: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      if (!run.output().includes(text)) return;
+      run.child.stdout.off('data', check);
+      run.child.stderr.off('data', check);
+      resolve();
+    };
+    run.child.stdout.on('data', check);
+    run.child.stderr.on('data', check);
+    check();
+    // 'close', not 'exit': what it printed last may still be in its pipes when it exits.
+    const gone = () => {
+      check();
+      reject(new Error(`npm start exited before printing "${text}":\n${run.output()}`));
+    };
+    if (run.child.stdout.closed && run.child.stderr.closed) gone();
+    else run.child.once('close', gone);
+  });
+}

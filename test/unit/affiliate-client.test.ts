@@ -946,7 +946,9 @@ describe('backoff', () => {
       () => 'aborted',
     );
 
-    // Act
+    // Act: real timers, since the overflow is Node's own. The 50 ms is no margin to tune: a timer Node
+    // cut to 1 ms expires before this one, and Node runs expired timers in expiry order with promises
+    // settled between them, so however late the loop gets there a wrongly armed sleep wins the race.
     const first = await Promise.race([
       slept,
       new Promise<string>((resolve) => setTimeout(() => resolve('still asleep'), 50)),

@@ -380,11 +380,20 @@ describe('two refunds of one order applied side by side', () => {
     const platform = new FakePlatform();
     const deps = worker(ledger, platform, source);
     expect((await processEvent(deps, order())).result).toBe('added');
+    // The held update's own message cannot finish while it is held: the first report is the other's.
+    let otherReported!: () => void;
+    const otherDone = new Promise<void>((resolve) => {
+      otherReported = resolve;
+    });
     let slow = true;
+    let released: 'both refunds recorded applied' | 'the other refund done without them' | undefined;
     platform.beforeUpdate = async () => {
       if (!slow) return;
       slow = false;
-      await Promise.race([ledger.bothApplied, new Promise((resolve) => setTimeout(resolve, 200))]);
+      released = await Promise.race([
+        ledger.bothApplied.then(() => 'both refunds recorded applied' as const),
+        otherDone.then(() => 'the other refund done without them' as const),
+      ]);
     };
     const finance: ConnectorEventInput = {
       type: 'OrderRefunded',
@@ -410,7 +419,13 @@ describe('two refunds of one order applied side by side', () => {
       currency: 'EUR',
     };
     const failures: FailureQueue = { park: async () => {}, delay: async () => {} };
-    const batch: BatchDeps = { ...deps, failures, sleep: async () => {}, random: () => 0 };
+    const batch: BatchDeps = {
+      ...deps,
+      failures,
+      sleep: async () => {},
+      random: () => 0,
+      observe: () => otherReported(),
+    };
 
     // Act
     const answer = await processBatch(
@@ -422,7 +437,9 @@ describe('two refunds of one order applied side by side', () => {
       NOW + 60_000,
     );
 
-    // Assess: 50.00 - 20.00 - 10.00 = 20.00, on the platform as in the ledger
+    // Assess: the held update went out once both refunds were recorded, so the stale target landed
+    // last; 50.00 - 20.00 - 10.00 = 20.00, on the platform as in the ledger
+    expect(released).toBe('both refunds recorded applied');
     const record = await ledger.get(ledgerKey(PROGRAM, 'shopB-1001'));
     expect(answer.batchItemFailures).toEqual([]);
     expect(record?.currentAmount).toBe(2_000);
