@@ -91,7 +91,8 @@ export interface RefundRecord {
    * its ledger writes has confirmed since: written with the refund, before any call, and cleared by
    * the write that confirms what that worker sent. Another worker recording the refund applied keeps
    * it. A delivery of the refund that finds it set (SQS's, after that worker died) sends the ledger's
-   * target again before it clears it (docs/exactly-once.md, rule 4).
+   * target again before it clears it (docs/exactly-once.md, rule 4). The accept job does not accept a
+   * conversion while a refund applied keeps it, unless the platform shows the ledger's target.
    */
   unconfirmedSend?: true;
 }
@@ -136,6 +137,15 @@ export interface OrderRecord {
   unclearAddAt?: number;
   /** When the first refund waiting for this order (state `awaiting`, or `failed`) was recorded. */
   awaitingSince?: string;
+  /**
+   * `RefundRecord.unconfirmedSend` for the order's own message, which applies the refunds held for
+   * it (on the conversion it adopted, or on its retry) with no refund of its own to mark: written
+   * before its calls, cleared by the write that confirms what its worker sent. A refund's worker
+   * recording those refunds applied keeps it. A delivery of the order that finds it set with nothing
+   * pending (SQS's, after that worker died) sends the ledger's target again before it clears it
+   * (docs/exactly-once.md, rule 4).
+   */
+  unconfirmedSend?: true;
   /** The record was created from the platform's data (order placed before the connector). */
   imported?: boolean;
   /**

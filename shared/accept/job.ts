@@ -1,6 +1,7 @@
 import type { SourceConfig } from '../config/sources.ts';
 import { describeError, failureClassOf, isConnectorError, PermanentError } from '../errors.ts';
 import { awaitsAccept, type OrderRecord } from '../ledger.ts';
+import { formatMinor } from '../money.ts';
 import type {
   AcceptIndex,
   CallOptions,
@@ -31,6 +32,17 @@ import { DAY_MS } from './due.ts';
  * makes the job skip the order. What remains is a refund that reaches the worker after the accept
  * call: a full refund still refuses the accepted conversion (it locks only later); a partial one
  * cannot update an accepted conversion's amount and is recorded as a late refund for finance.
+ *
+ * Sends left unconfirmed: a refund recorded applied by another worker while its own worker's call
+ * is unconfirmed (`RefundRecord.unconfirmedSend`; the order's own message, `OrderRecord.
+ * unconfirmedSend`) means that worker died after a call whose stale target may have reached the
+ * platform last, and only its message's next delivery sends the ledger's target again. Accepting
+ * first would fix the stale amount for good, so such an order is held while the refunds were
+ * recorded applied less than `UNCONFIRMED_SETTLE_MS` ago (that worker may still be sending), then
+ * looked up: accepted when the platform shows the ledger's amount (the lease write clears the marks,
+ * so a late delivery sends nothing to the accepted conversion), else held, saying what each shows.
+ * Held for ever only while the platform stays off: a message parked in the DLQ is replayed, or the
+ * amount set by hand.
  */
 
 /** What the job needs; the functions and the CLI wire it, tests hand in fakes or the local stack. */
@@ -96,6 +108,14 @@ export interface AcceptSummary {
 /** Index reads per page: keys only, so a page is small whatever the records hold. */
 const PAGE_SIZE = 100;
 const COUNT_PAGE_SIZE = 1000;
+
+/**
+ * How long after its refunds were last recorded applied an order whose send is unconfirmed stays held
+ * whatever the platform shows: the worker that left the mark may still be sending until its
+ * invocation ends (the worker function times out after 30 s; its message comes back after the
+ * queue's visibility timeout, 3 minutes). Past this it is gone.
+ */
+export const UNCONFIRMED_SETTLE_MS = 15 * 60_000;
 
 /** The event type the DLQ shows for a conversion the platform would not accept. */
 export const ACCEPT_EVENT_TYPE = 'ConversionAccept';
@@ -175,7 +195,19 @@ async function acceptOne(
   if ((record.acceptLeaseUntil ?? 0) > deps.now()) {
     return { ...base, result: 'held', detail: 'an accept is in flight in another run' };
   }
-  if (options.dryRun) return { ...base, result: 'would_accept' };
+  const unconfirmed = unconfirmedSends(record);
+  const settledAt = lastAppliedAt(record) + UNCONFIRMED_SETTLE_MS;
+  if (unconfirmed && settledAt > deps.now()) {
+    return {
+      ...base,
+      result: 'held',
+      detail:
+        `the last call of ${unconfirmed} is unconfirmed and its worker may still be sending: ` +
+        `looked up after ${new Date(settledAt).toISOString()}, accepted if the platform shows the ledger's amount`,
+    };
+  }
+  // A dry run reads: the platform only when the ledger alone cannot tell (an unconfirmed send).
+  if (options.dryRun && !unconfirmed) return { ...base, result: 'would_accept' };
 
   let backend: ConversionBackend;
   try {
@@ -184,11 +216,38 @@ async function acceptOne(
     // A source whose platform interface is not configured here (legacy credentials): next run.
     return { ...base, result: 'retry', detail: describeError(error) };
   }
+  const call: CallOptions = options.deadline === undefined ? {} : { deadline: options.deadline };
+  if (unconfirmed) {
+    let found: PlatformConversion | undefined;
+    try {
+      found = await backend.find(record.program, record.externalId, call);
+    } catch (error) {
+      // Nothing is leased yet: the next run looks again.
+      return { ...base, result: 'retry', detail: describeError(error) };
+    }
+    // None at all: parked below, as any added order whose conversion the platform lacks.
+    if (found) {
+      const off = offLedger(record, found);
+      if (off) {
+        return {
+          ...base,
+          result: 'held',
+          detail:
+            `${off}: the last call of ${unconfirmed} is unconfirmed; its message's next delivery sends the ` +
+            "ledger's amount (replay it if it is in the DLQ), or set it on the platform by hand; accepted then",
+        };
+      }
+      record.conversionId ??= found.id;
+      // Written with the lease, conditional on the version read before the lookup.
+      confirmSends(record);
+    }
+  }
+  if (options.dryRun) return { ...base, result: 'would_accept' };
+
   record.acceptLeaseUntil = deps.now() + deps.leaseMs;
   if (!(await deps.ledger.update(record))) {
     return { ...base, result: 'held', detail: 'the ledger record changed meanwhile: next run' };
   }
-  const call: CallOptions = options.deadline === undefined ? {} : { deadline: options.deadline };
   let conversionId = record.conversionId;
   if (conversionId === undefined) {
     // Added without its id (the add's answer need not carry one): look it up now, once, and keep it.
@@ -235,6 +294,48 @@ async function acceptOne(
     r.acceptedAt = new Date(deps.now()).toISOString();
   });
   return { ...known, result: 'accepted' };
+}
+
+/**
+ * What left its last call unconfirmed (`unconfirmedSend`): refunds recorded applied by another worker
+ * than their own, or the order's own message; undefined when nothing did. A pending refund holds the
+ * order already, so its mark is not counted here.
+ */
+function unconfirmedSends(record: OrderRecord): string | undefined {
+  const names = Object.values(record.refunds)
+    .filter((r) => r.status === 'applied' && r.unconfirmedSend === true)
+    .map((r) => `refund ${r.refundId}`);
+  if (record.unconfirmedSend === true) names.push(`order ${record.externalId}'s own message`);
+  return names.length === 0 ? undefined : names.join(', ');
+}
+
+/** Epoch ms when the record's refunds were last recorded applied (0 when none says). */
+function lastAppliedAt(record: OrderRecord): number {
+  let last = 0;
+  for (const refund of Object.values(record.refunds)) {
+    const at = refund.status === 'applied' && refund.appliedAt ? Date.parse(refund.appliedAt) : 0;
+    if (at > last) last = at;
+  }
+  return last;
+}
+
+/** How the platform's conversion differs from where the ledger says it is, if it does. */
+function offLedger(record: OrderRecord, found: PlatformConversion): string | undefined {
+  if (found.status === 'refused') return 'the platform shows the conversion refused, the ledger does not';
+  if (found.amount === record.currentAmount) return undefined;
+  const shown =
+    found.amount === undefined || !Number.isSafeInteger(found.amount)
+      ? 'no amount'
+      : formatMinor(found.amount, record.currency);
+  return `the platform shows ${shown}, the ledger ${formatMinor(record.currentAmount, record.currency)}`;
+}
+
+/** Clears the marks of unconfirmed sends: the platform was seen at the ledger's amount. */
+function confirmSends(record: OrderRecord): void {
+  for (const refund of Object.values(record.refunds)) {
+    if (refund.status === 'applied') delete refund.unconfirmedSend;
+  }
+  delete record.unconfirmedSend;
 }
 
 /** A failure the platform will give again (refused, locked, unknown): parked, not retried. */

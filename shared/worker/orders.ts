@@ -58,11 +58,25 @@ export async function placeOrder(
       );
     }
     if (existing && existing.state !== 'awaiting') {
-      if (existing.state === 'added' && source.mode === 'live' && hasPendingRefunds(existing)) {
+      const pending = hasPendingRefunds(existing);
+      if (existing.state === 'added' && source.mode === 'live' && (pending || existing.unconfirmedSend)) {
         // Refunds held for the order that its add or adoption did not get to apply (the update, or
-        // the lookup it needed, failed): their own messages are done, so this retry applies them.
+        // the lookup it needed, failed): their own messages are done, so this retry applies them. Or a
+        // worker of this message that applied them died after its call, and another worker has
+        // recorded them applied since: its target may have reached the platform after the ledger's,
+        // so this delivery sends the ledger's again (`applyRefunds`). The mark goes in a write
+        // before any call (a record written before it existed has none yet).
+        if (!existing.unconfirmedSend) {
+          existing.unconfirmedSend = true;
+          if (!(await deps.ledger.update(existing))) continue;
+        }
         const outcome = await applyRefunds(deps, backend, source, existing, undefined, call);
-        return { ...outcome, detail: 'order already added: applied the refunds held for it' };
+        return {
+          ...outcome,
+          detail: pending
+            ? 'order already added: applied the refunds held for it'
+            : "order already added: its last delivery's call was unconfirmed, sent the ledger's amount again",
+        };
       }
       if (
         existing.state === 'added' ||
@@ -445,6 +459,9 @@ async function adoptFromPlatform(
   const otherMoney = otherCurrencyReason(record, found);
   if (otherMoney) return notAdopted(deps, record, otherMoney);
   record.currentAmount = found.amount ?? record.originalAmount;
+  // The refunds held for the order are applied below, with calls this message has no refund of its
+  // own to mark: the record is marked instead, in the write before them (see `applyRefunds`).
+  if (hasPendingRefunds(record)) record.unconfirmedSend = true;
   const outcome = await settleAdded(deps, record, found.id, 'reconciled');
   if (outcome.result === 'reconciled' && hasPendingRefunds(record)) {
     return applyRefunds(deps, backend, source, record, undefined, call);

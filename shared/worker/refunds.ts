@@ -197,10 +197,14 @@ export async function applyRefunds(
   let conversionId = record.conversionId;
   // What this worker last set the conversion to, once it has made a call.
   let sent: Target | undefined;
-  // A delivery again of a refund recorded applied while its own worker's call was unconfirmed (see
-  // `refundOrder`): what that worker sent is unknown, so it counts as sent and not what the ledger says.
+  // A delivery again of a message whose own worker's call was unconfirmed, and whose refunds another
+  // worker has recorded applied since (a refund: see `refundOrder`; the order's own message, applying
+  // the refunds held for it: see `placeOrder`): what that worker sent is unknown, so it counts as
+  // sent and not what the ledger says.
   const inherited = event ? refundOf(record, event.refundId) : undefined;
-  const sentBefore = inherited?.status === 'applied' && inherited.unconfirmedSend === true;
+  const sentBefore = event
+    ? inherited?.status === 'applied' && inherited.unconfirmedSend === true
+    : record.unconfirmedSend === true && !countedRefunds(record).some((r) => r.status === 'pending');
   for (let round = 0; round < 4; round++) {
     const counted = countedRefunds(record);
     // Held refunds applied by their order's arrival are described by the last of them.
@@ -209,20 +213,21 @@ export async function applyRefunds(
 
     if (!counted.some((r) => r.status === 'pending')) {
       // A ledger write of ours lost (below), and another worker has recorded every refund applied
-      // since. Two refunds of one order can run side by side (a DLQ replay beside a new refund, or
-      // messages queued in two groups), each sending the target its own copy of the record implied:
+      // since. Two messages of one order can run side by side, though their FIFO group serialises
+      // them (messages queued under an older grouping, or a group SQS hands out again while an
+      // invocation that started late still runs), each sending the target its copy of the record implied:
       // the winner's write says where the platform is, but a loser's stale target may have reached
       // the platform after the winner's. So when what this worker sent is not what the ledger now
       // records, it sends the ledger's target again, and then writes the record unchanged, conditional
       // on the version it read: that write succeeds only if no one recorded another refund
       // meanwhile (whose worker then sends after this), else this looks again. The same holds for
-      // a worker of this refund's message that died after its call: its message comes back, and
-      // this delivery sends the ledger's target in its place. The write also confirms this
-      // worker's calls (`unconfirmedSend`), so that a later duplicate of the refund sends nothing.
+      // a worker of this message (a refund's, or the order's applying the refunds held for it) that
+      // died after its call: the message comes back, and this delivery sends the ledger's target in
+      // its place. The write also confirms this worker's calls (`unconfirmedSend`), so that a later
+      // duplicate of the message sends nothing.
       const recorded = recordedTarget(record);
-      const own = event ? refundOf(record, event.refundId) : undefined;
       const resend = recorded !== undefined && (sent === undefined ? sentBefore : sent !== recorded);
-      if (!resend && !own?.unconfirmedSend) {
+      if (!resend && !ownMark(record, event)) {
         return appliedOutcome(record, conversionId, 'recorded applied by a concurrent worker');
       }
       if (resend) {
@@ -235,7 +240,7 @@ export async function applyRefunds(
         await setConversion(backend, source, record.externalId, conversionId, recorded, reason, call);
         sent = recorded;
       }
-      if (own) delete own.unconfirmedSend;
+      confirmOwn(record, event);
       if (await deps.ledger.update(record)) {
         return appliedOutcome(
           record,
@@ -267,8 +272,7 @@ export async function applyRefunds(
         } catch (error) {
           if (!isConnectorError(error) || error.failureClass !== 'permanent') throw error;
           // A conversion that no longer changes: no call of this worker's can leave it off the ledger.
-          const own = event ? refundOf(record, event.refundId) : undefined;
-          if (own) delete own.unconfirmedSend;
+          confirmOwn(record, event);
           return lateOrThrow(deps, backend, source, record, conversionId, refuse, error, call);
         }
         sent = wanted;
@@ -288,8 +292,7 @@ export async function applyRefunds(
       record.awaitingSince = undefined;
       if (refuse) record.state = 'refused';
       // Written on the version this worker's target came from: its call is confirmed.
-      const own = event ? refundOf(record, event.refundId) : undefined;
-      if (own) delete own.unconfirmedSend;
+      confirmOwn(record, event);
       if (await deps.ledger.update(record)) {
         return refuse
           ? { result: 'refused', conversionId, amount: 0, detail: reason }
@@ -303,6 +306,20 @@ export async function applyRefunds(
     record = fresh;
   }
   throw new TransientError('ledger changed while recording an applied refund; will re-check');
+}
+
+/**
+ * Whether the mark of this message's own calls is set (`unconfirmedSend`): its refund's, or the
+ * record's for the order's own message (no event).
+ */
+function ownMark(record: OrderRecord, event: OrderRefunded | undefined): boolean {
+  return (event ? refundOf(record, event.refundId) : record)?.unconfirmedSend === true;
+}
+
+/** Clears the mark of this message's own calls: the write it goes in confirms what this worker sent. */
+function confirmOwn(record: OrderRecord, event: OrderRefunded | undefined): void {
+  const marked = event ? refundOf(record, event.refundId) : record;
+  if (marked) delete marked.unconfirmedSend;
 }
 
 /** Where the record says the conversion is (refused, or at its current amount); undefined before it is added. */
