@@ -7,6 +7,15 @@ interface ReviverContext {
 }
 type SourceReviver = (this: unknown, key: string, value: unknown, context?: ReviverContext) => unknown;
 
+/**
+ * The deepest nesting of arrays and objects a body may have (the body itself is level 1). Shops'
+ * payloads nest about 10 deep. JSON.parse alone reads any depth, but with a reviver V8 walks the
+ * parsed value recursively and runs out of stack a little past 2,000 levels (less on a deeper call
+ * stack): a body holding a 16-digit number was refused as "not valid JSON" where its twin without
+ * one was read. One limit for every body answers both alike, and honestly.
+ */
+export const MAX_JSON_DEPTH = 256;
+
 const INTEGER_TEXT = /^-?[0-9]+$/;
 const SIXTEEN_DIGITS = /[0-9]{16}/;
 
@@ -16,8 +25,8 @@ const SIXTEEN_DIGITS = /[0-9]{16}/;
  * `9007199254740993` would silently become `…992` as a number). Safe numbers stay numbers; callers
  * turn ids into strings. Needs Node ≥ 21 (`context.source`), which the project's Node 24 has.
  *
- * @throws BadInputError (`field: 'body'`) when the body is not valid UTF-8 JSON; the message never
- *   quotes the body, which may hold personal data.
+ * @throws BadInputError (`field: 'body'`) when the body is not valid UTF-8 JSON or is nested over
+ *   `MAX_JSON_DEPTH` levels; the message never quotes the body, which may hold personal data.
  */
 export function parseJsonBody(raw: Buffer): unknown {
   // Decoding would turn each invalid byte into U+FFFD and queue the order with its voucher or click
@@ -26,6 +35,11 @@ export function parseJsonBody(raw: Buffer): unknown {
   let text = raw.toString('utf8');
   // A BOM is not JSON, but some PHP stacks (WooCommerce plugins) emit one; drop it, nothing else.
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+    throw new BadInputError(`request body is nested too deep (over ${MAX_JSON_DEPTH} levels)`, {
+      field: 'body',
+    });
+  }
   // An integer beyond 2^53 has at least 16 digits; without such a run the reviver could change
   // nothing, and JSON.parse without one is several times faster (most bodies: ids of 13 digits).
   if (!SIXTEEN_DIGITS.test(text)) return parseOrRefuse(text);
@@ -47,4 +61,44 @@ function parseOrRefuse(
   } catch {
     throw new BadInputError('request body is not valid JSON', { field: 'body' });
   }
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACKET = 0x5b;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACKET = 0x5d;
+const CLOSE_BRACE = 0x7d;
+
+/**
+ * Whether arrays and objects nest over `max` levels, counting brackets outside strings only. Runs
+ * before parsing, in one pass and without recursion, so no depth can exhaust the stack; on text that
+ * is not JSON the answer is a guess, and the body is refused either way.
+ */
+function nestedDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      i = closingQuote(text, i);
+    } else if (c === OPEN_BRACKET || c === OPEN_BRACE) {
+      depth++;
+      if (depth > max) return true;
+    } else if (c === CLOSE_BRACKET || c === CLOSE_BRACE) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+/** The index of the quote that ends the string opened at `open` (the text's length when none does). */
+function closingQuote(text: string, open: number): number {
+  let at = text.indexOf('"', open + 1);
+  while (at !== -1) {
+    let backslashes = 0;
+    while (text.charCodeAt(at - 1 - backslashes) === BACKSLASH) backslashes++;
+    if (backslashes % 2 === 0) return at;
+    at = text.indexOf('"', at + 1);
+  }
+  return text.length;
 }

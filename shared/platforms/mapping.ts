@@ -105,11 +105,26 @@ export function mapped(events: readonly ConnectorEventInput[], skippedFields: st
 }
 
 function checkEvent(event: ConnectorEventInput): ConnectorEvent {
-  const result = ConnectorEvent.safeParse(event);
+  let result = ConnectorEvent.safeParse(event);
+  if (!result.success && result.error.issues.some((issue) => issue.path[0] === 'eventId')) {
+    result = ConnectorEvent.safeParse({ ...event, eventId: hashedEventId(event.eventId) });
+  }
   if (result.success) return result.data;
   const issue = firstIssue(result.error);
   const field = issue.field || 'event';
   throw new BadInputError(`mapped ${event.type} event: ${field}: ${issue.message}`, { field });
+}
+
+/**
+ * The dedup key of an event whose key, as the adapter built it, would not pass the event schema (over
+ * 512 characters, or with control characters): a hash of it. The key is ours, built from fields the
+ * sender wrote validly (a WooCommerce `<topic>:<order id>:<date_modified_gmt>`, a Stripe `<event
+ * id>:<refund id>`) and read only as the queue's deduplication id; the hash is the same for every
+ * retry of the delivery, where a 400 naming `eventId` would lose a valid order over a field the
+ * sender never wrote.
+ */
+function hashedEventId(eventId: string): string {
+  return `key-sha256:${createHash('sha256').update(eventId).digest('hex')}`;
 }
 
 /**
@@ -119,6 +134,20 @@ function checkEvent(event: ConnectorEventInput): ConnectorEvent {
  */
 export function shopReason(value: string | null | undefined): string | undefined {
   return value ? shopText(value, 500) || undefined : undefined;
+}
+
+/** The most characters of a sender's value an answer or a log line quotes (`quoted`). */
+const MAX_QUOTED = 64;
+
+/**
+ * A value the sender wrote (a topic header, an event type, a status, an id) as an *ignored* answer
+ * and its log line quote it: on one line, without control characters (`shopText`), cut to 64
+ * characters with an ellipsis. The sender controls its length and bytes: a 10,000-character topic
+ * must not come back in full, nor an escape sequence or a line break forge a log line.
+ */
+export function quoted(value: string, max = MAX_QUOTED): string {
+  const text = shopText(value.replace(/\s+/g, ' '), Number.POSITIVE_INFINITY).trim();
+  return text.length > max ? `${shopText(text, max - 1)}…` : text;
 }
 
 /** The dedup key of a delivery that carries none: a hash of the exact bytes. */

@@ -19,6 +19,7 @@ import {
   money,
   optionalBasis,
   parsePayload,
+  quoted,
   refundBasis,
   refundLines,
   requiredHeader,
@@ -445,7 +446,7 @@ function mapShopify(request: HttpRequest, context: AdapterContext): AdapterResul
     };
   }
   if (!isOrderTopic && !(SHOPIFY_OTHER_TOPICS as readonly string[]).includes(topic)) {
-    return { kind: 'ignored', reason: `topic ${topic} is not handled` };
+    return { kind: 'ignored', reason: `topic ${quoted(topic)} is not handled` };
   }
   const body = parseJsonBody(request.rawBody);
   const eventId = eventIdOf(request);
@@ -474,7 +475,7 @@ function mapShopify(request: HttpRequest, context: AdapterContext): AdapterResul
   if (!net) {
     return {
       kind: 'ignored',
-      reason: `refund ${refund.id} refunds no line items (shipping or amount only): the commission base is unchanged`,
+      reason: `refund ${quoted(refund.id)} refunds no line items (shipping or amount only): the commission base is unchanged`,
     };
   }
   const event: ConnectorEventInput = {

@@ -15,6 +15,7 @@ import {
   mapped,
   optionalBasis,
   parsePayload,
+  quoted,
   refundBasis,
   unique,
   unixToIso,
@@ -254,13 +255,13 @@ const FAILED_REFUND = new Set(['failed', 'canceled']);
 function refundCreated(object: unknown, eventId: string, context: AdapterContext): AdapterResult {
   const refund = parsePayload(Refund, object, 'data.object');
   if (refund.status && FAILED_REFUND.has(refund.status)) {
-    return { kind: 'ignored', reason: `refund ${refund.id} is ${refund.status}` };
+    return { kind: 'ignored', reason: `refund ${quoted(refund.id)} is ${refund.status}` };
   }
   const event = refunded(refund, { currency: refund.currency }, eventId, 'data.object.amount', context);
   if (!event) {
     return {
       kind: 'ignored',
-      reason: `refund ${refund.id} has neither metadata.order_id nor a payment_intent: not from a Checkout order`,
+      reason: `refund ${quoted(refund.id)} has neither metadata.order_id nor a payment_intent: not from a Checkout order`,
     };
   }
   return mapped([event]);
@@ -273,7 +274,7 @@ function chargeRefunded(object: unknown, eventId: string, context: AdapterContex
   if (!externalId) {
     return {
       kind: 'ignored',
-      reason: `charge ${charge.id} has neither metadata.order_id nor a payment_intent`,
+      reason: `charge ${quoted(charge.id)} has neither metadata.order_id nor a payment_intent`,
     };
   }
   const base = {
@@ -300,7 +301,7 @@ function chargeRefunded(object: unknown, eventId: string, context: AdapterContex
   if (list.length === 0) {
     return {
       kind: 'ignored',
-      reason: `charge ${charge.id} is partly refunded but lists no refunds: each is counted from its refund.created`,
+      reason: `charge ${quoted(charge.id)} is partly refunded but lists no refunds: each is counted from its refund.created`,
     };
   }
   const events = list.flatMap(({ refund, i }) => {
@@ -334,7 +335,7 @@ function checkObjectType(type: string, object: Readonly<Record<string, unknown>>
   if (!Object.hasOwn(OBJECT_OF, type)) return;
   const expected = OBJECT_OF[type as StripeEventType];
   if (object['object'] === expected) return;
-  const actual = typeof object['object'] === 'string' ? object['object'].slice(0, 40) : 'missing';
+  const actual = typeof object['object'] === 'string' ? quoted(object['object'], 40) : 'missing';
   throw new BadInputError(`data.object.object: a ${type} event carries a ${expected}, this one a ${actual}`, {
     field: 'data.object.object',
   });
@@ -375,7 +376,7 @@ function mapStripe(request: HttpRequest, context: AdapterContext): AdapterResult
       if (typeof status === 'string' && !PAID.has(status)) {
         return {
           kind: 'ignored',
-          reason: `checkout session payment_status ${status}: checkout.session.async_payment_succeeded follows`,
+          reason: `checkout session payment_status ${quoted(status)}: checkout.session.async_payment_succeeded follows`,
         };
       }
       return sessionPlaced(object, envelope.id, context);
@@ -387,6 +388,6 @@ function mapStripe(request: HttpRequest, context: AdapterContext): AdapterResult
     case 'charge.refunded':
       return chargeRefunded(object, envelope.id, context);
     default:
-      return { kind: 'ignored', reason: `event type ${envelope.type} is not handled` };
+      return { kind: 'ignored', reason: `event type ${quoted(envelope.type)} is not handled` };
   }
 }

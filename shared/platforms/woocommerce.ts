@@ -22,6 +22,7 @@ import {
   money,
   optionalBasis,
   parsePayload,
+  quoted,
   refundBasis,
   refundLines,
   requiredHeader,
@@ -301,7 +302,7 @@ function updated(order: Order, eventId: string, context: AdapterContext): Adapte
   }
   const refunds = order.refunds ?? [];
   if (refunds.length === 0) {
-    return { kind: 'ignored', reason: `order.updated with status ${order.status} and no refunds` };
+    return { kind: 'ignored', reason: `order.updated with status ${quoted(order.status)} and no refunds` };
   }
   const { net, gross, grossLines } = wooOrderAmounts(order);
   const events = refunds.map((refund, i): ConnectorEventInput => {
@@ -350,7 +351,10 @@ function refundResource(body: unknown, context: AdapterContext): AdapterResult {
   const externalId = orderIdOfRefund(refund);
   const currency = refund.currency;
   if (!currency) {
-    return { kind: 'ignored', reason: `refund ${refund.id} has no currency: counted from its order.updated` };
+    return {
+      kind: 'ignored',
+      reason: `refund ${quoted(refund.id)} has no currency: counted from its order.updated`,
+    };
   }
   const lines = refund.line_items ?? [];
   const gross = Math.abs(money(refund.amount, currency, 'amount', { allowNegative: true }));
@@ -436,7 +440,7 @@ function mapWooCommerce(request: HttpRequest, context: AdapterContext): AdapterR
     // Custom topics may deliver a refund resource; anything else they carry is not ours.
     const refund = refundBodyOf(request.rawBody);
     return refund === undefined
-      ? { kind: 'ignored', reason: `topic ${topic} is not handled` }
+      ? { kind: 'ignored', reason: `topic ${quoted(topic)} is not handled` }
       : refundResource(refund, context);
   }
   const body = parseJsonBody(request.rawBody);
