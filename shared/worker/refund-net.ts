@@ -108,7 +108,8 @@ function fromGross(basis: RefundBasis, gross: number, done: Map<string, number>)
   for (const line of basis.lines) {
     const before = done.get(line.id) ?? 0;
     const left = line.quantity - before;
-    if (left <= 0 || lineGross(line) === 0) continue;
+    // No share of a line is more than its gross; past it the guess of units could pass 2^53.
+    if (left <= 0 || lineGross(line) === 0 || gross > lineGross(line)) continue;
     const guess = prorateMinor(gross, line.quantity, lineGross(line), 'gross');
     for (const quantity of [guess, guess - 1, guess + 1]) {
       if (quantity < 1 || quantity > left) continue;
