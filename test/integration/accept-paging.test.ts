@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Emulators, startEmulators } from '../../infra/local/emulators.ts';
 import { type AcceptDeps, type AcceptSummary, runAccept } from '../../shared/accept/job.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
-import { SourceConfig } from '../../shared/config/sources.ts';
 import type { OrderRecord } from '../../shared/ledger.ts';
 import type { Ledger } from '../../shared/ports.ts';
+import { acceptDeps, acceptingShop } from '../support/accept-deps.ts';
 import { dueRecord } from '../support/due-record.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 import { ScriptedPlatform } from '../support/scripted-accept-platform.ts';
@@ -19,14 +19,7 @@ import { ScriptedPlatform } from '../support/scripted-accept-platform.ts';
 const PROGRAM = 'aaaaaaaaaaaaaaaaaaaaaaaa';
 const NOW = Date.parse('2026-11-23T12:00:00.000Z');
 const DAY = 86_400_000;
-const SOURCE = SourceConfig.parse({
-  id: 'shop',
-  platform: 'generic',
-  program: PROGRAM,
-  rule: 'bbbbbbbbbbbbbbbbbbbbbbbb',
-  secretRef: 'S',
-  acceptAfterDays: 30,
-});
+const SOURCE = acceptingShop(PROGRAM);
 
 /** 250 due orders on three due dates, so that pages end inside runs of equal dates. */
 function dueOrders(): OrderRecord[] {
@@ -48,14 +41,7 @@ interface Runs {
 async function twoRuns(ledger: Ledger & AcceptDeps['ledger']): Promise<Runs> {
   for (const record of dueOrders()) expect(await ledger.create(record)).toBe(true);
   const platform = new ScriptedPlatform();
-  const deps: AcceptDeps = {
-    ledger,
-    sources: new Map([[SOURCE.id, SOURCE]]),
-    backendFor: () => platform,
-    failures: { park: async () => undefined },
-    now: () => NOW,
-    leaseMs: 60_000,
-  };
+  const { deps } = acceptDeps(ledger, platform, SOURCE, () => NOW);
   const summaries = [];
   for (const limit of [120, 1000]) {
     const { items: _items, ...summary } = await runAccept(deps, { limit });

@@ -1,15 +1,13 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { backendFor } from '../../functions/worker.ts';
-import { DEFAULT_SEED, type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_SEED } from '../../sandbox/server.ts';
 import { CurrentApiBackend } from '../../shared/affiliate/backend.ts';
 import { AffiliateClient } from '../../shared/affiliate/client.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEventInput } from '../../shared/domain/events.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
-import type { FailureAttributes, FailureQueue } from '../../shared/ports.ts';
-import { type BatchDeps, processBatch } from '../../shared/worker/batch.ts';
+import { deliverInBatch } from '../support/batch-delivery.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
-import { fifoRecord } from '../support/sqs-records.ts';
+import { sandboxForTests } from '../support/sandbox.ts';
 
 /**
  * The worker against the sandbox over the real client: a conversion the platform already has for an
@@ -29,25 +27,7 @@ const source = (extra: Record<string, unknown> = {}) =>
     ...extra,
   });
 
-let sandbox: RunningSandbox;
-beforeAll(async () => {
-  sandbox = await startSandbox({ port: 0 });
-});
-afterAll(async () => {
-  await sandbox?.close();
-});
-beforeEach(() => {
-  sandbox.control.reset();
-  sandbox.control.setOptions({ duplicates: 'reject' });
-});
-
-class Dlq implements FailureQueue {
-  readonly parked: FailureAttributes[] = [];
-  async park(_message: unknown, failure: FailureAttributes): Promise<void> {
-    this.parked.push(failure);
-  }
-  async delay(): Promise<void> {}
-}
+const sandbox = sandboxForTests({ duplicates: 'reject' });
 
 /** Order `externalId` of the shop: EUR 49.90, tracked. */
 function orderPlaced(externalId: string): ConnectorEventInput {
@@ -68,24 +48,13 @@ function orderPlaced(externalId: string): ConnectorEventInput {
 async function run(shop: SourceConfig, externalId: string) {
   const client = new AffiliateClient({ baseUrl: sandbox.url, token: sandbox.token });
   const ledger = new MemoryLedger();
-  const dlq = new Dlq();
-  const deps: BatchDeps = {
+  const { answer, parked } = await deliverInBatch(orderPlaced(externalId), {
     ledger,
-    sources: new Map([[shop.id, shop]]),
-    backendFor: backendFor({ current: new CurrentApiBackend(client) }),
-    failures: dlq,
-    now: Date.now,
-    workerId: 'worker-1',
-    leaseMs: 60_000,
-    random: () => 0,
-    sleep: async () => {},
-  };
-  const answer = await processBatch(
-    deps,
-    [fifoRecord(orderPlaced(externalId), { messageId: 'm1', program: PROGRAM, sentAt: Date.now() })],
-    Date.now() + 60_000,
-  );
-  return { answer, parked: dlq.parked, record: await ledger.get(ledgerKey(PROGRAM, externalId)) };
+    source: shop,
+    current: new CurrentApiBackend(client),
+    messageId: 'm1',
+  });
+  return { answer, parked, record: await ledger.get(ledgerKey(PROGRAM, externalId)) };
 }
 
 describe('a conversion in USD on the platform for an EUR order', () => {

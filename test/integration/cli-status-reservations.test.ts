@@ -1,9 +1,6 @@
-import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { buildRefundsDeps, makeHandler } from '../../functions/refunds.ts';
-import type { EventQueue } from '../../shared/ports.ts';
-import { EnvSecretStore } from '../../shared/secrets.ts';
-import { localStackForCli, runCli } from '../support/cli.ts';
+import { localStackForCli, placeSampleOrder, runCli } from '../support/cli.ts';
+import { postRefund, postRefundWithQueueDown } from '../support/finance-refunds.ts';
 
 /**
  * `POST /refunds` reserves a partial refund before it queues it, and the reservation counts against
@@ -12,65 +9,17 @@ import { localStackForCli, runCli } from '../support/cli.ts';
  * status` shows those reservations, or the operator cannot see why the door refuses.
  */
 
-const CLICK = '0123456789abcdef01234567';
-const IP = '203.0.113.7';
-
 const local = localStackForCli();
 const cli = (...argv: string[]) => runCli(argv, { cwd: local.dir });
 
 /** A EUR 49.90 Generic order (the built-in sample), added as a conversion. */
-async function placeOrder(orderId: string): Promise<void> {
-  const sent = await cli('send', 'generic', '--order-id', orderId, '--click-id', CLICK, '--ip', IP);
-  expect(sent.code, sent.stderr).toBe(0);
-  await local.stack.waitForIdle();
-}
+const placeOrder = (orderId: string) => placeSampleOrder(local, 'generic', orderId);
 
-async function financeRefund(body: Record<string, unknown>): Promise<number> {
-  const res = await fetch(`${local.stack.url}/refunds`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      'x-api-key': local.stack.secrets['FINANCE_API_KEY'] ?? '',
-    },
-    body: JSON.stringify(body),
-  });
-  await res.body?.cancel();
-  return res.status;
-}
+const financeRefund = async (body: Record<string, unknown>) => (await postRefund(local.stack, body)).status;
 
 /** `POST /refunds` wired to the stack's ledger, with a queue that cannot be reached: a 503. */
-async function financeRefundWithQueueDown(body: Record<string, unknown>): Promise<number> {
-  const deps = buildRefundsDeps({
-    sqs: local.stack.emulators.sqs,
-    dynamo: local.stack.emulators.dynamo,
-    secrets: new EnvSecretStore(local.stack.secrets),
-    env: {
-      SOURCES: JSON.stringify([...local.stack.sources.values()]),
-      QUEUE_URL: local.stack.emulators.queueUrl,
-      LEDGER_TABLE: local.stack.emulators.tableName,
-      FINANCE_API_KEY_SECRET: 'FINANCE_API_KEY',
-    },
-  });
-  const queue: EventQueue = {
-    send: async () => {
-      throw Object.assign(new Error('connect ECONNREFUSED'), { name: 'TimeoutError' });
-    },
-  };
-  const result = await makeHandler({ ...deps, queue })({
-    version: '2.0',
-    routeKey: 'POST /refunds',
-    rawPath: '/refunds',
-    rawQueryString: '',
-    headers: {
-      'content-type': 'application/json',
-      'x-api-key': local.stack.secrets['FINANCE_API_KEY'] ?? '',
-    },
-    body: JSON.stringify(body),
-    isBase64Encoded: false,
-    requestContext: {} as APIGatewayProxyEventV2['requestContext'],
-  } as APIGatewayProxyEventV2);
-  return result.statusCode ?? 0;
-}
+const financeRefundWithQueueDown = (body: Record<string, unknown>) =>
+  postRefundWithQueueDown(local.stack, body);
 
 describe('connector status: refunds reserved at POST /refunds and not recorded', () => {
   it('lists a refund whose request failed (503) beside the recorded ones, with its amount and when it was reserved', async () => {

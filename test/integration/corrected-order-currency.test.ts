@@ -1,16 +1,14 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { compareOrder } from '../../cli/compare.ts';
-import { backendFor } from '../../functions/worker.ts';
-import { DEFAULT_SEED, type RunningSandbox, startSandbox } from '../../sandbox/server.ts';
+import { DEFAULT_SEED } from '../../sandbox/server.ts';
 import { CurrentApiBackend } from '../../shared/affiliate/backend.ts';
 import { AffiliateClient } from '../../shared/affiliate/client.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEventInput } from '../../shared/domain/events.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
-import type { FailureAttributes, FailureQueue } from '../../shared/ports.ts';
-import { type BatchDeps, processBatch } from '../../shared/worker/batch.ts';
+import { deliverInBatch } from '../support/batch-delivery.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
-import { fifoRecord } from '../support/sqs-records.ts';
+import { sandboxForTests } from '../support/sandbox.ts';
 
 /**
  * An order parked because the platform's conversion for it is in another currency (the pixel's, in
@@ -31,25 +29,7 @@ const SHOP = SourceConfig.parse({
 });
 const KEY = ledgerKey(PROGRAM, '9601');
 
-let sandbox: RunningSandbox;
-beforeAll(async () => {
-  sandbox = await startSandbox({ port: 0 });
-});
-afterAll(async () => {
-  await sandbox?.close();
-});
-beforeEach(() => {
-  sandbox.control.reset();
-  sandbox.control.setOptions({ duplicates: 'reject' });
-});
-
-class Dlq implements FailureQueue {
-  readonly parked: FailureAttributes[] = [];
-  async park(_message: unknown, failure: FailureAttributes): Promise<void> {
-    this.parked.push(failure);
-  }
-  async delay(): Promise<void> {}
-}
+const sandbox = sandboxForTests({ duplicates: 'reject' });
 
 let sequence = 0;
 
@@ -83,29 +63,18 @@ const refund = (refundId: string, amount: number, currency: string): ConnectorEv
 /** One worker and its ledger: each `deliver` is one message through a batch, as the Lambda runs it. */
 function connector() {
   const ledger = new MemoryLedger();
-  const client = new AffiliateClient({ baseUrl: sandbox.url, token: sandbox.token });
+  const current = new CurrentApiBackend(new AffiliateClient({ baseUrl: sandbox.url, token: sandbox.token }));
   return {
     ledger,
     async deliver(event: ConnectorEventInput) {
-      const dlq = new Dlq();
-      const deps: BatchDeps = {
+      const { answer, parked } = await deliverInBatch(event, {
         ledger,
-        sources: new Map([[SHOP.id, SHOP]]),
-        backendFor: backendFor({ current: new CurrentApiBackend(client) }),
-        failures: dlq,
-        now: Date.now,
-        workerId: 'worker-1',
-        leaseMs: 60_000,
-        random: () => 0,
-        sleep: async () => {},
-      };
-      const answer = await processBatch(
-        deps,
-        [fifoRecord(event, { messageId: event.eventId, program: PROGRAM, sentAt: Date.now() })],
-        Date.now() + 60_000,
-      );
+        source: SHOP,
+        current,
+        messageId: event.eventId,
+      });
       expect(answer.batchItemFailures).toEqual([]);
-      return dlq.parked;
+      return parked;
     },
   };
 }

@@ -4,10 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { run } from '../../cli/program.ts';
 import { type LocalStack, localState, startLocalStack } from '../../infra/local/stack.ts';
 import { LOCAL_STATE_FILE } from '../../local/defaults.ts';
+import { CLICK } from './events.ts';
 
 export interface CliResult {
   readonly code: number;
@@ -125,4 +126,21 @@ export function localStackForCli(): { readonly stack: LocalStack; readonly dir: 
       return state.dir;
     },
   };
+}
+
+const BUYER_IP = '203.0.113.7';
+
+/**
+ * `connector send <platform>` of the built-in sample as order `orderId`, tracked by a click id and the
+ * buyer's IP, run where `local` keeps its state; then the stack idle: the order is a conversion.
+ */
+export async function placeSampleOrder(
+  local: { readonly stack: LocalStack; readonly dir: string },
+  platform: string,
+  orderId: string,
+): Promise<void> {
+  const argv = ['send', platform, '--order-id', orderId, '--click-id', CLICK, '--ip', BUYER_IP];
+  const sent = await runCli(argv, { cwd: local.dir });
+  expect(sent.code, sent.stderr).toBe(0);
+  await local.stack.waitForIdle();
 }

@@ -29,3 +29,16 @@ export const trackedOrder = (source: string): ConnectorEvent =>
     clickIds: [CLICK],
     buyerIp: '198.51.100.4',
   });
+
+/**
+ * Refund `refundId` of order 1001 of `source`: `amount` minor units of EUR, its event id named after
+ * it, so that a test can hand the same event to a worker again as SQS redelivers a message.
+ */
+export const partialRefund = (source: string, refundId: string, amount: number): ConnectorEvent =>
+  workerEvent(source, {
+    type: 'OrderRefunded',
+    eventId: `refund-${refundId}`,
+    refundId,
+    amount,
+    currency: 'EUR',
+  });

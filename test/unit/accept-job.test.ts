@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { type AcceptDeps, runAccept } from '../../shared/accept/job.ts';
-import { SourceConfig } from '../../shared/config/sources.ts';
 import { PermanentError, TransientError } from '../../shared/errors.ts';
 import { ledgerKey, type OrderRecord } from '../../shared/ledger.ts';
-import type { FailureAttributes } from '../../shared/ports.ts';
+import { acceptDeps, acceptingShop } from '../support/accept-deps.ts';
 import { dueRecord } from '../support/due-record.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 import { ScriptedPlatform } from '../support/scripted-accept-platform.ts';
@@ -15,14 +14,7 @@ import { ScriptedPlatform } from '../support/scripted-accept-platform.ts';
  */
 const PROGRAM = 'aaaaaaaaaaaaaaaaaaaaaaaa';
 const NOW = Date.parse('2026-11-23T12:00:00.000Z');
-const SOURCE = SourceConfig.parse({
-  id: 'shop',
-  platform: 'generic',
-  program: PROGRAM,
-  rule: 'bbbbbbbbbbbbbbbbbbbbbbbb',
-  secretRef: 'S',
-  acceptAfterDays: 30,
-});
+const SOURCE = acceptingShop(PROGRAM);
 
 function due(externalId: string, days = 40, extra: Partial<OrderRecord> = {}): OrderRecord {
   return dueRecord(PROGRAM, externalId, NOW, days, extra);
@@ -31,19 +23,7 @@ function due(externalId: string, days = 40, extra: Partial<OrderRecord> = {}): O
 function setup(platform: ScriptedPlatform, records: OrderRecord[]) {
   let now = NOW;
   const ledger = new MemoryLedger(() => now);
-  const parked: FailureAttributes[] = [];
-  const deps: AcceptDeps = {
-    ledger,
-    sources: new Map([[SOURCE.id, SOURCE]]),
-    backendFor: () => platform,
-    failures: {
-      park: async (_message, failure) => {
-        parked.push(failure);
-      },
-    },
-    now: () => now,
-    leaseMs: 60_000,
-  };
+  const { deps, parked } = acceptDeps(ledger, platform, SOURCE, () => now);
   return {
     deps,
     ledger,

@@ -1,13 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { type AcceptDeps, runAccept } from '../../shared/accept/job.ts';
-import { SourceConfig } from '../../shared/config/sources.ts';
+import { runAccept } from '../../shared/accept/job.ts';
 import { TransientError } from '../../shared/errors.ts';
 import { ledgerKey, type OrderRecord, type RefundRecord } from '../../shared/ledger.ts';
 import type { ConversionBackend, PlatformConversion } from '../../shared/ports.ts';
 import { processEvent } from '../../shared/worker/process-event.ts';
+import { acceptDeps, acceptingShop } from '../support/accept-deps.ts';
 import { dueRecord } from '../support/due-record.ts';
-import { workerEvent } from '../support/events.ts';
+import { partialRefund } from '../support/events.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
+import { workersOf } from '../support/stale-send.ts';
 
 /**
  * The accept job and a send left unconfirmed (`unconfirmedSend`, docs/exactly-once.md rules 4 and 7):
@@ -22,14 +23,7 @@ const PROGRAM = 'aaaaaaaaaaaaaaaaaaaaaaaa';
 const NOW = Date.parse('2026-11-23T12:00:00.000Z');
 const MINUTE = 60_000;
 const KEY = ledgerKey(PROGRAM, '1001');
-const SOURCE = SourceConfig.parse({
-  id: 'shop',
-  platform: 'generic',
-  program: PROGRAM,
-  rule: 'bbbbbbbbbbbbbbbbbbbbbbbb',
-  secretRef: 'S',
-  acceptAfterDays: 30,
-});
+const SOURCE = acceptingShop(PROGRAM);
 
 /** One conversion per externalId, `conv-<externalId>`: its amount set absolutely, accepted once. */
 class Platform implements ConversionBackend {
@@ -148,37 +142,12 @@ async function setup(record: OrderRecord, platformAmount: number) {
   await ledger.create(structuredClone(record));
   const platform = new Platform();
   platform.has('1001', platformAmount);
-  const parked: unknown[] = [];
-  const deps: AcceptDeps = {
-    ledger,
-    sources: new Map([[SOURCE.id, SOURCE]]),
-    backendFor: () => platform,
-    failures: {
-      park: async (_message, failure) => {
-        parked.push(failure);
-      },
-    },
-    now: () => NOW,
-    leaseMs: 60_000,
-  };
-  const worker = {
-    ledger,
-    sources: new Map([[SOURCE.id, SOURCE]]),
-    backendFor: () => platform,
-    now: () => NOW,
-    workerId: 'w-live',
-    leaseMs: 60_000,
-  };
+  const { deps, parked } = acceptDeps(ledger, platform, SOURCE, () => NOW);
+  const worker = workersOf(SOURCE, () => NOW)(ledger, platform, 'w-live');
   return { ledger, platform, parked, deps, worker };
 }
 
-const r1 = workerEvent('shop', {
-  type: 'OrderRefunded',
-  eventId: 'refund-r1',
-  refundId: 'r1',
-  amount: 2_000,
-  currency: 'EUR',
-});
+const r1 = partialRefund('shop', 'r1', 2_000);
 
 describe('the accept job, for an order whose refund was applied while its own worker’s send stayed unconfirmed', () => {
   it('holds it while the platform shows another amount than the ledger (the stale one), however long ago', async () => {

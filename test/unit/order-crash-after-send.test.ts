@@ -1,19 +1,20 @@
 import { describe, expect, it } from 'vitest';
-import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEvent } from '../../shared/domain/events.ts';
-import { PermanentError, TransientError } from '../../shared/errors.ts';
-import { ledgerKey, type OrderRecord } from '../../shared/ledger.ts';
-import type {
-  AddConversionInput,
-  ConversionBackend,
-  Ledger,
-  PlatformConversion,
-} from '../../shared/ports.ts';
-import type { WorkerDeps } from '../../shared/worker/flow.ts';
+import { TransientError } from '../../shared/errors.ts';
+import type { OrderRecord } from '../../shared/ledger.ts';
 import { processEvent } from '../../shared/worker/process-event.ts';
-import { trackedOrder, workerEvent } from '../support/events.ts';
-import { KillableLedger } from '../support/killable-ledger.ts';
+import { partialRefund, trackedOrder } from '../support/events.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
+import { MemoryPlatform } from '../support/memory-platform.ts';
+import {
+  holdUpdates,
+  KEY,
+  NOW,
+  PROGRAM,
+  SOURCE,
+  staleSendThenCrash,
+  workersOf,
+} from '../support/stale-send.ts';
 
 /**
  * docs/exactly-once.md, rule 4, for the ORDER's message: when it applies the refunds held for it (on
@@ -25,139 +26,35 @@ import { MemoryLedger } from '../support/memory-ledger.ts';
  * platform to the ledger's target, not answer duplicate.
  */
 
-const PROGRAM = '5ad000000000000000000101';
-const NOW = Date.parse('2026-05-01T10:00:00.000Z');
-const KEY = ledgerKey(PROGRAM, '1001');
-
-const SOURCE = SourceConfig.parse({
-  id: 'shop',
-  platform: 'generic',
-  program: PROGRAM,
-  rule: '5ad000000000000000000201',
-  secretRef: 'SHOP_SECRET',
-});
-
 /** A refund of order 1001 (50.00 EUR). */
-const refund = (refundId: string, amount: number): ConnectorEvent =>
-  workerEvent('shop', {
-    type: 'OrderRefunded',
-    eventId: `refund-${refundId}`,
-    refundId,
-    amount,
-    currency: 'EUR',
-  });
+const refund = (refundId: string, amount: number): ConnectorEvent => partialRefund('shop', refundId, amount);
+
+const worker = workersOf(SOURCE, () => NOW);
 
 /**
- * One conversion per externalId, set by absolute amounts as Update conversion amount does; an add of
- * an externalId it has is answered 409, as the platform answers it.
+ * Refund r1 (20.00) came before order 1001 (50.00) and is held; the platform has the order already
+ * (its pixel, at 50.00), so the order's add will be answered 409 and its worker adopt that
+ * conversion. Answers what r1's delivery answered too.
  */
-class Platform implements ConversionBackend {
-  /** Every call, in order: `add 1001 5000`, `find 1001`, `update 3000`, `refuse`. */
-  readonly calls: string[] = [];
-  readonly conversions = new Map<string, PlatformConversion>();
-  /** Errors the next Update conversion amount calls throw, first in, first out. */
-  readonly updateFaults: Error[] = [];
-  /** Runs once, inside the next Update conversion amount, before it takes effect. */
-  beforeNextUpdate?: () => Promise<void>;
-
-  /** A conversion recorded by another path (the shop's pixel, an earlier add). */
-  has(externalId: string, amount: number): void {
-    const id = `c${String(this.conversions.size + 1).padStart(23, '0')}`;
-    this.conversions.set(externalId, { id, externalId, amount, currency: 'EUR', status: 'pending' });
-  }
-
-  async add(input: AddConversionInput): Promise<{ id: string }> {
-    this.calls.push(`add ${input.externalId} ${input.amount}`);
-    if (this.conversions.has(input.externalId)) {
-      throw new PermanentError(`conversions.add answered 409: externalId ${input.externalId} exists`, {
-        status: 409,
-      });
-    }
-    this.has(input.externalId, input.amount);
-    return { id: this.conversions.get(input.externalId)?.id ?? '' };
-  }
-
-  async find(_program: string, externalId: string): Promise<PlatformConversion | undefined> {
-    this.calls.push(`find ${externalId}`);
-    const found = this.conversions.get(externalId);
-    return found ? { ...found } : undefined;
-  }
-
-  async updateAmount(_program: string, id: string, amount: number): Promise<void> {
-    this.calls.push(`update ${amount}`);
-    const fault = this.updateFaults.shift();
-    if (fault) throw fault;
-    const hook = this.beforeNextUpdate;
-    this.beforeNextUpdate = undefined;
-    await hook?.();
-    for (const [externalId, c] of this.conversions) {
-      if (c.id === id) this.conversions.set(externalId, { ...c, amount });
-    }
-  }
-
-  async refuse(_program: string, id: string): Promise<void> {
-    this.calls.push('refuse');
-    for (const [externalId, c] of this.conversions) {
-      if (c.id === id) this.conversions.set(externalId, { ...c, status: 'refused' });
-    }
-  }
-
-  async accept(): Promise<void> {}
-
-  amountOf(externalId: string): number | undefined {
-    return this.conversions.get(externalId)?.amount;
-  }
-}
-
-function worker(ledger: Ledger, platform: ConversionBackend, workerId: string): WorkerDeps {
-  return {
-    ledger,
-    sources: new Map([[SOURCE.id, SOURCE]]),
-    backendFor: () => platform,
-    now: () => NOW,
-    workerId,
-    leaseMs: 60_000,
-  };
-}
-
-/**
- * Runs `order` in a worker whose Update conversion amount is held until refund r2 (10.00) has run
- * beside it from start to end (read r1 pending, sent 20.00, recorded both applied); the order's
- * stale 30.00 then reaches the platform and its worker dies before any other ledger call.
- */
-async function staleOrderSendThenCrash(ledger: MemoryLedger, platform: Platform, order: ConnectorEvent) {
-  const dying = new KillableLedger(ledger);
-  const sending = Promise.withResolvers<void>();
-  const land = Promise.withResolvers<void>();
-  platform.beforeNextUpdate = async () => {
-    sending.resolve();
-    await land.promise;
-  };
-  const first = processEvent(worker(dying, platform, 'w-dies'), order);
-  await sending.promise;
-
-  expect(await processEvent(worker(ledger, platform, 'w-beside'), refund('r2', 1_000))).toMatchObject({
-    result: 'refund_applied',
-    amount: 2_000,
-  });
-  dying.kill();
-  land.resolve();
-  await expect(first).rejects.toThrow('worker killed');
+async function heldRefundAndPixel() {
+  const ledger = new MemoryLedger(() => NOW);
+  const platform = new MemoryPlatform();
+  const live = worker(ledger, platform, 'w-live');
+  const r1 = await processEvent(live, refund('r1', 2_000));
+  platform.has('1001', 5_000);
+  return { ledger, platform, live, r1 };
 }
 
 /**
  * Refund r1 (20.00) came before order 1001 (50.00) and was held; the platform had the order already
  * (its pixel, at 50.00), so the order's add was answered 409 and its worker adopted that conversion,
- * then died right after its stale Update conversion amount (see `staleOrderSendThenCrash`).
+ * then died right after its stale Update conversion amount (see `staleSendThenCrash`).
  */
 async function adoptionCrash() {
-  const ledger = new MemoryLedger(() => NOW);
-  const platform = new Platform();
-  const live = worker(ledger, platform, 'w-live');
-  expect((await processEvent(live, refund('r1', 2_000))).result).toBe('refund_waiting');
-  platform.has('1001', 5_000);
+  const { ledger, platform, live, r1 } = await heldRefundAndPixel();
+  expect(r1.result).toBe('refund_waiting');
   const order = trackedOrder('shop');
-  await staleOrderSendThenCrash(ledger, platform, order);
+  await staleSendThenCrash({ ledger, platform, worker }, order);
   return { ledger, platform, live, order };
 }
 
@@ -211,16 +108,12 @@ describe("an order's message that died after a stale send applying the refunds h
     // Prepare: r1 held; the adoption's Update conversion amount is answered 503, so the record is
     // added with r1 still pending and the order's message comes back; that retry dies after its
     // stale send beside r2
-    const ledger = new MemoryLedger(() => NOW);
-    const platform = new Platform();
-    const live = worker(ledger, platform, 'w-live');
-    await processEvent(live, refund('r1', 2_000));
-    platform.has('1001', 5_000);
+    const { ledger, platform, live } = await heldRefundAndPixel();
     platform.updateFaults.push(new TransientError('conversions.update answered 503', { status: 503 }));
     const order = trackedOrder('shop');
     await expect(processEvent(live, order)).rejects.toThrow(/503/);
     expect((await ledger.get(KEY))?.refunds['r1']?.status).toBe('pending');
-    await staleOrderSendThenCrash(ledger, platform, order);
+    await staleSendThenCrash({ ledger, platform, worker }, order);
     expect(platform.amountOf('1001')).toBe(3_000);
     platform.calls.length = 0;
 
@@ -236,7 +129,7 @@ describe("an order's message that died after a stale send applying the refunds h
   it('on the retry of an order whose record was written before the mark existed (added, a held refund pending)', async () => {
     // Prepare: the record as an earlier version left it after a failed update, no mark on it
     const ledger = new MemoryLedger(() => NOW);
-    const platform = new Platform();
+    const platform = new MemoryPlatform();
     const live = worker(ledger, platform, 'w-live');
     platform.has('1001', 5_000);
     const earlier: OrderRecord = {
@@ -267,7 +160,7 @@ describe("an order's message that died after a stale send applying the refunds h
     };
     await ledger.create(earlier);
     const order = trackedOrder('shop');
-    await staleOrderSendThenCrash(ledger, platform, order);
+    await staleSendThenCrash({ ledger, platform, worker }, order);
     expect(platform.amountOf('1001')).toBe(3_000);
     platform.calls.length = 0;
 
@@ -283,11 +176,7 @@ describe("an order's message that died after a stale send applying the refunds h
 describe("an order's message that applied the refunds held for it without a crash", () => {
   it('costs no platform call when it is delivered again', async () => {
     // Prepare: r1 held, the order adopts the pixel's conversion and lowers it to 30.00
-    const ledger = new MemoryLedger(() => NOW);
-    const platform = new Platform();
-    const live = worker(ledger, platform, 'w-live');
-    await processEvent(live, refund('r1', 2_000));
-    platform.has('1001', 5_000);
+    const { platform, live } = await heldRefundAndPixel();
     const order = trackedOrder('shop');
     expect(await processEvent(live, order)).toMatchObject({ amount: 3_000 });
     platform.calls.length = 0;
@@ -303,22 +192,13 @@ describe("an order's message that applied the refunds held for it without a cras
 
   it('confirms its own send when a refund beside it recorded the held one applied, so a duplicate sends nothing', async () => {
     // Prepare: the adoption's update is held until r2's worker has recorded both applied
-    const ledger = new MemoryLedger(() => NOW);
-    const platform = new Platform();
-    const live = worker(ledger, platform, 'w-live');
-    await processEvent(live, refund('r1', 2_000));
-    platform.has('1001', 5_000);
-    const sending = Promise.withResolvers<void>();
-    const land = Promise.withResolvers<void>();
-    platform.beforeNextUpdate = async () => {
-      sending.resolve();
-      await land.promise;
-    };
+    const { ledger, platform, live } = await heldRefundAndPixel();
+    const held = holdUpdates(platform);
     const order = trackedOrder('shop');
-    const first = processEvent(worker(ledger, platform, 'w-slow'), order);
-    await sending.promise;
+    const first = processEvent(worker(ledger, held.backend, 'w-slow'), order);
+    await held.sending;
     await processEvent(worker(ledger, platform, 'w-beside'), refund('r2', 1_000));
-    land.resolve();
+    held.land();
 
     // Act: the order's worker lives on, reads the record again and sends the ledger's target
     const outcome = await first;

@@ -1,18 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEvent } from '../../shared/domain/events.ts';
-import { ledgerKey } from '../../shared/ledger.ts';
-import type {
-  AddConversionInput,
-  ConversionBackend,
-  Ledger,
-  PlatformConversion,
-} from '../../shared/ports.ts';
-import type { WorkerDeps } from '../../shared/worker/flow.ts';
 import { processEvent } from '../../shared/worker/process-event.ts';
-import { trackedOrder, workerEvent } from '../support/events.ts';
-import { KillableLedger } from '../support/killable-ledger.ts';
+import { partialRefund, trackedOrder } from '../support/events.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
+import { MemoryPlatform } from '../support/memory-platform.ts';
+import { holdUpdates, KEY, NOW, SOURCE, staleSendThenCrash, workersOf } from '../support/stale-send.ts';
 
 /**
  * docs/exactly-once.md, rule 4: two refunds of one order applied side by side each send the target
@@ -22,89 +14,10 @@ import { MemoryLedger } from '../support/memory-ledger.ts';
  * that delivery (or the order's next refund) must bring the platform to the ledger's target.
  */
 
-const PROGRAM = '5ad000000000000000000101';
-const NOW = Date.parse('2026-05-01T10:00:00.000Z');
-const KEY = ledgerKey(PROGRAM, '1001');
-
-const SOURCE = SourceConfig.parse({
-  id: 'shop',
-  platform: 'generic',
-  program: PROGRAM,
-  rule: '5ad000000000000000000201',
-  secretRef: 'SHOP_SECRET',
-});
-
 /** A refund of order 1001 (50.00 EUR); the same event object is what SQS delivers again. */
-const refund = (refundId: string, amount: number): ConnectorEvent =>
-  workerEvent('shop', {
-    type: 'OrderRefunded',
-    eventId: `refund-${refundId}`,
-    refundId,
-    amount,
-    currency: 'EUR',
-  });
+const refund = (refundId: string, amount: number): ConnectorEvent => partialRefund('shop', refundId, amount);
 
-/** One conversion per externalId, set by absolute amounts as Update conversion amount does. */
-class Platform implements ConversionBackend {
-  /** Every call, in order: `add 1001 5000`, `find 1001`, `update 3000`, `refuse`. */
-  readonly calls: string[] = [];
-  readonly conversions = new Map<string, PlatformConversion>();
-  /** Runs once, inside the next Update conversion amount, before it takes effect. */
-  beforeNextUpdate?: () => Promise<void>;
-
-  async add(input: AddConversionInput): Promise<{ id: string }> {
-    this.calls.push(`add ${input.externalId} ${input.amount}`);
-    const id = `c${String(this.conversions.size + 1).padStart(23, '0')}`;
-    this.conversions.set(input.externalId, {
-      id,
-      externalId: input.externalId,
-      amount: input.amount,
-      currency: input.currency,
-      status: 'pending',
-    });
-    return { id };
-  }
-
-  async find(_program: string, externalId: string): Promise<PlatformConversion | undefined> {
-    this.calls.push(`find ${externalId}`);
-    const found = this.conversions.get(externalId);
-    return found ? { ...found } : undefined;
-  }
-
-  async updateAmount(_program: string, id: string, amount: number): Promise<void> {
-    this.calls.push(`update ${amount}`);
-    const hook = this.beforeNextUpdate;
-    this.beforeNextUpdate = undefined;
-    await hook?.();
-    for (const [externalId, c] of this.conversions) {
-      if (c.id === id) this.conversions.set(externalId, { ...c, amount });
-    }
-  }
-
-  async refuse(_program: string, id: string): Promise<void> {
-    this.calls.push('refuse');
-    for (const [externalId, c] of this.conversions) {
-      if (c.id === id) this.conversions.set(externalId, { ...c, status: 'refused' });
-    }
-  }
-
-  async accept(): Promise<void> {}
-
-  amountOf(externalId: string): number | undefined {
-    return this.conversions.get(externalId)?.amount;
-  }
-}
-
-function worker(ledger: Ledger, platform: ConversionBackend, workerId: string): WorkerDeps {
-  return {
-    ledger,
-    sources: new Map([[SOURCE.id, SOURCE]]),
-    backendFor: () => platform,
-    now: () => NOW,
-    workerId,
-    leaseMs: 60_000,
-  };
-}
+const worker = workersOf(SOURCE, () => NOW);
 
 /**
  * Order 1001 added at 50.00; then refund r1 (20.00) in a worker that dies right after its Update
@@ -112,37 +25,20 @@ function worker(ledger: Ledger, platform: ConversionBackend, workerId: string): 
  * r2's worker read r1 pending, sent 20.00 and recorded both applied, and r1's stale 30.00 landed
  * after it. Answers the ledger, the platform and r1's message, which SQS will deliver again.
  */
-async function staleSendThenCrash() {
+async function refundCrash() {
   const ledger = new MemoryLedger(() => NOW);
-  const platform = new Platform();
+  const platform = new MemoryPlatform();
   const live = worker(ledger, platform, 'w-live');
   expect((await processEvent(live, trackedOrder('shop'))).result).toBe('added');
-
-  const dying = new KillableLedger(ledger);
-  const sending = Promise.withResolvers<void>();
-  const land = Promise.withResolvers<void>();
-  platform.beforeNextUpdate = async () => {
-    sending.resolve();
-    await land.promise;
-  };
   const r1 = refund('r1', 2_000);
-  const first = processEvent(worker(dying, platform, 'w-dies'), r1);
-  await sending.promise;
-
-  expect(await processEvent(worker(ledger, platform, 'w-beside'), refund('r2', 1_000))).toMatchObject({
-    result: 'refund_applied',
-    amount: 2_000,
-  });
-  dying.kill();
-  land.resolve();
-  await expect(first).rejects.toThrow('worker killed');
+  await staleSendThenCrash({ ledger, platform, worker }, r1);
   return { ledger, platform, live, r1 };
 }
 
 describe('a refund whose worker died after a stale Update conversion amount', () => {
   it('is left by the crash with the platform off the ledger (the state the next steps start from)', async () => {
     // Prepare, Act
-    const { ledger, platform } = await staleSendThenCrash();
+    const { ledger, platform } = await refundCrash();
 
     // Assess: the ledger says 50.00 − 20.00 − 10.00, the platform holds r1's stale 30.00
     const record = await ledger.get(KEY);
@@ -156,7 +52,7 @@ describe('a refund whose worker died after a stale Update conversion amount', ()
 
   it("brings the platform to the ledger's target when SQS delivers its message again", async () => {
     // Prepare
-    const { ledger, platform, live, r1 } = await staleSendThenCrash();
+    const { ledger, platform, live, r1 } = await refundCrash();
     platform.calls.length = 0;
 
     // Act: the visibility timeout passed; the same message again
@@ -173,7 +69,7 @@ describe('a refund whose worker died after a stale Update conversion amount', ()
 
   it('stays right when the order’s next refund comes before the redelivery, and the redelivery after it', async () => {
     // Prepare
-    const { ledger, platform, live, r1 } = await staleSendThenCrash();
+    const { ledger, platform, live, r1 } = await refundCrash();
 
     // Act: refund r3 (5.00), then r1's message again
     const next = await processEvent(live, refund('r3', 500));
@@ -189,7 +85,7 @@ describe('a refund whose worker died after a stale Update conversion amount', ()
 
   it('is settled by the redelivery: a later duplicate of the refund sends nothing', async () => {
     // Prepare
-    const { platform, live, r1 } = await staleSendThenCrash();
+    const { platform, live, r1 } = await refundCrash();
     await processEvent(live, r1);
     platform.calls.length = 0;
 
@@ -207,7 +103,7 @@ describe('a refund applied without a crash', () => {
   it('costs no platform call when its message is delivered again', async () => {
     // Prepare: order 1001 at 50.00 and refund r1 applied by one worker
     const ledger = new MemoryLedger(() => NOW);
-    const platform = new Platform();
+    const platform = new MemoryPlatform();
     const live = worker(ledger, platform, 'w-live');
     await processEvent(live, trackedOrder('shop'));
     const r1 = refund('r1', 2_000);
@@ -226,20 +122,15 @@ describe('a refund applied without a crash', () => {
   it('confirms its own send when a worker beside it recorded it applied, so a duplicate sends nothing', async () => {
     // Prepare: r1's Update conversion amount is held until r2's worker has recorded both applied
     const ledger = new MemoryLedger(() => NOW);
-    const platform = new Platform();
+    const platform = new MemoryPlatform();
     const live = worker(ledger, platform, 'w-live');
     await processEvent(live, trackedOrder('shop'));
-    const sending = Promise.withResolvers<void>();
-    const land = Promise.withResolvers<void>();
-    platform.beforeNextUpdate = async () => {
-      sending.resolve();
-      await land.promise;
-    };
+    const held = holdUpdates(platform);
     const r1 = refund('r1', 2_000);
-    const first = processEvent(worker(ledger, platform, 'w-slow'), r1);
-    await sending.promise;
+    const first = processEvent(worker(ledger, held.backend, 'w-slow'), r1);
+    await held.sending;
     await processEvent(worker(ledger, platform, 'w-beside'), refund('r2', 1_000));
-    land.resolve();
+    held.land();
 
     // Act: r1's worker lives on, reads the record again and sends the ledger's target
     const outcome = await first;
