@@ -1,4 +1,4 @@
-import { ledgerKey, type OrderRecord, type RefundRecord, refundOf } from '../shared/ledger.ts';
+import { confirmSends, ledgerKey, type OrderRecord, type RefundRecord, refundOf } from '../shared/ledger.ts';
 import type { Ledger } from '../shared/ports.ts';
 import { messageGroupId } from '../shared/queueing.ts';
 import { CANCELLATION_REFUND_ID } from '../shared/worker/flow.ts';
@@ -171,9 +171,10 @@ export async function settleByHand(
     refund.status = 'manual';
     refund.appliedAt = iso;
     refund.outcome = `settled by hand by an operator (connector dlq discard, ${iso})`;
-    // The operator's settling is what the platform holds now: no send of the worker's is left for a
-    // later delivery to confirm or repeat.
-    delete refund.unconfirmedSend;
+    // The operator's settling is what the platform holds now: no send of the worker's before it (this
+    // refund's, another's, the order's own) is left for a later delivery to confirm or repeat: that
+    // would send over it the ledger's amount, the one from before this refund.
+    confirmSends(record);
     if (await ledger.update(record)) return { kind: 'settled', record, refund };
   }
   return { kind: 'conflict' };

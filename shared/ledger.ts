@@ -92,7 +92,8 @@ export interface RefundRecord {
    * the write that confirms what that worker sent. Another worker recording the refund applied keeps
    * it. A delivery of the refund that finds it set (SQS's, after that worker died) sends the ledger's
    * target again before it clears it (docs/exactly-once.md, rule 4). The accept job does not accept a
-   * conversion while a refund applied keeps it, unless the platform shows the ledger's target.
+   * conversion while a refund applied keeps it, unless the platform shows the ledger's target. An
+   * operator settling a refund of the order by hand clears it (`confirmSends`).
    */
   unconfirmedSend?: true;
 }
@@ -213,6 +214,19 @@ export function countedRefunds(record: OrderRecord): RefundRecord[] {
   return Object.values(record.refunds).filter(
     (r) => r.status === 'pending' || r.status === 'applied' || r.status === 'manual',
   );
+}
+
+/**
+ * Clears the marks of sends left unconfirmed (`unconfirmedSend`) that a later delivery would repeat:
+ * the record's own and those of refunds no longer pending (a pending refund's worker still has its
+ * call to make, and confirms it itself). For a writer that has just seen, or set, what the platform
+ * holds: the accept job finding it at the ledger's amount, an operator settling a refund by hand.
+ */
+export function confirmSends(record: OrderRecord): void {
+  for (const refund of Object.values(record.refunds)) {
+    if (refund.status !== 'pending') delete refund.unconfirmedSend;
+  }
+  delete record.unconfirmedSend;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { SourceConfig } from '../config/sources.ts';
 import { describeError, failureClassOf, isConnectorError, PermanentError } from '../errors.ts';
-import { awaitsAccept, type OrderRecord } from '../ledger.ts';
+import { awaitsAccept, confirmSends, type OrderRecord } from '../ledger.ts';
 import { formatMinor } from '../money.ts';
 import type {
   AcceptIndex,
@@ -217,6 +217,8 @@ async function acceptOne(
     return { ...base, result: 'retry', detail: describeError(error) };
   }
   const call: CallOptions = options.deadline === undefined ? {} : { deadline: options.deadline };
+  // The platform answered that it has no conversion for the order: parked once leased, as below.
+  let missing = false;
   if (unconfirmed) {
     let found: PlatformConversion | undefined;
     try {
@@ -225,7 +227,7 @@ async function acceptOne(
       // Nothing is leased yet: the next run looks again.
       return { ...base, result: 'retry', detail: describeError(error) };
     }
-    // None at all: parked below, as any added order whose conversion the platform lacks.
+    missing = found === undefined;
     if (found) {
       const off = offLedger(record, found);
       if (off) {
@@ -248,21 +250,21 @@ async function acceptOne(
   if (!(await deps.ledger.update(record))) {
     return { ...base, result: 'held', detail: 'the ledger record changed meanwhile: next run' };
   }
-  let conversionId = record.conversionId;
+  let conversionId = missing ? undefined : record.conversionId;
   if (conversionId === undefined) {
     // Added without its id (the add's answer need not carry one): look it up now, once, and keep it.
     let found: PlatformConversion | undefined;
     try {
-      found = await backend.find(record.program, record.externalId, call);
+      found = missing ? undefined : await backend.find(record.program, record.externalId, call);
     } catch (error) {
       if (isFinal(error)) return park(deps, source, record, error, undefined);
       return retryNextRun(deps, record, base, error);
     }
     if (!found) {
-      const missing = new PermanentError(
+      const none = new PermanentError(
         `the platform has no conversion with externalId ${record.externalId}, though the ledger holds the order as added`,
       );
-      return park(deps, source, record, missing, undefined);
+      return park(deps, source, record, none, undefined);
     }
     conversionId = found.id;
     record.conversionId = conversionId;
@@ -328,14 +330,6 @@ function offLedger(record: OrderRecord, found: PlatformConversion): string | und
       ? 'no amount'
       : formatMinor(found.amount, record.currency);
   return `the platform shows ${shown}, the ledger ${formatMinor(record.currentAmount, record.currency)}`;
-}
-
-/** Clears the marks of unconfirmed sends: the platform was seen at the ledger's amount. */
-function confirmSends(record: OrderRecord): void {
-  for (const refund of Object.values(record.refunds)) {
-    if (refund.status === 'applied') delete refund.unconfirmedSend;
-  }
-  delete record.unconfirmedSend;
 }
 
 /** A failure the platform will give again (refused, locked, unknown): parked, not retried. */

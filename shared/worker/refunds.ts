@@ -230,6 +230,8 @@ export async function applyRefunds(
       if (!resend && !ownMark(record, event)) {
         return appliedOutcome(record, conversionId, 'recorded applied by a concurrent worker');
       }
+      // Set when the send again was refused for good: what the platform shows instead.
+      let refused: Unchanging | undefined;
       if (resend) {
         conversionId ??= (await backend.find(source.program, record.externalId, call))?.id;
         if (!conversionId) throw new PermanentError(`no conversion for externalId ${record.externalId}`);
@@ -237,17 +239,32 @@ export async function applyRefunds(
         const reason = described
           ? refundReason(described, recorded === 'refused', record.currentAmount, record.currency)
           : 'refunds recorded before the order';
-        await setConversion(backend, source, record.externalId, conversionId, recorded, reason, call);
-        sent = recorded;
+        try {
+          await setConversion(backend, source, record.externalId, conversionId, recorded, reason, call);
+        } catch (error) {
+          if (!isConnectorError(error) || error.failureClass !== 'permanent') throw error;
+          refused = await unchanging(backend, source, record, conversionId, recorded, error, call);
+        }
+        if (!refused?.off) sent = recorded;
       }
+      // Confirmed even when the conversion no longer changes: a delivery again could send nothing to it.
       confirmOwn(record, event);
       if (await deps.ledger.update(record)) {
+        if (refused?.off) {
+          throw new PermanentError(refused.off, {
+            status: refused.cause.status,
+            platformMessage: refused.cause.platformMessage,
+            cause: refused.cause,
+          });
+        }
         return appliedOutcome(
           record,
           conversionId,
-          resend
-            ? 'recorded applied by a concurrent worker; sent again'
-            : 'recorded applied by a concurrent worker',
+          refused
+            ? "recorded applied by a concurrent worker; the platform shows the ledger's target already"
+            : resend
+              ? 'recorded applied by a concurrent worker; sent again'
+              : 'recorded applied by a concurrent worker',
         );
       }
     } else {
@@ -306,6 +323,60 @@ export async function applyRefunds(
     record = fresh;
   }
   throw new TransientError('ledger changed while recording an applied refund; will re-check');
+}
+
+/** A send again refused for good by a conversion that shows the ledger's target, or no longer changes. */
+interface Unchanging {
+  readonly cause: ConnectorError;
+  /** Why the message is parked: the conversion no longer changes, at another target than the ledger's. */
+  readonly off?: string;
+}
+
+/**
+ * Why the platform refused for good to be set to the ledger's target again (a send left unconfirmed,
+ * see `applyRefunds`): it is there already, or the conversion no longer changes (locked, or accepted
+ * for an amount), where nothing this message sends can move it. Throws `cause` when the conversion
+ * may still change (another 422), a transient lookup failure as it is.
+ */
+async function unchanging(
+  backend: ConversionBackend,
+  source: SourceConfig,
+  record: OrderRecord,
+  conversionId: string,
+  recorded: Target,
+  cause: ConnectorError,
+  call: CallOptions,
+): Promise<Unchanging> {
+  const current = await backend.find(source.program, record.externalId, call).catch((lookup: unknown) => {
+    if (failureClassOf(lookup) === 'transient') throw lookup;
+    return undefined;
+  });
+  if (current?.id !== conversionId) throw cause;
+  const there =
+    recorded === 'refused'
+      ? current.status === 'refused'
+      : current.status !== 'refused' && current.amount === recorded;
+  if (there) return { cause };
+  const because = current.isLocked
+    ? 'locked'
+    : recorded !== 'refused' && current.status === 'accepted'
+      ? 'accepted'
+      : undefined;
+  if (!because) throw cause;
+  const shown =
+    current.status === 'refused'
+      ? 'refused'
+      : current.amount === undefined
+        ? 'without an amount'
+        : `at ${formatMinor(current.amount, record.currency)}`;
+  const ledger = recorded === 'refused' ? 'refused' : `at ${formatMinor(recorded, record.currency)}`;
+  return {
+    cause,
+    off:
+      `conversion ${conversionId} of order ${record.externalId} is ${because} on the platform ${shown}, the ledger ` +
+      `${ledger}: a send of this message may have reached it last, and the ledger's target can no longer be ` +
+      'set; settle the difference with a commission adjustment, then discard this message: connector dlq discard <message id>',
+  };
 }
 
 /**

@@ -7,7 +7,7 @@ import type { AddConversionInput, ConversionBackend, PlatformConversion } from '
  * has is answered 409, as the platform answers it.
  */
 export class MemoryPlatform implements ConversionBackend {
-  /** Every call, in order: `add 1001 5000`, `find 1001`, `update 3000`, `refuse`. */
+  /** Every call, in order: `add 1001 5000`, `find 1001`, `update 3000`, `refuse`, `accept`. */
   readonly calls: string[] = [];
   readonly conversions = new Map<string, PlatformConversion>();
   /** Errors the next Update conversion amount calls throw, first in, first out. */
@@ -52,7 +52,13 @@ export class MemoryPlatform implements ConversionBackend {
     }
   }
 
-  async accept(): Promise<void> {}
+  async accept(_program: string, id: string): Promise<void> {
+    this.calls.push('accept');
+    const found = [...this.conversions].find(([, c]) => c.id === id);
+    if (!found)
+      throw new PermanentError(`conversions.accept answered 404: no conversion ${id}`, { status: 404 });
+    this.conversions.set(found[0], { ...found[1], status: 'accepted' });
+  }
 
   amountOf(externalId: string): number | undefined {
     return this.conversions.get(externalId)?.amount;
