@@ -159,6 +159,17 @@ export function registerDlq(program: Command, io: CliIo): void {
     .argument('<messageId>', 'message id, as dlq list shows it')
     .option('--json', 'print JSON');
   settingOptions(show, DLQ_SETTINGS);
+  show.addHelpText(
+    'after',
+    `
+Examples:
+  $ npx connector dlq list --external-id 1001
+  $ npx connector dlq show 6c1f0b4e-8d2a-4c55-9f3e-2b7d1a0e9c41
+  $ npx connector dlq show 6c1f0b4e-8d2a-4c55-9f3e-2b7d1a0e9c41 --json
+
+Reading does not consume (as dlq list). Exit code 1 when the message is not in the DLQ or not reachable
+now (behind an earlier message of the same order).`,
+  );
   show.action(async (messageId: string, options: { json?: boolean }) => {
     await withContext(io, options, async (ctx) => {
       const { entries, hidden } = await scanQueue(ctx.sqs(), ctx.require('dlqUrl'));
@@ -250,6 +261,18 @@ a missing setting, or an order whose program neither the message nor the sources
     .description('delete every message of the DLQ, for good')
     .option('--yes', 'do not ask to type the queue name');
   settingOptions(purge, [...DLQ_SETTINGS, 'queueUrl']);
+  purge.addHelpText(
+    'after',
+    `
+Examples:
+  $ npx connector dlq purge                 # asks you to type the queue's name
+  $ npx connector dlq purge --yes
+
+It first checks that the queue is a dead-letter queue (ListDeadLetterSourceQueues, else the main
+queue's RedrivePolicy, QUEUE_URL), so a wrong --dlq-url cannot empty the main queue. SQS allows one
+purge a minute. Exit codes: 0 purged; 2 not a dead-letter queue, no --yes without a terminal, or a
+missing setting; 1 otherwise (the name typed does not match, SQS refused the purge).`,
+  );
   purge.action(async (options: { yes?: boolean }) => {
     await withContext(io, options, async (ctx) => {
       const dlqUrl = ctx.require('dlqUrl');

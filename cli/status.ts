@@ -142,15 +142,17 @@ const dash = (v: unknown) => (v === undefined || v === null || v === '' ? '-' : 
 export function statusText(status: OrderStatus): string {
   const { record, conversion } = status;
   const currency = record?.currency ?? conversion?.currency;
+  // A record made for refunds that came before their order holds no amount of the order yet.
+  const orderKnown = record !== undefined && record.state !== 'awaiting';
   const rows: string[][] = [
     ['state', dash(record?.state), dash(conversion?.status)],
     ['conversion id', dash(record?.conversionId), dash(conversion?.id)],
     [
       'amount',
-      record ? money(record.currentAmount, currency) : '-',
+      orderKnown ? money(record.currentAmount, currency) : '-',
       money(conversion?.amount, conversion?.currency ?? currency),
     ],
-    ['original amount', record ? money(record.originalAmount, currency) : '-', '-'],
+    ['original amount', orderKnown ? money(record.originalAmount, currency) : '-', '-'],
     ['mode', dash(record?.kind), '-'],
     [
       'locked',
@@ -183,7 +185,7 @@ export function statusText(status: OrderStatus): string {
         refunds.map((r) => [
           r.refundId,
           r.origin,
-          r.full ? 'full' : money(r.amount, currency),
+          r.full ? 'full' : money(r.amount, r.currency ?? currency),
           r.status,
           r.resultingAmount === undefined ? '-' : money(r.resultingAmount, currency),
           r.receivedAt,
