@@ -82,7 +82,7 @@ export async function dropReservation(ports: DropPorts, request: DropRequest): P
   const recorded = record ? refundOf(record, refundId) : undefined;
   if (recorded) {
     return refused(
-      `refund ${refundId} of order ${externalId} is recorded by the worker (${recorded.status}): its reservation ` +
+      `refund ${refundId} of order ${externalId} is recorded in the ledger (${recorded.status}): its reservation ` +
         'no longer counts, nothing to drop (connector status shows the refund)',
     );
   }

@@ -180,7 +180,7 @@ describe('connector reservations <externalId> --drop <refundId>', () => {
     expect(unknown.stderr).toMatch(/not reserved/);
     expect(recorded.code).toBe(2);
     expect(recorded.stderr).toContain('RF-5504-ok');
-    expect(recorded.stderr).toMatch(/recorded by the worker/);
+    expect(recorded.stderr).toMatch(/recorded in the ledger \(applied\)/);
     expect(recorded.stderr).toContain('applied');
   });
 
