@@ -224,7 +224,8 @@ has it, so each one is in one queue or both (the ledger applies it once). Exit c
     .description(
       'Deletes one DLQ message for good: one whose reason asks to settle it by hand and then discard it, ' +
         'or one you decided to drop. A refund (or cancellation) the ledger still holds pending on an added ' +
-        'conversion is recorded as settled by hand first (refund status "manual"), so that nothing waits for it.',
+        'conversion is recorded as settled by hand first (refund status "manual"), so that nothing waits for it; ' +
+        "for an order's message, so are the refunds held for the order that only that message applies.",
     )
     .argument('<messageId>', 'message id, as dlq list shows it')
     .option('--yes', 'do not ask for confirmation')
@@ -245,8 +246,11 @@ A refund or cancellation the ledger holds pending on an added conversion (a part
 legacy interface, a change the platform refused for good) is recorded as settled by hand by an
 operator (connector dlq discard, <time>), status manual: the worker never sends it, a delivery of
 it again is a duplicate, the accept job and connector status stop waiting for it, and later refunds
-of the order count it as made. Settle it on the platform first. Other messages (an order, an accept
-the platform refused, a refund already applied or held for its order) are only deleted.
+of the order count it as made. Settle it on the platform first. An order's message parked applying
+the refunds held for it (they came before the order) settles those the same way; a refund of the
+order whose own message still applies it stays pending. Other messages (an accept the platform
+refused, an order with nothing held pending, a refund already applied or held for its order) are
+only deleted.
 The DLQ is FIFO: a message behind an earlier one of its order is not reachable until that one is
 replayed or discarded. Exit codes: 0 discarded; 1 not found or not reachable, not confirmed, or the
 ledger or the queue changed meanwhile (nothing lost: run it again); 2 no --yes without a terminal,

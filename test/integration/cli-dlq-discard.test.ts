@@ -102,6 +102,52 @@ async function messageOf(externalId: string): Promise<Listed> {
   return found;
 }
 
+/** Order `orderId` of the legacy source, 100.00 EUR placed long ago, as its shop sends it. */
+async function placeOnLegacy(orderId: string): Promise<void> {
+  await webhook('old-shop', {
+    type: 'order',
+    orderId,
+    amount: '100.00',
+    currency: 'EUR',
+    orderDate: LONG_AGO,
+    affiliateTrackingId: stack.sandbox?.seed.trackingIds[0],
+  });
+}
+
+/**
+ * The shop's pixel recorded order `orderId` (100.00) before the connector, so the legacy add of it
+ * is refused as a duplicate and its message parked, the record failed. A partial refund r-held
+ * (10.00) then comes and is held for the order (its message done). The order's replay adopts the
+ * pixel's conversion and its own message applies r-held, which the legacy interface cannot do: that
+ * message is parked again, r-held pending on the added conversion. Returns that parked message.
+ */
+async function parkedWithHeldRefund(orderId: string): Promise<Listed> {
+  const control = stack.sandbox?.control;
+  control?.seedConversion({ program, externalId: orderId, amount: 10_000, currency: 'EUR' });
+  control?.setOptions({ duplicates: 'reject' });
+  try {
+    await placeOnLegacy(orderId);
+  } finally {
+    control?.setOptions({ duplicates: 'create' });
+  }
+  expect(await recordOf(orderId)).toMatchObject({ state: 'failed' });
+  await partialRefund('old-shop', orderId, 'r-held', '10.00');
+  const held = await refundIn(orderId, 'r-held');
+  expect(held).toMatchObject({ status: 'pending' });
+  expect(held?.unconfirmedSend).toBeUndefined();
+  const replayed = await cli(['dlq', 'replay', '--external-id', orderId, '--yes']);
+  expect(replayed.code, replayed.stderr).toBe(0);
+  await stack.waitForIdle();
+  const parked = await messageOf(orderId);
+  expect(parked.eventType).toBe('OrderPlaced');
+  expect(parked.reason).toContain('cannot change a conversion amount');
+  expect(await recordOf(orderId)).toMatchObject({
+    state: 'added',
+    refunds: { 'r-held': { status: 'pending' } },
+  });
+  return parked;
+}
+
 describe('connector dlq discard', () => {
   it('deletes only the legacy partial refund it names and records the refund settled by hand: the accept job accepts the order, status has nothing pending', async () => {
     // Prepare: two orders on the legacy interface, each with a partial refund it cannot apply.
@@ -263,6 +309,70 @@ describe('connector dlq discard', () => {
     expect(left).not.toContain('A-1');
     expect(await recordOf('O-1')).toEqual(orderBefore);
     expect(await recordOf('A-1')).toEqual(acceptBefore);
+  });
+
+  it("an order's message parked applying a refund held for it (legacy): discarding it records that refund settled by hand, the accept job accepts, a new delivery of the order parks nothing", async () => {
+    // Prepare
+    const parked = await parkedWithHeldRefund('H-1');
+    const before = await stack.runAccept();
+    expect(before.items.find((i) => i.externalId === 'H-1')).toMatchObject({ result: 'held' });
+
+    // Act
+    const discarded = await cli(['dlq', 'discard', parked.messageId, '--yes']);
+
+    // Assess
+    expect(discarded.code, discarded.stderr).toBe(0);
+    expect(discarded.stdout).toContain(`discarded ${parked.messageId} (OrderPlaced of order H-1)`);
+    expect(discarded.stdout).toMatch(/refund r-held of order H-1: recorded as settled by hand/);
+    expect(await refundIn('H-1', 'r-held')).toMatchObject({
+      status: 'manual',
+      outcome: expect.stringMatching(/^settled by hand by an operator \(connector dlq discard, /),
+    });
+    expect((await recordOf('H-1'))?.unconfirmedSend).toBeUndefined();
+    const after = await stack.runAccept();
+    expect(after.items.find((i) => i.externalId === 'H-1')).toMatchObject({ result: 'accepted' });
+    const status = await cli(['status', 'H-1', '--source', 'old-shop']);
+    expect(status.stdout).toMatch(/r-held\s+shop\s+EUR 10\.00\s+manual/);
+    expect(status.stdout).not.toMatch(/refunds? pending/);
+    // The shop sends the order again (a resend, a backfill): nothing is left for it to apply.
+    const version = (await recordOf('H-1'))?.version;
+    await placeOnLegacy('H-1');
+    expect((await dlqMessages()).map((m) => m.externalId)).not.toContain('H-1');
+    expect((await recordOf('H-1'))?.version).toBe(version);
+  });
+
+  it("leaves pending a refund whose own message is parked beside the order's, and says which refunds it settles (prompt, --json)", async () => {
+    // Prepare: after the order's message was parked, refund r-own came and was parked on its own.
+    const parked = await parkedWithHeldRefund('H-2');
+    await partialRefund('old-shop', 'H-2', 'r-own', '5.00');
+    expect(await refundIn('H-2', 'r-own')).toMatchObject({ status: 'pending', unconfirmedSend: true });
+
+    // Act
+    const discarded = await cli(['dlq', 'discard', parked.messageId, '--json'], 'y\n');
+
+    // Assess
+    expect(discarded.code, discarded.stderr).toBe(0);
+    expect(discarded.stderr).toContain('refund r-held of order H-2');
+    expect(discarded.stderr).toMatch(/refund r-own of order H-2 stays pending/);
+    expect(JSON.parse(discarded.stdout)).toMatchObject({
+      discarded: { messageId: parked.messageId, externalId: 'H-2', eventType: 'OrderPlaced' },
+      ledger: {
+        settled: true,
+        program,
+        externalId: 'H-2',
+        refundIds: ['r-held'],
+        status: 'manual',
+        stillPending: ['r-own'],
+      },
+    });
+    expect(await refundIn('H-2', 'r-held')).toMatchObject({ status: 'manual' });
+    expect(await refundIn('H-2', 'r-own')).toMatchObject({ status: 'pending' });
+    // r-own's own message is next in the order's group, and settles it when discarded.
+    const own = await messageOf('H-2');
+    expect(own.eventType).toBe('OrderRefunded');
+    const second = await cli(['dlq', 'discard', own.messageId, '--yes']);
+    expect(second.stdout).toMatch(/refund r-own of order H-2: recorded as settled by hand/);
+    expect(await refundIn('H-2', 'r-own')).toMatchObject({ status: 'manual' });
   });
 
   it('says when the message is not reachable now (behind another of its order) and when it is unknown', async () => {

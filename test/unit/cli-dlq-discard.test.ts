@@ -5,8 +5,11 @@ import {
   type DiscardPorts,
   planDiscard,
   settleByHand,
+  settleHeldByHand,
 } from '../../cli/dlq-discard.ts';
 import { CliError } from '../../cli/io.ts';
+import { runAccept } from '../../shared/accept/job.ts';
+import { PermanentError } from '../../shared/errors.ts';
 import {
   countedRefunds,
   ledgerKey,
@@ -14,10 +17,16 @@ import {
   type RefundRecord,
   recordRefund,
 } from '../../shared/ledger.ts';
+import { LEGACY_NO_AMOUNT_UPDATE } from '../../shared/legacy/backend.ts';
 import type { Ledger } from '../../shared/ports.ts';
 import { messageGroupId } from '../../shared/queueing.ts';
 import { CANCELLATION_REFUND_ID } from '../../shared/worker/flow.ts';
+import { processEvent } from '../../shared/worker/process-event.ts';
+import { acceptDeps, acceptingShop } from '../support/accept-deps.ts';
+import { partialRefund, trackedOrder } from '../support/events.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
+import { MemoryPlatform } from '../support/memory-platform.ts';
+import { workersOf } from '../support/stale-send.ts';
 
 /**
  * `connector dlq discard`: which parked messages settle a refund in the ledger, and the settling
@@ -191,7 +200,7 @@ describe('planDiscard', () => {
     expect(why[4]).toMatch(/no refund r-other/);
   });
 
-  it('needs neither the ledger nor a program for an order or an accept message', async () => {
+  it('needs neither the ledger nor a program for an accept message', async () => {
     // Prepare
     const untouchable: DiscardPorts = {
       ledger: () => {
@@ -201,20 +210,19 @@ describe('planDiscard', () => {
         throw new Error('the programs were asked for (no sources configured)');
       },
     };
-    const order: DiscardedMessage = {
+    const accept: DiscardedMessage = {
       groupId: messageGroupId(PROGRAM, '7008'),
       externalId: '7008',
-      eventType: 'OrderPlaced',
-      body: '{"type":"OrderPlaced"}',
+      eventType: 'ConversionAccept',
+      body: '{}',
     };
-    const accept: DiscardedMessage = { ...order, eventType: 'ConversionAccept', body: '{}' };
     // Act
-    const plans = await Promise.all([planDiscard(untouchable, order), planDiscard(untouchable, accept)]);
+    const plan = await planDiscard(untouchable, accept);
     // Assess
-    expect(plans).toEqual([
-      { kind: 'delete', why: 'OrderPlaced is no refund: the ledger has nothing to settle' },
-      { kind: 'delete', why: 'ConversionAccept is no refund: the ledger has nothing to settle' },
-    ]);
+    expect(plan).toEqual({
+      kind: 'delete',
+      why: 'ConversionAccept is no order, refund or cancellation: the ledger has nothing to settle',
+    });
   });
 });
 
@@ -340,5 +348,191 @@ describe('compareOrder after a refund settled by hand', () => {
         detail: expect.stringContaining('a refund was settled by hand'),
       }),
     ]);
+  });
+});
+
+describe('dlq discard of an order message parked applying the refunds held for it', () => {
+  // The legacy interface's answer to any amount update: the order's own message is parked with it.
+  const noUpdate = () => new PermanentError(`${LEGACY_NO_AMOUNT_UPDATE} (conversion c-1; partial refund r1)`);
+  const HELD_NOW = Date.parse('2026-11-23T12:00:00.000Z');
+  const DAY = 86_400_000;
+  const SHOP = acceptingShop(PROGRAM);
+  const KEY = ledgerKey(PROGRAM, '1001');
+  const orderMessage: DiscardedMessage = {
+    groupId: messageGroupId(PROGRAM, '1001'),
+    externalId: '1001',
+    source: 'shop',
+    eventType: 'OrderPlaced',
+    body: JSON.stringify({ type: 'OrderPlaced', externalId: '1001', source: 'shop' }),
+  };
+
+  /**
+   * Refund r1 (10.00) of order 1001 came before its order and was held (its message done). The
+   * platform already had the order's conversion (the shop's pixel, 50.00), so the order adopted it
+   * and its own message applied r1: the update was refused for good, the message parked.
+   */
+  async function heldRefundParkedWithItsOrder() {
+    let now = HELD_NOW - 40 * DAY;
+    const ledger = new MemoryLedger(() => now);
+    const platform = new MemoryPlatform();
+    const worker = workersOf(SHOP, () => now)(ledger, platform, 'w-1');
+    expect((await processEvent(worker, partialRefund('shop', 'r1', 1_000))).result).toBe('refund_waiting');
+    platform.has('1001', 5_000);
+    platform.updateFaults.push(noUpdate());
+    await expect(processEvent(worker, trackedOrder('shop'))).rejects.toThrow(LEGACY_NO_AMOUNT_UPDATE);
+    const parked = await ledger.get(KEY);
+    expect(parked).toMatchObject({ state: 'added', refunds: { r1: { status: 'pending' } } });
+    expect(parked?.refunds['r1']?.unconfirmedSend).toBeUndefined();
+    const later = (ms: number) => {
+      now = ms;
+    };
+    return { ledger, platform, worker, later };
+  }
+
+  it('records the refunds held for the order settled by hand: the accept job accepts, a new delivery of the order sends nothing', async () => {
+    // Prepare: the operator adjusted the commission on the platform by hand.
+    const { ledger, platform, worker, later } = await heldRefundParkedWithItsOrder();
+
+    // Act
+    const plan = await planDiscard(ports(ledger, [PROGRAM]), orderMessage);
+    expect(plan).toMatchObject({ kind: 'settleHeld', key: KEY, externalId: '1001', refundIds: ['r1'] });
+    const settled = await settleHeldByHand(
+      ledger,
+      { key: KEY, refundIds: plan.kind === 'settleHeld' ? plan.refundIds : [] },
+      AT,
+    );
+
+    // Assess
+    expect(settled).toMatchObject({ kind: 'settled', refunds: [{ refundId: 'r1', status: 'manual' }] });
+    const stored = await ledger.get(KEY);
+    expect(stored?.refunds['r1']).toMatchObject({
+      status: 'manual',
+      appliedAt: AT.toISOString(),
+      outcome: `settled by hand by an operator (connector dlq discard, ${AT.toISOString()})`,
+    });
+    // The order's own message sent nothing the platform confirmed: its mark goes with the settling.
+    expect(stored?.unconfirmedSend).toBeUndefined();
+    expect(stored?.currentAmount).toBe(5_000);
+    platform.calls.length = 0;
+    // A shop's resend or a backfill of the order: nothing to apply any more.
+    expect(await processEvent(worker, trackedOrder('shop'))).toMatchObject({ result: 'duplicate' });
+    expect(platform.calls).toEqual([]);
+    later(HELD_NOW);
+    const { deps } = acceptDeps(ledger, platform, SHOP, () => HELD_NOW);
+    expect(await runAccept(deps, { limit: 10 })).toMatchObject({ accepted: 1, held: 0 });
+  });
+
+  it('leaves pending a refund whose own message applies it (still marked), and says so', async () => {
+    // Prepare: then refund r2 (5.00) came, recorded with its own mark, and was parked as well.
+    const { ledger, platform, worker } = await heldRefundParkedWithItsOrder();
+    platform.updateFaults.push(noUpdate());
+    await expect(processEvent(worker, partialRefund('shop', 'r2', 500))).rejects.toThrow(
+      LEGACY_NO_AMOUNT_UPDATE,
+    );
+    expect((await ledger.get(KEY))?.refunds['r2']).toMatchObject({
+      status: 'pending',
+      unconfirmedSend: true,
+    });
+
+    // Act
+    const plan = await planDiscard(ports(ledger, [PROGRAM]), orderMessage);
+    const settled = await settleHeldByHand(
+      ledger,
+      { key: KEY, refundIds: plan.kind === 'settleHeld' ? plan.refundIds : [] },
+      AT,
+    );
+
+    // Assess
+    expect(plan).toMatchObject({ kind: 'settleHeld', refundIds: ['r1'], stayPending: ['r2'] });
+    expect(settled.kind).toBe('settled');
+    const stored = await ledger.get(KEY);
+    expect(stored?.refunds['r1']?.status).toBe('manual');
+    expect(stored?.refunds['r2']).toMatchObject({ status: 'pending', unconfirmedSend: true });
+    // r2's own message, discarded in its turn, settles it as before.
+    expect(await planDiscard(ports(ledger, [PROGRAM]), refundMessage('1001', 'r2'))).toMatchObject({
+      kind: 'settle',
+      refundId: 'r2',
+    });
+  });
+
+  it('only deletes when nothing pending is held for the added order, or the order is not added', async () => {
+    // Prepare
+    const ownMessage = record('1001');
+    recordRefund(ownMessage, refund('r-own', { unconfirmedSend: true }));
+    const nothingPending = record('1002');
+    recordRefund(nothingPending, refund('r-1', { status: 'applied' }));
+    const failed = record('1003', { state: 'failed', conversionId: undefined });
+    recordRefund(failed, refund('r-held'));
+    const ledger = await ledgerWith(ownMessage, nothingPending, failed);
+    const order = (externalId: string): DiscardedMessage => ({
+      ...orderMessage,
+      groupId: messageGroupId(PROGRAM, externalId),
+      externalId,
+    });
+
+    // Act
+    const plans = await Promise.all(
+      ['1001', '1002', '1003', '1004'].map((id) => planDiscard(ports(ledger, [PROGRAM]), order(id))),
+    );
+
+    // Assess
+    expect(plans.map((p) => p.kind)).toEqual(['delete', 'delete', 'delete', 'delete']);
+    const why = plans.map((p) => (p.kind === 'delete' ? p.why : ''));
+    expect(why[0]).toMatch(/refund r-own of order 1001 stays pending: its own message/);
+    expect(why[1]).toMatch(/order 1002 has no refund pending/);
+    expect(why[2]).toMatch(/refund r-held stays held until order 1003 is added \(ledger state failed\)/);
+    expect(why[3]).toMatch(/no record of order 1004/);
+  });
+
+  it('reads again when a worker wrote meanwhile: a held refund it applied stays applied', async () => {
+    // Prepare: two refunds held; between the read and the write a resend of r1 applies both.
+    const r = record('1005', { unconfirmedSend: true });
+    recordRefund(r, refund('r1'));
+    recordRefund(r, refund('r2', { receivedAt: '2026-05-01T10:05:00.000Z' }));
+    const ledger = await ledgerWith(r);
+    let raced = false;
+    const racing: Pick<Ledger, 'get' | 'update'> = {
+      get: async (key) => {
+        const read = await ledger.get(key);
+        if (!raced) {
+          raced = true;
+          const worker = await ledger.get(key);
+          for (const x of Object.values(worker?.refunds ?? {})) x.status = 'applied';
+          await ledger.update(worker as OrderRecord);
+        }
+        return read;
+      },
+      update: (written) => ledger.update(written),
+    };
+
+    // Act
+    const result = await settleHeldByHand(racing, { key: r.key, refundIds: ['r1', 'r2'] }, AT);
+
+    // Assess
+    expect(result).toEqual({
+      kind: 'unchanged',
+      why: 'order 1005 has no refund held for it pending in the ledger any more: nothing waits for it',
+    });
+    const stored = await ledger.get(r.key);
+    expect(stored?.refunds['r1']?.status).toBe('applied');
+    expect(stored?.refunds['r2']?.status).toBe('applied');
+  });
+
+  it('gives up without writing when the record keeps changing', async () => {
+    // Prepare
+    const r = record('1006');
+    recordRefund(r, refund('r1'));
+    const ledger = await ledgerWith(r);
+
+    // Act
+    const result = await settleHeldByHand(
+      { get: (key) => ledger.get(key), update: async () => false },
+      { key: r.key, refundIds: ['r1'] },
+      AT,
+    );
+
+    // Assess
+    expect(result).toEqual({ kind: 'conflict' });
+    expect((await ledger.get(r.key))?.refunds['r1']?.status).toBe('pending');
   });
 });
