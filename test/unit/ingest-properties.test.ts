@@ -1,12 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEvent } from '../../shared/domain/events.ts';
 import { MAX_BODY_BYTES } from '../../shared/http/answers.ts';
 import { ingestWebhook } from '../../shared/ingest.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
 import type { EventQueue } from '../../shared/ports.ts';
-import { EnvSecretStore } from '../../shared/secrets.ts';
+import { sourcePerPlatform } from '../support/door.ts';
 import { signedHeaders } from '../support/webhooks.ts';
 import { sampleJson } from './platforms/support.ts';
 
@@ -22,21 +21,7 @@ const SECRETS: Record<Platform, string> = {
 const DOCUMENTED = [200, 202, 400, 401, 404, 413, 415];
 
 /** One source per platform, as the local stack configures them. */
-const sources = new Map(
-  PLATFORMS.map((platform) => [
-    platform,
-    SourceConfig.parse({
-      id: platform,
-      platform,
-      program: '5ad000000000000000000101',
-      rule: '5ad000000000000000000201',
-      secretRef: `${platform.toUpperCase()}_SECRET`,
-    }),
-  ]),
-);
-const secretStore = new EnvSecretStore(
-  Object.fromEntries(PLATFORMS.map((p) => [`${p.toUpperCase()}_SECRET`, SECRETS[p]])),
-);
+const { sources, secretStore } = sourcePerPlatform(SECRETS);
 
 class MemoryQueue implements EventQueue {
   readonly sent: ConnectorEvent[] = [];

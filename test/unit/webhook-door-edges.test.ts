@@ -1,12 +1,10 @@
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { makeHandler } from '../../functions/webhook.ts';
-import { SourceConfig } from '../../shared/config/sources.ts';
-import type { ConnectorEvent } from '../../shared/domain/events.ts';
 import { MAX_EVENTS_PER_DELIVERY } from '../../shared/ingest.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
-import type { EventQueue } from '../../shared/ports.ts';
-import { EnvSecretStore } from '../../shared/secrets.ts';
+import { sourcePerPlatform } from '../support/door.ts';
+import { RecordingQueue } from '../support/recording-queue.ts';
 import { type SignedPlatform, signedHeaders } from '../support/webhooks.ts';
 import { sampleJson } from './platforms/support.ts';
 
@@ -17,36 +15,13 @@ import { sampleJson } from './platforms/support.ts';
  * invocation can queue. Each goes through the deployed handler with an API Gateway event.
  */
 
-const PLATFORMS = ['shopify', 'woocommerce', 'stripe', 'generic'] as const;
 const SECRETS: Record<SignedPlatform, string> = {
   shopify: 'edge-shopify-secret',
   woocommerce: 'edge-woocommerce-secret',
   stripe: 'whsec_edge_stripe_secret',
   generic: 'edge-generic-secret',
 };
-const sources = new Map(
-  PLATFORMS.map((platform) => [
-    platform,
-    SourceConfig.parse({
-      id: platform,
-      platform,
-      program: '5ad000000000000000000101',
-      rule: '5ad000000000000000000201',
-      secretRef: `${platform.toUpperCase()}_SECRET`,
-    }),
-  ]),
-);
-const secrets = new EnvSecretStore(
-  Object.fromEntries(PLATFORMS.map((p) => [`${p.toUpperCase()}_SECRET`, SECRETS[p]])),
-);
-
-class MemoryQueue implements EventQueue {
-  readonly sent: ConnectorEvent[] = [];
-  async send(event: ConnectorEvent): Promise<string> {
-    this.sent.push(event);
-    return `m-${this.sent.length}`;
-  }
-}
+const { sources, secretStore: secrets } = sourcePerPlatform(SECRETS);
 
 /** An API Gateway (payload 2.0) event as the deployed route delivers it: the body base64-encoded. */
 function apiEvent(source: string, headers: Record<string, string>, body: Buffer): APIGatewayProxyEventV2 {
@@ -67,7 +42,7 @@ async function post(
   body: Buffer,
   options: { topic?: string; headers?: (signed: Record<string, string>) => Record<string, string> } = {},
 ) {
-  const queue = new MemoryQueue();
+  const queue = new RecordingQueue();
   const handler = makeHandler({ sources, adapterFor, secrets, queue, now: () => new Date() });
   const signed = signedHeaders(platform, SECRETS[platform], body, {
     ...(options.topic ? { topic: options.topic } : {}),
@@ -97,7 +72,7 @@ describe('a body that is not UTF-8', () => {
     // Assess
     expect(answer.status).toBe(400);
     expect(answer.body).toMatchObject({ field: 'body', message: 'request body is not valid UTF-8' });
-    expect(answer.queue.sent).toEqual([]);
+    expect(answer.queue.events).toEqual([]);
   });
 
   it('is a 400 naming the body in UTF-16 too, and the same order in UTF-8 (with a BOM) is queued as written', async () => {
@@ -111,7 +86,7 @@ describe('a body that is not UTF-8', () => {
     // Assess
     expect(utf16).toMatchObject({ status: 400, body: { field: 'body' } });
     expect(utf8.status).toBe(202);
-    expect(utf8.queue.sent[0]).toMatchObject({ vouchers: ['MÜLLER10'] });
+    expect(utf8.queue.events[0]).toMatchObject({ vouchers: ['MÜLLER10'] });
   });
 });
 
@@ -145,7 +120,7 @@ describe('a header that arrived twice (API Gateway joins the values with commas)
 
     // Assess: not a 401 that makes Shopify retry, nor a 200 "topic not handled" that drops the order
     expect(answer.status).toBe(202);
-    expect(answer.queue.sent).toMatchObject([{ type: 'OrderPlaced', externalId: '450789469' }]);
+    expect(answer.queue.events).toMatchObject([{ type: 'OrderPlaced', externalId: '450789469' }]);
   });
 
   it('reads a WooCommerce topic and signature sent twice (Node joins them with ", ") as sent once', async () => {
@@ -163,7 +138,7 @@ describe('a header that arrived twice (API Gateway joins the values with commas)
 
     // Assess
     expect(answer.status).toBe(202);
-    expect(answer.queue.sent).toHaveLength(1);
+    expect(answer.queue.events).toHaveLength(1);
   });
 
   it('answers 400 naming the topic header when its values differ, rather than 200 "not handled"', async () => {
@@ -175,7 +150,7 @@ describe('a header that arrived twice (API Gateway joins the values with commas)
     // Assess
     expect(answer.status).toBe(400);
     expect(answer.body).toMatchObject({ field: 'x-shopify-topic' });
-    expect(answer.queue.sent).toEqual([]);
+    expect(answer.queue.events).toEqual([]);
   });
 
   it('still refuses a signature header whose values all fail', async () => {
@@ -186,7 +161,7 @@ describe('a header that arrived twice (API Gateway joins the values with commas)
 
     // Assess
     expect(answer.status).toBe(401);
-    expect(answer.queue.sent).toEqual([]);
+    expect(answer.queue.events).toEqual([]);
   });
 });
 
@@ -212,7 +187,7 @@ describe('a delivery that maps to more events than one invocation can queue', ()
     expect(answer.body['message']).toBe(
       `this body maps to ${MAX_EVENTS_PER_DELIVERY + 1} events, over the ${MAX_EVENTS_PER_DELIVERY} one delivery may queue`,
     );
-    expect(answer.queue.sent).toEqual([]);
+    expect(answer.queue.events).toEqual([]);
   });
 
   it('queues a delivery of exactly the limit, one message per refund', async () => {
@@ -221,7 +196,7 @@ describe('a delivery that maps to more events than one invocation can queue', ()
 
     // Assess
     expect(answer.status).toBe(202);
-    expect(answer.queue.sent).toHaveLength(MAX_EVENTS_PER_DELIVERY);
+    expect(answer.queue.events).toHaveLength(MAX_EVENTS_PER_DELIVERY);
   });
 
   it('answers 413 to a Stripe charge.refunded listing more refunds than the limit', async () => {
@@ -248,6 +223,6 @@ describe('a delivery that maps to more events than one invocation can queue', ()
 
     // Assess
     expect(answer.status).toBe(413);
-    expect(answer.queue.sent).toEqual([]);
+    expect(answer.queue.events).toEqual([]);
   });
 });

@@ -3,14 +3,12 @@ import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { makeHandler } from '../../functions/webhook.ts';
-import { SourceConfig } from '../../shared/config/sources.ts';
-import type { ConnectorEvent } from '../../shared/domain/events.ts';
 import { BadInputError } from '../../shared/errors.ts';
 import { MAX_JSON_DEPTH, parseJsonBody } from '../../shared/json.ts';
 import { observeIngest } from '../../shared/observability.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
-import type { EventQueue } from '../../shared/ports.ts';
-import { EnvSecretStore } from '../../shared/secrets.ts';
+import { sourcePerPlatform } from '../support/door.ts';
+import { RecordingQueue } from '../support/recording-queue.ts';
 import { type SignedPlatform, signedHeaders } from '../support/webhooks.ts';
 import { sampleJson } from './platforms/support.ts';
 
@@ -22,36 +20,13 @@ import { sampleJson } from './platforms/support.ts';
  * deployed observer and Powertools' logger.
  */
 
-const PLATFORMS = ['shopify', 'woocommerce', 'stripe', 'generic'] as const;
 const SECRETS: Record<SignedPlatform, string> = {
   shopify: 'polish-shopify-secret',
   woocommerce: 'polish-woocommerce-secret',
   stripe: 'whsec_polish_stripe_secret',
   generic: 'polish-generic-secret',
 };
-const sources = new Map(
-  PLATFORMS.map((platform) => [
-    platform,
-    SourceConfig.parse({
-      id: platform,
-      platform,
-      program: '5ad000000000000000000101',
-      rule: '5ad000000000000000000201',
-      secretRef: `${platform.toUpperCase()}_SECRET`,
-    }),
-  ]),
-);
-const secrets = new EnvSecretStore(
-  Object.fromEntries(PLATFORMS.map((p) => [`${p.toUpperCase()}_SECRET`, SECRETS[p]])),
-);
-
-class MemoryQueue implements EventQueue {
-  readonly sent: ConnectorEvent[] = [];
-  async send(event: ConnectorEvent): Promise<string> {
-    this.sent.push(event);
-    return `m-${this.sent.length}`;
-  }
-}
+const { sources, secretStore: secrets } = sourcePerPlatform(SECRETS);
 
 /** What Powertools' logger writes (a JSON line per call, to stdout or stderr). */
 let logged: string[] = [];
@@ -82,7 +57,7 @@ function apiEvent(source: string, headers: Record<string, string>, body: Buffer)
 }
 
 async function post(platform: SignedPlatform, body: Buffer, options: { topic?: string } = {}) {
-  const queue = new MemoryQueue();
+  const queue = new RecordingQueue();
   const logger = new Logger({ serviceName: 'polish', logLevel: 'INFO' });
   const metrics = { addMetric: () => undefined };
   const handler = makeHandler({
@@ -158,7 +133,7 @@ describe('a topic or event type the sender made very long, or wrote with control
       expect(reason).not.toMatch(CONTROL);
       expect(reason).toContain('[2Jxxxx');
       expect(reason).toContain('…');
-      expect(answer.queue.sent).toEqual([]);
+      expect(answer.queue.events).toEqual([]);
       const line = logged.join('');
       expect(line).toContain('"webhook ignored"');
       expect(line.length).toBeLessThan(1000);
@@ -192,12 +167,12 @@ describe('a dedup key the adapter builds from payload fields that are each valid
 
     // Assess: the same delivery keeps its key (a retry is deduplicated), another gets another
     expect(first.status).toBe(202);
-    const [placed] = first.queue.sent;
+    const [placed] = first.queue.events;
     expect(placed).toMatchObject({ type: 'OrderPlaced', externalId: '727' });
     expect(placed?.eventId.length).toBeLessThanOrEqual(512);
-    expect(again.queue.sent[0]?.eventId).toBe(placed?.eventId);
+    expect(again.queue.events[0]?.eventId).toBe(placed?.eventId);
     expect(later.status).toBe(202);
-    expect(later.queue.sent[0]?.eventId).not.toBe(placed?.eventId);
+    expect(later.queue.events[0]?.eventId).not.toBe(placed?.eventId);
   });
 
   it('queues each refund of a WooCommerce order.updated whose order id and date together run long', async () => {
@@ -218,8 +193,8 @@ describe('a dedup key the adapter builds from payload fields that are each valid
 
     // Assess
     expect(answer.status).toBe(202);
-    expect(answer.queue.sent.map((e) => e.type)).toEqual(['OrderRefunded', 'OrderRefunded']);
-    const [one, two] = answer.queue.sent.map((e) => e.eventId);
+    expect(answer.queue.events.map((e) => e.type)).toEqual(['OrderRefunded', 'OrderRefunded']);
+    const [one, two] = answer.queue.events.map((e) => e.eventId);
     expect(one?.length).toBeLessThanOrEqual(512);
     expect(one).not.toBe(two);
   });
@@ -248,7 +223,7 @@ describe('a dedup key the adapter builds from payload fields that are each valid
 
     // Assess
     expect(answer.status).toBe(202);
-    const ids = answer.queue.sent.map((e) => e.eventId);
+    const ids = answer.queue.events.map((e) => e.eventId);
     expect(ids).toHaveLength(2);
     expect(ids.every((id) => id.length <= 512)).toBe(true);
     expect(ids[0]).not.toBe(ids[1]);
@@ -259,7 +234,7 @@ describe('a dedup key the adapter builds from payload fields that are each valid
     const answer = await post('woocommerce', json(wooOrder));
 
     // Assess
-    expect(answer.queue.sent[0]?.eventId).toBe('order.created:727:2017-03-22T19:28:08');
+    expect(answer.queue.events[0]?.eventId).toBe('order.created:727:2017-03-22T19:28:08');
   });
 });
 
@@ -290,7 +265,7 @@ describe('a JSON body nested deeper than any shop writes', () => {
           field: 'body',
           message: `request body is nested too deep (over ${MAX_JSON_DEPTH} levels)`,
         });
-        expect(answer.queue.sent).toEqual([]);
+        expect(answer.queue.events).toEqual([]);
       }
     },
   );
