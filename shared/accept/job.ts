@@ -385,7 +385,8 @@ async function park(
     `${conversion} of order ${record.externalId} could not be accepted: ${describeError(error)}` +
     `${platformStatus ? ` (the platform shows it ${platformStatus})` : ''}. The connector will not try again: ` +
     'check the conversion on the platform (refused or locked there by hand?) and accept it there if it should ' +
-    'be. Replaying this message does not accept it: it only records the failure, drop it once handled';
+    'be. Replaying this message does not accept it: it only records the failure; once handled, discard it: ' +
+    'connector dlq discard <message id>';
   const base = {
     source: source.id,
     externalId: record.externalId,
