@@ -31,8 +31,8 @@ export const CATCH_UP_SAFETY_MS = 60_000;
 /**
  * The EventBridge schedule's target: catches up every configured source, each within its share of
  * the invocation's time; resolves with the summaries, or rejects naming each source that failed or
- * was not finished (the invocation counts as an error, the CatchUpErrors alarm, and the rule's retry
- * runs it again: what was queued is a no-op the second time). Without a Lambda context (a test, a
+ * was not finished (the invocation counts as an error, the CatchUpErrors alarm, and Lambda's retries
+ * of an asynchronous invocation run it again: what was queued is a no-op the second time). Without a Lambda context (a test, a
  * local run) each source is read to its end.
  */
 export function makeHandler(deps: CatchUpDeps, onResult?: (result: CatchUpResult) => void): CatchUpHandler {
