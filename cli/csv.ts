@@ -1,8 +1,9 @@
 /**
- * A small RFC 4180 reader: fields separated by commas, optionally quoted with `"` (a quoted field
- * may hold commas, line breaks and `""` for a quote), CRLF or LF line ends, a UTF-8 BOM (Excel
- * writes one) ignored. Blank lines are skipped. Each record keeps the line it starts on, so errors
- * can point finance staff to the line their spreadsheet shows.
+ * A small RFC 4180 reader: fields separated by commas (or the `;` or tab a spreadsheet writes in a
+ * decimal-comma locale), optionally quoted with `"` (a quoted field may hold separators, line breaks
+ * and `""` for a quote), CRLF or LF line ends, a UTF-8 BOM (Excel writes one) ignored. Blank lines
+ * are skipped. Each record keeps the line it starts on, so errors can point finance staff to the
+ * line their spreadsheet shows.
  */
 
 export interface CsvRecord {
@@ -16,7 +17,38 @@ export interface CsvProblem {
   readonly message: string;
 }
 
-export function parseCsv(text: string): { records: CsvRecord[]; problems: CsvProblem[] } {
+/**
+ * Separators read. Excel and LibreOffice write `;` where the locale's decimal separator is a comma
+ * (de, fr, es, it, nl, pl…), and a tab for "Text (tab-delimited)".
+ */
+export type CsvSeparator = ',' | ';' | '\t';
+const SEPARATORS: readonly CsvSeparator[] = [',', ';', '\t'];
+
+/**
+ * The separator of a file, from its header (first non-blank line): the one that splits it into the
+ * most of the `known` column names (case-insensitive), `,` on a tie. With no known name at all, the
+ * only separator the header holds, if it holds exactly one (its unknown columns are then reported
+ * one by one); otherwise undefined.
+ */
+export function detectSeparator(text: string, known: readonly string[]): CsvSeparator | undefined {
+  const source = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+  const header = source.split(/\r?\n/).find((l) => l.trim() !== '') ?? '';
+  const names = new Set(known.map((k) => k.toLowerCase()));
+  let best: { separator: CsvSeparator; found: number } | undefined;
+  for (const separator of SEPARATORS) {
+    const fields = parseCsv(header, separator).records[0]?.fields ?? [];
+    const found = fields.filter((f) => names.has(f.trim().toLowerCase())).length;
+    if (found > (best?.found ?? 0)) best = { separator, found };
+  }
+  if (best) return best.separator;
+  const present = SEPARATORS.filter((s) => header.includes(s));
+  return present.length === 1 ? present[0] : undefined;
+}
+
+export function parseCsv(
+  text: string,
+  separator: CsvSeparator = ',',
+): { records: CsvRecord[]; problems: CsvProblem[] } {
   const source = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
   const records: CsvRecord[] = [];
   const problems: CsvProblem[] = [];
@@ -56,7 +88,7 @@ export function parseCsv(text: string): { records: CsvRecord[]; problems: CsvPro
       field = '';
       quoted = true;
       wasQuoted = true;
-    } else if (c === ',') {
+    } else if (c === separator) {
       fields.push(field);
       field = '';
     } else if (c === '\r' && source[i + 1] === '\n') {

@@ -7,7 +7,7 @@ import { ledgerKey, type OrderRecord, refundOf } from '../shared/ledger.ts';
 import { formatMinor, parseMoney } from '../shared/money.ts';
 import { issuesOf } from '../shared/validation.ts';
 import { CliContext, missingMessage, settingOptions } from './context.ts';
-import { parseCsv } from './csv.ts';
+import { type CsvSeparator, detectSeparator, parseCsv } from './csv.ts';
 import { CliError, type CliIo, cell, explain, unreachable, writeLine } from './io.ts';
 import { rowProgress } from './progress.ts';
 import { readBodyFile } from './samples.ts';
@@ -86,16 +86,64 @@ export function validateRefund(
   return issues.length === 0 && parsed.success ? { request: parsed.data, issues } : { issues };
 }
 
+/** How a separator is named in a message. */
+const SEPARATOR_NAME: Record<CsvSeparator, string> = { ',': 'a comma', ';': 'a ";"', '\t': 'a tab' };
+
 /**
- * Reads and validates a whole refunds CSV (header `externalId,refundId,amount,full,reason,source,currency`).
- * Returns every row, or every problem with its line and field; a file with any problem sends nothing.
+ * An amount cell of a `;`- or tab-separated file, as the decimal string the API takes. Those come
+ * from spreadsheets in decimal-comma locales, where `12,50` is twelve-fifty; `12.50` is read too.
+ * A thousands separator is refused, never guessed: `1.250` is 1250 to a German spreadsheet and 1.25
+ * to an English one, so one `.` (or, in a tab-separated file, `,`) before exactly three digits is
+ * refused as well. The decimal string is then read by `parseMoney`, like any other amount.
+ */
+function csvAmount(value: string, separator: CsvSeparator): { amount: string } | { problem: string } {
+  if (separator === ',') return { amount: value };
+  const decimalMark = separator === ';' ? ',' : '.';
+  const grouped = /^([0-9]{1,3})([.,])([0-9]{3})$/.exec(value);
+  if (grouped && (grouped[2] === '.' || separator === '\t')) {
+    const [, whole = '', , group = ''] = grouped;
+    const fraction = group.replace(/0+$/, '');
+    const decimal = fraction === '' ? whole : `${whole}${decimalMark}${fraction}`;
+    return {
+      problem: `"${value}" could be ${whole}${group} or ${decimal.replace(',', '.')}: write ${whole}${group} or ${decimal}`,
+    };
+  }
+  if (/^[0-9]+([.,][0-9]+)?$/.test(value)) return { amount: value.replace(',', '.') };
+  if (/^[0-9]{1,3}([.,'\u2019 \u00a0\u202f][0-9]{3})+([.,][0-9]+)?$/.test(value)) {
+    return {
+      problem: `"${cell(value, 20)}" looks like it has a thousands separator, which is not read: write the amount without one, such as 1250,00 or 1250.00`,
+    };
+  }
+  return {
+    problem: `"${cell(value, 20)}" is not a decimal amount such as 12,50 or 12.50 (no currency sign or thousands separator)`,
+  };
+}
+
+/**
+ * Reads and validates a whole refunds CSV (header `externalId,refundId,amount,full,reason,source,currency`),
+ * separated by `,`, `;` or a tab (found from the header); in a `;`- or tab-separated file an amount
+ * may have a decimal comma (`12,50`). Returns every row, or every problem with its line and field; a
+ * file with any problem sends nothing.
  */
 export function refundsFromCsv(text: string): { rows: RefundRow[]; issues: RefundIssue[] } {
-  const { records, problems } = parseCsv(text);
+  const separator = detectSeparator(text, CSV_COLUMNS);
+  const { records, problems } = parseCsv(text, separator ?? ',');
   const issues: RefundIssue[] = problems.map((p) => ({ line: p.line, field: 'csv', message: p.message }));
   const [header, ...data] = records;
   if (!header)
     return { rows: [], issues: [...issues, { line: 1, field: 'csv', message: 'the file is empty' }] };
+  if (separator === undefined) {
+    return {
+      rows: [],
+      issues: [
+        {
+          line: header.line,
+          field: 'csv',
+          message: `no refund column found in the header: columns must be separated by "," or ";" (or a tab) and named ${CSV_COLUMNS.join(',')}`,
+        },
+      ],
+    };
+  }
 
   const columns: (Column | undefined)[] = header.fields.map((name) =>
     CSV_COLUMNS.find((c) => c.toLowerCase() === name.trim().toLowerCase()),
@@ -126,7 +174,7 @@ export function refundsFromCsv(text: string): { rows: RefundRow[]; issues: Refun
       issues.push({
         line: record.line,
         field: 'csv',
-        message: `${record.fields.length} fields where the header has ${columns.length} (a comma inside a value must be quoted)`,
+        message: `${record.fields.length} fields where the header has ${columns.length} (${SEPARATOR_NAME[separator]} inside a value must be quoted)`,
       });
       continue;
     }
@@ -139,7 +187,14 @@ export function refundsFromCsv(text: string): { rows: RefundRow[]; issues: Refun
       externalId: values.externalId ?? '',
       refundId: values.refundId ?? '',
     };
-    if (values.amount !== undefined) raw['amount'] = values.amount;
+    if (values.amount !== undefined) {
+      const amount = csvAmount(values.amount, separator);
+      if ('problem' in amount) {
+        issues.push({ line: record.line, field: 'amount', message: amount.problem });
+        continue;
+      }
+      raw['amount'] = amount.amount;
+    }
     if (values.reason !== undefined) raw['reason'] = values.reason;
     if (values.source !== undefined) raw['source'] = values.source;
     // Spreadsheets lower-case or reformat codes; ISO 4217 codes are upper case.
@@ -204,8 +259,13 @@ Examples:
   $ npx connector refund --csv refunds.csv --dry-run      # check the whole file, send nothing
   $ npx connector refund --csv refunds.csv
 
-CSV header: ${CSV_COLUMNS.join(',')}
-  amount is a decimal in the order's currency ("12.50"); leave it empty with full=true for a full
+CSV header: ${CSV_COLUMNS.join(',')} (any order)
+  Columns separated by "," or ";" (or a tab), found from the header; a spreadsheet in a
+  decimal-comma locale (de, fr, es, it, nl, pl…) writes ";" and a decimal comma, which is read:
+    externalId;refundId;amount;currency;full;reason
+    1001;RF-1001-1;12,50;EUR;;damaged item
+  amount is a decimal in the order's currency ("12.50", or "12,50" in a ";"-separated file), with no
+  thousands separator ("1.250,00" is refused: write 1250,00); leave it empty with full=true for a full
   refund. The whole file is validated first: with any bad row, every problem is listed (line and
   field) and nothing is sent. A refund id counts once, so sending a file twice is harmless.
 A partial refund larger than what is left of its order is refused before anything is sent (it
