@@ -5,6 +5,7 @@ import { CurrencyInput, freeText, idText } from './domain/limits.ts';
 import { BadInputError } from './errors.ts';
 import { answerFor, type EdgeOutcome, type EdgeResult, outcomeOf, refusedBody } from './http/answers.ts';
 import type { HttpAnswer } from './http/types.ts';
+import { parseJsonBody } from './json.ts';
 import {
   countedRefunds,
   ledgerKey,
@@ -86,11 +87,31 @@ export interface FinanceOutcome extends EdgeOutcome {
  */
 export const MIN_FINANCE_KEY_LENGTH = 32;
 
-/** Why a configured finance key is too weak to guard refunds, or undefined when it is strong enough. */
+// HTTP trims spaces and tabs around a header value and carries no control character (RFC 9110
+// §5.5): a key holding one (a secret put from a file ends with a newline) could never be presented.
+const UNPRESENTABLE = /^[ \t]|[ \t]$|\p{Cc}/u;
+
+/**
+ * Why a configured finance key cannot guard refunds (too short, or holding what no HTTP header
+ * carries), or undefined when it can. The reason never quotes the key.
+ */
 export function weakFinanceKey(key: string): string | undefined {
-  return key.length < MIN_FINANCE_KEY_LENGTH
-    ? `the finance API key has ${key.length} characters, fewer than ${MIN_FINANCE_KEY_LENGTH}`
-    : undefined;
+  switch (keyFault(key)) {
+    case 'short':
+      return `the finance API key has ${key.length} characters, fewer than ${MIN_FINANCE_KEY_LENGTH}`;
+    case 'unpresentable':
+      return `the finance API key has ${UNPRESENTABLE_WHAT}`;
+    case undefined:
+      return undefined;
+  }
+}
+
+const UNPRESENTABLE_WHAT =
+  'white space at its start or end, or a control character, which no HTTP header carries';
+
+function keyFault(key: string): 'short' | 'unpresentable' | undefined {
+  if (key.length < MIN_FINANCE_KEY_LENGTH) return 'short';
+  return UNPRESENTABLE.test(key) ? 'unpresentable' : undefined;
 }
 
 /** Compares a presented key with every current key in constant time per key. */
@@ -158,8 +179,14 @@ async function submit(
     return { result: unavailable('finance key not available, retry later', 'finance key', error) };
   }
   // A weak key (a previous one included) is a configuration fault: no key is accepted until it is replaced.
-  if (keys.some((key) => weakFinanceKey(key) !== undefined)) {
-    const message = `the configured finance key is shorter than ${MIN_FINANCE_KEY_LENGTH} characters; the operator must replace it`;
+  // The answer goes to callers not yet authenticated: it says what is wrong, never the key's length.
+  const fault = keys.map(keyFault).find((f) => f !== undefined);
+  if (fault !== undefined) {
+    const what =
+      fault === 'short'
+        ? `is shorter than ${MIN_FINANCE_KEY_LENGTH} characters`
+        : `has ${UNPRESENTABLE_WHAT}`;
+    const message = `the configured finance key ${what}; the operator must replace it`;
     return { result: { kind: 'unavailable', message, retryAfterSeconds: 5 } };
   }
   if (!keyMatches(presentedKey(headers), keys)) {
@@ -168,9 +195,11 @@ async function submit(
 
   let json: unknown;
   try {
-    json = JSON.parse(rawBody.toString('utf8'));
-  } catch {
-    return { result: bad('body', 'body is not valid JSON') };
+    // As the webhooks read a body: a byte that is not UTF-8 would otherwise be queued as U+FFFD in an id.
+    json = parseJsonBody(rawBody);
+  } catch (error) {
+    if (error instanceof BadInputError) return { result: bad('body', error.message) };
+    throw error;
   }
   const parsed = FinanceRefundRequest.safeParse(json);
   if (!parsed.success) {
