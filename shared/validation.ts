@@ -1,4 +1,5 @@
 import type * as z from 'zod/mini';
+import { shopText } from './domain/limits.ts';
 
 /** A zod issue as the connector reports it: the dotted path of the field, and what is wrong with it. */
 export interface FieldIssue {
@@ -21,12 +22,27 @@ export function issuesOf(error: z.core.$ZodError, prefix = ''): FieldIssue[] {
     const path = [prefix, ...issue.path.map(String)].filter((p) => p !== '').join('.');
     if (issue.code !== 'unrecognized_keys')
       return [{ field: path, message: issue.message, code: issue.code }];
-    return issue.keys.map((key) => ({
-      field: path ? `${path}.${key}` : key,
-      message: `${key} is not allowed here`,
-      code: issue.code,
-    }));
+    return issue.keys.map((key) => {
+      const shown = keyShown(key);
+      return {
+        field: path ? `${path}.${shown}` : shown,
+        message: `${shown} is not allowed here`,
+        code: issue.code,
+      };
+    });
   });
+}
+
+/** The most characters of an unknown key an answer or a log line names. */
+const MAX_KEY_SHOWN = 64;
+
+/**
+ * An unknown key as the answer names it: the sender wrote it, so on one line, without control
+ * characters, cut with an ellipsis (a body may hold a megabyte-long key).
+ */
+function keyShown(key: string): string {
+  const text = shopText(key.replace(/\s+/g, ' '), Number.POSITIVE_INFINITY);
+  return text.length > MAX_KEY_SHOWN ? `${shopText(text, MAX_KEY_SHOWN - 1)}…` : text;
 }
 
 /** The first issue of a zod error (see `issuesOf`), for "400 naming the field". */
