@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import * as z from 'zod/mini';
 import type { SourceConfig } from './config/sources.ts';
 import { ExternalRefundId, OrderRefunded } from './domain/events.ts';
@@ -114,14 +115,22 @@ function keyFault(key: string): 'short' | 'unpresentable' | undefined {
   return UNPRESENTABLE.test(key) ? 'unpresentable' : undefined;
 }
 
-/** Compares a presented key with every current key in constant time per key. */
+/**
+ * Compares a presented key with every current key in constant time per key. Their SHA-256 digests
+ * are compared, not the keys: `timingSafeEqual` needs equal lengths, and a comparison that returned
+ * early on a length that differs would tell a caller the key's length by its time.
+ */
 export function keyMatches(presented: string | undefined, keys: readonly string[]): boolean {
   if (!presented) return false;
-  const given = Buffer.from(presented);
+  const given = sha256(presented);
   let ok = false;
   // Every key is compared, a match or not, so the time taken does not tell which key matched.
-  for (const key of keys) if (safeEqual(Buffer.from(key), given)) ok = true;
+  for (const key of keys) if (safeEqual(sha256(key), given)) ok = true;
   return ok;
+}
+
+function sha256(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
 }
 
 export function presentedKey(headers: Readonly<Record<string, string | undefined>>): string | undefined {
