@@ -53,7 +53,9 @@ export const LegacyCommission = z
           }, 'a percentage above 0 and at most 100, as a decimal string with at most 4 decimals, such as "8.5"'),
         ),
       ),
-      rule: z.optional(z.literal(true, { error: 'only true (the add sends commission 0, for the program rule to compute)' })),
+      rule: z.optional(
+        z.literal(true, { error: 'only true (the add sends commission 0, for the program rule to compute)' }),
+      ),
     },
     { error: 'an object: { "percent": "8.5" } or { "rule": true }' },
   )

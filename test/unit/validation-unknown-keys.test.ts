@@ -19,7 +19,8 @@ describe('an unknown key in a strict object', () => {
     // Assess
     expect(issue?.field.length).toBeLessThan(120);
     expect(issue?.message.length).toBeLessThan(160);
-    expect(`${issue?.field}${issue?.message}`).not.toMatch(/[\u0000-\u001f\u007f]/);
+    const control = [...`${issue?.field}${issue?.message}`].filter((c) => c < ' ' || c === '\u007f');
+    expect(control).toEqual([]);
     expect(issue?.field).toMatch(/^body\.\[31mxk+…$/);
     expect(issue?.message).toMatch(/is not allowed here$/);
   });
