@@ -1,5 +1,5 @@
 import type * as z from 'zod/mini';
-import { shopText } from './domain/limits.ts';
+import { shopText } from './domain/text.ts';
 
 /** A zod issue as the connector reports it: the dotted path of the field, and what is wrong with it. */
 export interface FieldIssue {

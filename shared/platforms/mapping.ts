@@ -8,7 +8,8 @@ import {
   RefundBasis,
   RefundLine,
 } from '../domain/events.ts';
-import { CurrencyInput, shopText } from '../domain/limits.ts';
+import { CurrencyInput } from '../domain/limits.ts';
+import { shopText } from '../domain/text.ts';
 import { BadInputError } from '../errors.ts';
 import { type ParseMoneyOptions, parseMoney, sumMinor } from '../money.ts';
 import { firstIssue } from '../validation.ts';

@@ -1,6 +1,6 @@
 import type { SourceConfig } from '../config/sources.ts';
 import type { OrderRefunded } from '../domain/events.ts';
-import { shopText } from '../domain/limits.ts';
+import { shopText } from '../domain/text.ts';
 import {
   type ConnectorError,
   failureClassOf,

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { freeText, shopText } from '../../shared/domain/limits.ts';
+import { freeText } from '../../shared/domain/limits.ts';
+import { shopText } from '../../shared/domain/text.ts';
 
 describe('text a shop wrote, made fit for a free-text field', () => {
   it('cuts before a character it would halve', () => {
