@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
 import { backoffDelay } from '../shared/affiliate/retry.ts';
 import { BadInputError } from '../shared/errors.ts';
-import { FinanceRefundRequest, overRefundMessage } from '../shared/finance.ts';
+import { FinanceRefundRequest, overRefundMessage, refundIdConflict } from '../shared/finance.ts';
 import { isRedirect, redirectRefusal, redirectTarget } from '../shared/http/client-answers.ts';
-import { ledgerKey, type OrderRecord, refundOf } from '../shared/ledger.ts';
+import { ledgerKey, type OrderRecord, type RefundReservations, refundOf } from '../shared/ledger.ts';
 import { formatMinor, parseMoney } from '../shared/money.ts';
 import { issuesOf } from '../shared/validation.ts';
 import { CliContext, missingMessage, settingOptions } from './context.ts';
@@ -269,8 +269,10 @@ CSV header: ${CSV_COLUMNS.join(',')} (any order)
   refund. The whole file is validated first: with any bad row, every problem is listed (line and
   field) and nothing is sent. A refund id counts once, so sending a file twice is harmless.
 A partial refund larger than what is left of its order is refused before anything is sent (it
-would refuse the conversion): give --full to refund the whole order. This is checked against the
-ledger (--ledger-table, LEDGER_TABLE or .local-stack.json) when it can be read, else by the connector.
+would refuse the conversion): give --full to refund the whole order. So is a refund id the ledger
+holds at another amount (the worker applies a refund id once): give another refund id. This is
+checked against the ledger (--ledger-table, LEDGER_TABLE or .local-stack.json) when it can be read,
+else by the connector.
 The key: --api-key, FINANCE_API_KEY, .local-stack.json, else the current version of the Secrets
 Manager secret FINANCE_API_KEY_SECRET names (the stack's financeApiKeySecret). A key from a variable
 or Secrets Manager goes only to a URL given by --url or CONNECTOR_URL, not one from .local-stack.json.
@@ -402,51 +404,72 @@ function requestFromFlags(io: CliIo, options: RefundOptions): FinanceRefundReque
 }
 
 /**
- * A partial refund larger than what is left of its order would refuse the whole conversion, which
- * cannot be undone: each one is checked against the ledger before anything is sent (dry run too),
- * with the rule `POST /refunds` applies. When the ledger cannot be read from here, the rows are not
- * held back (the connector checks them on arrival) and `note` says why.
+ * Each row is checked against the ledger before anything is sent (dry run too), with the rules
+ * `POST /refunds` applies: a partial refund larger than what is left of its order would refuse the
+ * whole conversion, which cannot be undone; a refund id the ledger holds (recorded, or reserved by
+ * the connector) at another amount or `full` flag would be dropped by the worker as a duplicate.
+ * When the ledger cannot be read from here, the rows are not held back (the connector checks them on
+ * arrival) and `note` says why, when there are amounts to check.
  */
 async function checkRemaining(
   ctx: CliContext,
   rows: readonly RefundRow[],
 ): Promise<{ issues: RefundIssue[]; note?: string }> {
-  const partial = rows.filter((r) => r.request.full !== true);
-  if (partial.length === 0) return { issues: [] };
+  const anyPartial = rows.some((r) => r.request.full !== true);
   const unchecked = (why: string) =>
-    `amounts not checked against the ledger (${why}); the connector checks them when they arrive`;
-  if (ctx.get('ledgerTable') === undefined)
-    return { issues: [], note: unchecked(missingMessage('ledgerTable')) };
+    anyPartial
+      ? `amounts not checked against the ledger (${why}); the connector checks them when they arrive`
+      : undefined;
   const issues: RefundIssue[] = [];
+  const uncheckedResult = (why: string) => {
+    const note = unchecked(why);
+    return note === undefined ? { issues } : { issues, note };
+  };
+  if (ctx.get('ledgerTable') === undefined) return uncheckedResult(missingMessage('ledgerTable'));
   const ledger = ctx.ledger();
   // Rows of one order sent one after the other are all queued before the worker records the first:
   // each is judged against what the earlier rows (not recorded yet) leave, not against the ledger alone.
   const earlier = new Map<string, { amount: number; lines: number[] }>();
-  for (const row of partial) {
+  for (const row of rows) {
     const { request } = row;
     let programs: string[];
     try {
       programs = ctx.programs(undefined, request.source);
     } catch (error) {
-      if (error instanceof CliError) return { issues, note: unchecked(error.message) };
+      if (error instanceof CliError) return uncheckedResult(error.message);
       throw error;
     }
     let record: OrderRecord | undefined;
+    let reservations: RefundReservations | undefined;
     try {
       for (const program of programs) {
-        record = await ledger.get(ledgerKey(program, request.externalId));
-        if (record) break;
+        const key = ledgerKey(program, request.externalId);
+        [record, reservations] = await Promise.all([ledger.get(key), ledger.reservationsOf(key)]);
+        if (record || reservations) break;
       }
     } catch (error) {
-      return { issues, note: unchecked(`the ledger could not be read: ${explain(error)}`) };
+      return uncheckedResult(`the ledger could not be read: ${explain(error)}`);
     }
     const field = request.amountCents === undefined ? 'amount' : 'amountCents';
-    const minor = minorOf(request, record?.currency);
+    const currency = record?.currency ?? request.currency;
+    const minor = request.full === true ? 'full' : minorOf(request, currency);
     if (typeof minor === 'object') {
       issues.push({ line: row.line, field, message: minor.problem });
       continue;
     }
-    const amount = minor;
+    if (minor !== undefined) {
+      const conflict = refundIdConflict(record, reservations, {
+        externalId: request.externalId,
+        refundId: request.refundId,
+        amount: minor,
+        ...(currency ? { currency } : {}),
+      });
+      if (conflict) {
+        issues.push({ line: row.line, field: 'refundId', message: conflict });
+        continue;
+      }
+    }
+    const amount = minor === 'full' ? undefined : minor;
     if (!record || amount === undefined) continue;
     const before = earlier.get(record.key);
     const alongside =

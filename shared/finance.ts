@@ -28,7 +28,8 @@ import { firstIssue } from './validation.ts';
  * `amountCents` the same in minor units. The refund joins the order's FIFO group, so it is applied
  * after the order, and a refund id already seen from the shop counts once. A partial refund is
  * reserved in the ledger before it is queued (`reserveRefund`), so that partial refunds of one order
- * sent at the same time cannot together take more than remains.
+ * sent at the same time cannot together take more than remains. A refund id the ledger holds already
+ * (recorded or reserved) at another amount or `full` flag is refused (`refundIdConflict`).
  */
 export const FinanceRefundRequest = z
   .strictObject({
@@ -73,7 +74,7 @@ export interface FinanceDeps {
 }
 
 export interface FinanceOutcome extends EdgeOutcome {
-  /** The field a 400 names. */
+  /** The field a 400 or a 409 names. */
   readonly field?: string;
   /** What was queued (202). */
   readonly source?: string;
@@ -166,7 +167,9 @@ export async function submitFinanceRefund(
   const answer = answerFor(result);
   deps.observe?.({
     ...outcomeOf(result, answer),
-    ...(result.kind === 'bad_input' && result.field !== null ? { field: result.field } : {}),
+    ...((result.kind === 'bad_input' || result.kind === 'conflict') && result.field !== null
+      ? { field: result.field }
+      : {}),
     ...(event
       ? { source: event.source, externalId: event.externalId, refundId: event.refundId, messageId }
       : {}),
@@ -246,22 +249,22 @@ async function submit(
     if (amount <= 0) return { result: bad('amount', 'must be greater than zero') };
   }
 
-  if (amount !== undefined) {
-    // Reserved before it is queued, and kept should the send fail: its retry (the same refund id)
-    // is not counted against itself, and a send that failed after SQS stored the message still
-    // counts for the order's other refunds.
-    let refused: EdgeResult | undefined;
-    try {
-      refused = await reserve(deps, record?.key ?? ledgerKey(source.program, request.externalId), {
-        record,
-        refundId: request.refundId,
-        amount,
-      });
-    } catch (error) {
-      return { result: unavailable('ledger unavailable, retry later', 'ledger', error) };
-    }
-    if (refused) return { result: refused };
+  // A partial refund is reserved before it is queued, and kept should the send fail: its retry (the
+  // same refund id) is not counted against itself, and a send that failed after SQS stored the
+  // message still counts for the order's other refunds. A full refund is only checked against what
+  // its refund id stands for already.
+  let judged: EdgeResult | undefined;
+  try {
+    judged = await reserve(deps, record?.key ?? ledgerKey(source.program, request.externalId), record, {
+      externalId: request.externalId,
+      refundId: request.refundId,
+      amount: amount ?? 'full',
+      ...(currency ? { currency } : {}),
+    });
+  } catch (error) {
+    return { result: unavailable('ledger unavailable, retry later', 'ledger', error) };
   }
+  if (judged) return { result: judged };
 
   const now = deps.now();
   const event = OrderRefunded.parse({
@@ -348,6 +351,47 @@ export function overRefundMessage(
   );
 }
 
+/** A refund as finance asks for it: of which order, under which id, and how much. */
+export interface AskedRefund {
+  readonly externalId: string;
+  readonly refundId: string;
+  /** Minor units of a partial refund, or `full`. */
+  readonly amount: number | 'full';
+  /** The order's currency, when known: what a message writes amounts in. */
+  readonly currency?: string;
+}
+
+const COUNTS_ONCE = 'a refund id counts once; send another refund id for another refund';
+
+/**
+ * The reason to refuse `asked` because its refund id stands for another refund already: recorded in
+ * the order's record, or (not recorded yet) reserved by `POST /refunds`, at another amount or `full`
+ * flag. Undefined when the refund id is new, or holds this very refund (a resend counts once). The
+ * worker records the first message of a refund id and drops the others as duplicates (SQS drops them
+ * within 5 minutes: the deduplication id is the refund id's), so another amount would never be
+ * applied. Shared by `POST /refunds` (a 409 naming `refundId`) and `connector refund`.
+ */
+export function refundIdConflict(
+  record: OrderRecord | undefined,
+  reservations: RefundReservations | undefined,
+  asked: AskedRefund,
+): string | undefined {
+  const { externalId, refundId, amount } = asked;
+  const refund = record ? refundOf(record, refundId) : undefined;
+  if (refund) {
+    if (amount === 'full' ? refund.full : !refund.full && refund.amount === amount) return undefined;
+    const what = refund.full
+      ? 'as a full refund'
+      : `at ${formatMinor(refund.amount, refund.currency ?? record?.currency ?? asked.currency)}`;
+    const from = refund.origin === 'shop' ? ', reported by the shop' : '';
+    return `refund ${refundId} of order ${externalId} is recorded ${what} (${refund.status}${from}): ${COUNTS_ONCE}`;
+  }
+  const reserved = unrecordedReservations(record, reservations).find((r) => r.refundId === refundId);
+  if (!reserved || reserved.amount === amount) return undefined;
+  const at = formatMinor(reserved.amount, record?.currency ?? asked.currency);
+  return `refund ${refundId} of order ${externalId} is reserved at ${at} (requested, not yet applied): ${COUNTS_ONCE}`;
+}
+
 /**
  * Most rounds of `reserve`. A round is lost only to another request's reservation of the same order
  * written between this one's read and its write, and each request writes once: requests for one
@@ -359,20 +403,23 @@ const RESERVE_ROUNDS = 8;
 const NAMED_RESERVATIONS = 3;
 
 /**
- * Reserves a partial refund of `amount` for the order under `key`, judged against its record and
- * the refunds reserved for it; a lost write reads both again and judges again. Resolves with the
- * refusal (a 400 naming `amount`, or a 503 after too many lost rounds), or undefined once reserved.
+ * Reserves a partial refund for the order under `key`, judged against its record (`record`, as
+ * read) and the refunds reserved for it; a lost write reads both again and judges again. A full
+ * refund is judged the same and reserves nothing. Resolves with the refusal (a 409 naming
+ * `refundId`, a 400 naming `amount`, or a 503 after too many lost rounds), or undefined once reserved.
  */
 async function reserve(
   deps: FinanceDeps,
   key: string,
-  request: { readonly record: OrderRecord | undefined; readonly refundId: string; readonly amount: number },
+  read: OrderRecord | undefined,
+  asked: AskedRefund,
 ): Promise<EdgeResult | undefined> {
-  let record = request.record;
+  let record = read;
   for (let round = 0; round < RESERVE_ROUNDS; round++) {
     if (round > 0) record = await deps.ledger.get(key);
     const reservations = (await deps.reservations.reservationsOf(key)) ?? { key, version: 0, refunds: [] };
-    const judged = reserveRefund(record, reservations, request.refundId, request.amount, deps.now());
+    const judged = reserveRefund(record, reservations, asked, deps.now());
+    if ('conflict' in judged) return { kind: 'conflict', field: 'refundId', message: judged.conflict };
     if ('refused' in judged) return bad('amount', judged.refused);
     if (!judged.reservations || (await deps.reservations.saveReservations(judged.reservations))) {
       return undefined;
@@ -387,38 +434,37 @@ async function reserve(
 }
 
 /**
- * Judges a partial refund of `amount` (minor units) against what remains of the order: its record
- * (`overRefundMessage`) less the partial refunds reserved for it that the record does not hold yet,
- * other than this refund id's own (a retry is not counted against itself). Returns the reason to
- * refuse it, or the reservations to write: this refund's added (at the larger amount, should a retry
- * change it), those the record now holds dropped. None to write when the record holds the refund id
- * already (it counts once) or its reservation already covers the amount.
+ * Judges a refund against what its refund id stands for already (`refundIdConflict`: `conflict`,
+ * another amount under the same id) and a partial refund against what remains of the order: its
+ * record (`overRefundMessage`) less the partial refunds reserved for it that the record does not
+ * hold yet, other than this refund id's own (a retry is not counted against itself): `refused`.
+ * Else the reservations to write: this refund's added, those the record now holds dropped. None to
+ * write for a full refund, or when the record holds the refund id already (it counts once) or it is
+ * reserved already (at this amount: another is a conflict).
  */
 export function reserveRefund(
   record: OrderRecord | undefined,
   reservations: RefundReservations,
-  refundId: string,
-  amount: number,
+  asked: AskedRefund,
   now: Date,
-): { readonly refused: string } | { readonly reservations?: RefundReservations } {
-  if (record && refundOf(record, refundId)) return {};
+):
+  | { readonly conflict: string }
+  | { readonly refused: string }
+  | { readonly reservations?: RefundReservations } {
+  const conflict = refundIdConflict(record, reservations, asked);
+  if (conflict) return { conflict };
+  const { refundId, amount } = asked;
+  if (amount === 'full' || (record && refundOf(record, refundId))) return {};
   const unrecorded = unrecordedReservations(record, reservations);
   const own = unrecorded.find((r) => r.refundId === refundId);
   const others = unrecorded.filter((r) => r.refundId !== refundId);
   const refused = overRefundMessage(record, refundId, amount, reservedAlongside(others));
   if (refused) return { refused };
-  if (own && own.amount >= amount) return {};
+  if (own) return {};
   return {
     reservations: {
       ...reservations,
-      refunds: [
-        ...others,
-        {
-          refundId,
-          amount: Math.max(own?.amount ?? 0, amount),
-          reservedAt: own?.reservedAt ?? now.toISOString(),
-        },
-      ],
+      refunds: [...others, { refundId, amount, reservedAt: now.toISOString() }],
     },
   };
 }

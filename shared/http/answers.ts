@@ -16,6 +16,11 @@ export type EdgeResult = (
   | { readonly kind: 'bad_input'; readonly field: string | null; readonly message: string }
   | { readonly kind: 'unauthorized'; readonly message: string }
   | { readonly kind: 'not_found'; readonly message: string }
+  /**
+   * The request is well formed but contradicts what is already recorded under its id (finance's
+   * refund id at another amount): sending it again cannot succeed, another id can.
+   */
+  | { readonly kind: 'conflict'; readonly field: string; readonly message: string }
   | { readonly kind: 'too_large'; readonly message: string }
   | { readonly kind: 'compressed'; readonly encoding: string }
   /**
@@ -49,6 +54,8 @@ export function answerFor(result: EdgeResult): HttpAnswer {
       return { status: 401, body: { error: 'unauthorized', message: result.message } };
     case 'not_found':
       return { status: 404, body: { error: 'not_found', message: result.message } };
+    case 'conflict':
+      return { status: 409, body: { error: 'conflict', field: result.field, message: result.message } };
     case 'too_large':
       return { status: 413, body: { error: 'payload_too_large', message: result.message } };
     case 'compressed':
@@ -92,7 +99,8 @@ export function outcomeOf(result: EdgeResult, answer: HttpAnswer): EdgeOutcome {
 
 function detailOf(result: EdgeResult): string | undefined {
   if (result.detail !== undefined) return result.detail;
-  if (result.kind === 'bad_input') return `${result.field ?? ''}: ${result.message}`;
+  if (result.kind === 'bad_input' || result.kind === 'conflict')
+    return `${result.field ?? ''}: ${result.message}`;
   if (result.kind === 'ignored') return result.reason;
   if (result.kind === 'compressed') return `content-encoding ${result.encoding}`;
   return 'message' in result ? result.message : undefined;

@@ -105,7 +105,7 @@ describe('POST /refunds: a partial refund larger than what remains', () => {
     const ledger = await ledgerWithOrder();
     // Act
     const exact = await submit(ledger, { amount: '43.90' });
-    const full = await submit(ledger, { full: true });
+    const full = await submit(ledger, { refundId: 'RF-10', full: true });
     // Assess
     expect(exact.answer.status).toBe(202);
     expect(exact.queue.events).toMatchObject([{ amount: 4_390, full: false }]);
