@@ -287,64 +287,69 @@ function markManual(refund: RefundRecord, iso: string): void {
 }
 
 /**
- * Records the refund as settled by hand: status `manual`, with when and how in `outcome`. The write
- * is conditional on the version read; when another writer got there first the record is read again
- * and judged again, so a refund a worker applied meanwhile stays applied.
+ * Records refunds as settled by hand (status `manual`, with when and how in `outcome`), the ones
+ * `pick` chooses on the record as read, or why none. The write is conditional on the version read;
+ * when another writer got there first the record is read again and `pick` judges again, so a refund
+ * a worker applied meanwhile stays applied. The marks of sends left unconfirmed are cleared
+ * (`confirmSends`): the operator's settling is what the platform holds now, and a later delivery
+ * repeating a send from before it would set the ledger's amount from before it.
  */
+async function settleRecord(
+  ledger: Pick<Ledger, 'get' | 'update'>,
+  key: string,
+  at: Date,
+  pick: (record: OrderRecord) => { readonly why: string } | { readonly refunds: RefundRecord[] },
+): Promise<SettleHeldResult> {
+  const iso = at.toISOString();
+  for (let round = 0; round < WRITE_ROUNDS; round++) {
+    const record = await ledger.get(key);
+    if (!record) return { kind: 'unchanged', why: 'the ledger no longer has a record of the order' };
+    const picked = pick(record);
+    if ('why' in picked) return { kind: 'unchanged', why: picked.why };
+    for (const refund of picked.refunds) markManual(refund, iso);
+    if (!Object.values(record.refunds).some((r) => r.status === 'pending')) record.awaitingSince = undefined;
+    confirmSends(record);
+    if (await ledger.update(record)) return { kind: 'settled', record, refunds: picked.refunds };
+  }
+  return { kind: 'conflict' };
+}
+
+/** Records the refund `target` names as settled by hand (`settleRecord`), while it is pending. */
 export async function settleByHand(
   ledger: Pick<Ledger, 'get' | 'update'>,
   target: SettleTarget,
   at: Date,
 ): Promise<SettleResult> {
-  const iso = at.toISOString();
-  for (let round = 0; round < WRITE_ROUNDS; round++) {
-    const record = await ledger.get(target.key);
-    if (!record) return { kind: 'unchanged', why: 'the ledger no longer has a record of the order' };
+  const settled = await settleRecord(ledger, target.key, at, (record) => {
     const why = whyNotSettled(record, target.refundId);
     const refund = refundOf(record, target.refundId);
-    if (why !== undefined || !refund) return { kind: 'unchanged', why: why ?? 'no refund' };
-    markManual(refund, iso);
-    // The operator's settling is what the platform holds now: no send of the worker's before it (this
-    // refund's, another's, the order's own) is left for a later delivery to confirm or repeat: that
-    // would send over it the ledger's amount, the one from before this refund.
-    confirmSends(record);
-    if (await ledger.update(record)) return { kind: 'settled', record, refund };
-  }
-  return { kind: 'conflict' };
+    return why !== undefined || !refund ? { why: why ?? 'no refund' } : { refunds: [refund] };
+  });
+  if (settled.kind !== 'settled') return settled;
+  return { kind: 'settled', record: settled.record, refund: settled.refunds[0] as RefundRecord };
 }
 
 /**
  * Records the refunds `target` names that are still held for the order (`heldRefunds`: pending on
- * the added conversion, applied only by the order's own message) as settled by hand, as
- * `settleByHand` does for one refund: conditional on the version read, judged again on the record
- * read again, so that one a worker applied meanwhile stays applied and one that now has a message of
- * its own stays pending. The marks of the sends left unconfirmed are cleared (`confirmSends`): the
- * order's own, which its parked message set and that a new delivery of the order would repeat.
+ * the added conversion, applied only by the order's own message) as settled by hand
+ * (`settleRecord`): one a worker applied meanwhile stays applied, one that now has a message of its
+ * own stays pending. Clearing the marks takes the order's own too, which its parked message set and
+ * that a new delivery of the order would repeat.
  */
 export async function settleHeldByHand(
   ledger: Pick<Ledger, 'get' | 'update'>,
   target: SettleHeldTarget,
   at: Date,
 ): Promise<SettleHeldResult> {
-  const iso = at.toISOString();
-  for (let round = 0; round < WRITE_ROUNDS; round++) {
-    const record = await ledger.get(target.key);
-    if (!record) return { kind: 'unchanged', why: 'the ledger no longer has a record of the order' };
+  return settleRecord(ledger, target.key, at, (record) => {
     const why = record.state === 'added' ? undefined : whyNoneHeld(record);
-    if (why !== undefined) return { kind: 'unchanged', why };
+    if (why !== undefined) return { why };
     const refunds = heldRefunds(record).held.filter((r) => target.refundIds.includes(r.refundId));
-    if (refunds.length === 0) {
-      return {
-        kind: 'unchanged',
-        why: `order ${cell(record.externalId, 80)} has no refund held for it pending in the ledger any more: nothing waits for it`,
-      };
-    }
-    for (const refund of refunds) markManual(refund, iso);
-    if (!Object.values(record.refunds).some((r) => r.status === 'pending')) record.awaitingSince = undefined;
-    confirmSends(record);
-    if (await ledger.update(record)) return { kind: 'settled', record, refunds };
-  }
-  return { kind: 'conflict' };
+    if (refunds.length > 0) return { refunds };
+    return {
+      why: `order ${cell(record.externalId, 80)} has no refund held for it pending in the ledger any more: nothing waits for it`,
+    };
+  });
 }
 
 export interface DiscardOptions {
