@@ -3,16 +3,21 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { LOCAL_SECRETS, LOCAL_STATE_FILE } from '../../local/defaults.ts';
-import { type LocalServing, type LocalStart, spawnLocalStart, untilServing } from '../support/local-start.ts';
-import { genericWebhook, post } from '../support/webhooks.ts';
+import { LOCAL_STATE_FILE } from '../../local/defaults.ts';
+import {
+  type LocalServing,
+  type LocalStart,
+  postLocalOrder,
+  spawnLocalStart,
+  untilServing,
+} from '../support/local-start.ts';
+import { until } from '../support/until.ts';
 
 /**
  * A second `npm start` while one runs: a port taken, the same LOCAL_DATA_DIR, the same directory
  * (one `.local-stack.json`). Each gets a clear one-line answer and leaves the running stack whole.
  */
 
-const CLICK = 'a1b2c3d4e5f6a7b8c9d0e1f2';
 const STACK_LINE = /^\s+at /m;
 
 const dirs: string[] = [];
@@ -66,27 +71,16 @@ function stateIn(cwd: string): { connectorUrl?: string } | undefined {
 }
 
 async function placeAndAwait(running: LocalServing, orderId: string): Promise<number> {
-  const body = JSON.stringify({
-    type: 'order',
-    orderId,
-    amount: '19.90',
-    currency: 'EUR',
-    clickIds: [CLICK],
-    buyerIp: '198.51.100.4',
-  });
-  const answer = await post(
-    `${running.url}/webhooks/generic`,
-    genericWebhook(body, LOCAL_SECRETS.GENERIC_WEBHOOK_SECRET),
+  expect(await postLocalOrder(running.url, orderId)).toBe(202);
+  return until(
+    async () => {
+      const res = await fetch(`${running.platformUrl}/_sandbox/conversions`);
+      const { conversions } = (await res.json()) as { conversions: { externalId: string }[] };
+      return conversions.filter((c) => c.externalId === orderId).length;
+    },
+    (found) => found > 0,
+    `a conversion of order ${orderId}`,
   );
-  expect(answer.status).toBe(202);
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const res = await fetch(`${running.platformUrl}/_sandbox/conversions`);
-    const { conversions } = (await res.json()) as { conversions: { externalId: string }[] };
-    const found = conversions.filter((c) => c.externalId === orderId).length;
-    if (found > 0 || Date.now() > deadline) return found;
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 describe('a second npm start while one runs', () => {

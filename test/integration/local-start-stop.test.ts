@@ -2,25 +2,23 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { LOCAL_SECRETS, LOCAL_STATE_FILE } from '../../local/defaults.ts';
+import { LOCAL_STATE_FILE } from '../../local/defaults.ts';
 import { localEmulators } from '../support/local-emulators.ts';
 import {
   type LocalServing,
   type LocalStart,
+  postLocalOrder,
   spawnLocalStart,
   untilPrinted,
   untilServing,
 } from '../support/local-start.ts';
 import { until } from '../support/until.ts';
-import { genericWebhook, post } from '../support/webhooks.ts';
 
 /**
  * Stopping `npm start` while a batch is in hand: Ctrl-C waits for it, a second Ctrl-C does not, and
  * closing the terminal (SIGHUP) stops it as Ctrl-C does. With LOCAL_DATA_DIR nothing is lost either
  * way: what the forced stop cut short is finished after a restart, once.
  */
-
-const CLICK = 'a1b2c3d4e5f6a7b8c9d0e1f2';
 
 interface Running extends LocalServing {
   readonly cwd: string;
@@ -51,19 +49,7 @@ async function start(cwd: string, env: Record<string, string> = {}, quiet = true
 }
 
 async function placeOrder(running: Running, orderId: string): Promise<void> {
-  const body = JSON.stringify({
-    type: 'order',
-    orderId,
-    amount: '19.90',
-    currency: 'EUR',
-    clickIds: [CLICK],
-    buyerIp: '198.51.100.4',
-  });
-  const answer = await post(
-    `${running.url}/webhooks/generic`,
-    genericWebhook(body, LOCAL_SECRETS.GENERIC_WEBHOOK_SECRET),
-  );
-  expect(answer.status).toBe(202);
+  expect(await postLocalOrder(running.url, orderId)).toBe(202);
 }
 
 async function setFaults(running: Running, faults: Record<string, unknown>): Promise<void> {

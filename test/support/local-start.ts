@@ -1,5 +1,7 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { LOCAL_SECRETS } from '../../local/defaults.ts';
+import { genericWebhook, post } from './webhooks.ts';
 
 /**
  * `npm start` (infra/local/start.ts) as a child process, the way a user runs it, on ports of its own
@@ -93,4 +95,27 @@ export function untilPrinted(run: LocalStart, text: string): Promise<void> {
     if (run.child.stdout.closed && run.child.stderr.closed) gone();
     else run.child.once('close', gone);
   });
+}
+
+/** The click id of `postLocalOrder`'s orders. */
+export const LOCAL_ORDER_CLICK = 'a1b2c3d4e5f6a7b8c9d0e1f2';
+
+/**
+ * Posts a signed generic order of EUR 19.90 (`orderId`, tracked by `LOCAL_ORDER_CLICK`) to a running
+ * `npm start`, signed with its default generic secret; resolves with the answer's status.
+ */
+export async function postLocalOrder(url: string, orderId: string): Promise<number> {
+  const body = JSON.stringify({
+    type: 'order',
+    orderId,
+    amount: '19.90',
+    currency: 'EUR',
+    clickIds: [LOCAL_ORDER_CLICK],
+    buyerIp: '198.51.100.4',
+  });
+  const answer = await post(
+    `${url}/webhooks/generic`,
+    genericWebhook(body, LOCAL_SECRETS.GENERIC_WEBHOOK_SECRET),
+  );
+  return answer.status;
 }
