@@ -8,7 +8,7 @@ import { LAMBDA_AWS_BUDGET } from '../../shared/adapters/aws-clients.ts';
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import { ConfigurationError } from '../../shared/errors.ts';
 import { AwsSecretStore } from '../../shared/secrets.ts';
-import { emptyDir, runCli } from '../support/cli.ts';
+import { emptyDir, runCli, statusOf1001 } from '../support/cli.ts';
 import { type FakeSecretsManager, startFakeSecretsManager } from '../support/fake-secrets-manager.ts';
 import { type HungServer, startHungServer } from '../support/hung-server.ts';
 import { timed } from '../support/timed.ts';
@@ -175,21 +175,10 @@ describe('the CLI (AWS_TIMEOUT_MS)', () => {
     try {
       // Act: expected after AWS_TIMEOUT_MS; without a bound it would still be waiting at 20 s.
       const outcome = await timed(
-        runCli(
-          [
-            'status',
-            '1001',
-            '--program',
-            PROGRAM,
-            '--ledger-table',
-            'connector-ledger',
-            '--dynamodb-endpoint',
-            hung.endpoint,
-            '--affiliate-url',
-            platformUrl,
-          ],
-          { cwd: dir.dir, env: { AFFILIATE_TOKEN: 'test-token', AWS_REGION: 'us-east-1' } },
-        ),
+        runCli(statusOf1001(PROGRAM, hung.endpoint, platformUrl), {
+          cwd: dir.dir,
+          env: { AFFILIATE_TOKEN: 'test-token', AWS_REGION: 'us-east-1' },
+        }),
         20_000,
       );
 

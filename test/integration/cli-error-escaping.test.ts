@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { answeringServers } from '../support/answering-servers.ts';
-import { emptyDir, runCli } from '../support/cli.ts';
+import { emptyDir, runCli, statusOf1001 } from '../support/cli.ts';
 
 /**
  * The CLI's last line on failure (`error: …`) quotes what a server said: the platform's own message
@@ -35,21 +35,10 @@ describe('the CLI’s error line', () => {
 
     try {
       // Act
-      const result = await runCli(
-        [
-          'status',
-          '1001',
-          '--program',
-          PROGRAM,
-          '--ledger-table',
-          'connector-ledger',
-          '--dynamodb-endpoint',
-          dynamo,
-          '--affiliate-url',
-          platform,
-        ],
-        { cwd: dir.dir, env: { AFFILIATE_TOKEN: 'test-token', AWS_REGION: 'us-east-1' } },
-      );
+      const result = await runCli(statusOf1001(PROGRAM, dynamo, platform), {
+        cwd: dir.dir,
+        env: { AFFILIATE_TOKEN: 'test-token', AWS_REGION: 'us-east-1' },
+      });
 
       // Assess: it failed, quoting the message, with nothing a terminal would obey.
       expect(result.code).toBe(1);

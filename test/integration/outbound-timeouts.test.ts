@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AWS_TIMEOUT_MS, PLATFORM_CALL_MS } from '../../cli/context.ts';
 import { answeringServers } from '../support/answering-servers.ts';
-import { emptyDir, runCli } from '../support/cli.ts';
+import { emptyDir, runCli, statusOf1001 } from '../support/cli.ts';
 import { type HungServer, startHungServer } from '../support/hung-server.ts';
 import { timed } from '../support/timed.ts';
 
@@ -100,21 +100,10 @@ describe("the CLI's platform calls", () => {
     try {
       // Act: a bounded call ends within seconds; one that honours the hour is still asleep at 60 s.
       const outcome = await timed(
-        runCli(
-          [
-            'status',
-            '1001',
-            '--program',
-            PROGRAM,
-            '--ledger-table',
-            'connector-ledger',
-            '--dynamodb-endpoint',
-            dynamo,
-            '--affiliate-url',
-            platform,
-          ],
-          { cwd: dir.dir, env: { AFFILIATE_TOKEN: 'test-token', AWS_REGION: 'us-east-1' } },
-        ),
+        runCli(statusOf1001(PROGRAM, dynamo, platform), {
+          cwd: dir.dir,
+          env: { AFFILIATE_TOKEN: 'test-token', AWS_REGION: 'us-east-1' },
+        }),
         60_000,
       );
 

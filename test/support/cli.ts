@@ -144,3 +144,22 @@ export async function placeSampleOrder(
   expect(sent.code, sent.stderr).toBe(0);
   await local.stack.waitForIdle();
 }
+
+/**
+ * `connector status 1001` against the given ledger endpoint and platform, with no local state: the
+ * arguments the tests of the CLI's outbound calls (timeouts, errors quoted) run it with.
+ */
+export function statusOf1001(program: string, dynamoEndpoint: string, affiliateUrl: string): string[] {
+  return [
+    'status',
+    '1001',
+    '--program',
+    program,
+    '--ledger-table',
+    'connector-ledger',
+    '--dynamodb-endpoint',
+    dynamoEndpoint,
+    '--affiliate-url',
+    affiliateUrl,
+  ];
+}
