@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { SourceConfig } from '../../shared/config/sources.ts';
 import { submitFinanceRefund } from '../../shared/finance.ts';
 import { ledgerKey, type OrderRecord, type RefundRecord } from '../../shared/ledger.ts';
 import type { ReservationLedger } from '../../shared/ports.ts';
-import { EnvSecretStore } from '../../shared/secrets.ts';
+import { FINANCE_KEY, FINANCE_PROGRAM, financeDeps } from '../support/finance-door.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 import { RecordingQueue } from '../support/recording-queue.ts';
 
@@ -12,19 +11,7 @@ import { RecordingQueue } from '../support/recording-queue.ts';
  * conversion, which cannot be undone, so the door answers 400 naming `amount` and what remains.
  */
 
-const FINANCE_KEY = 'finance-key-for-tests-0123456789abcdef';
-const PROGRAM = '0123456789abcdef01234567';
-const sources = new Map(
-  [
-    SourceConfig.parse({
-      id: 'shopify',
-      platform: 'shopify',
-      program: PROGRAM,
-      rule: '76543210fedcba9876543210',
-      secretRef: 'SHOPIFY_SECRET',
-    }),
-  ].map((s) => [s.id, s]),
-);
+const PROGRAM = FINANCE_PROGRAM;
 
 function refund(refundId: string, amount: number, status: RefundRecord['status']): RefundRecord {
   return { refundId, amount, full: false, origin: 'shop', receivedAt: '2026-06-01T10:00:00.000Z', status };
@@ -59,15 +46,7 @@ async function submit(
 ) {
   const queue = new RecordingQueue();
   const answer = await submitFinanceRefund(
-    {
-      sources,
-      ledger,
-      reservations,
-      queue,
-      secrets: new EnvSecretStore({ FINANCE_API_KEY: FINANCE_KEY }),
-      keyRef: 'FINANCE_API_KEY',
-      now: () => new Date('2026-06-01T12:00:00.000Z'),
-    },
+    financeDeps({ ledger, reservations, queue }),
     { 'x-api-key': FINANCE_KEY },
     Buffer.from(JSON.stringify({ externalId: '1001', refundId: 'RF-9', ...body })),
   );

@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { SourceConfig } from '../../shared/config/sources.ts';
 import { type FinanceOutcome, submitFinanceRefund } from '../../shared/finance.ts';
 import { answerFor } from '../../shared/http/answers.ts';
 import { ledgerKey, type OrderRecord, type RefundRecord } from '../../shared/ledger.ts';
-import { EnvSecretStore } from '../../shared/secrets.ts';
+import { FINANCE_KEY, FINANCE_PROGRAM, financeDeps } from '../support/finance-door.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 import { RecordingQueue } from '../support/recording-queue.ts';
 
@@ -15,19 +14,7 @@ import { RecordingQueue } from '../support/recording-queue.ts';
  * what is recorded, or reserved, and queues nothing; the same refund again stays a harmless repeat.
  */
 
-const FINANCE_KEY = 'finance-key-for-tests-0123456789abcdef';
-const PROGRAM = '0123456789abcdef01234567';
-const sources = new Map(
-  [
-    SourceConfig.parse({
-      id: 'shopify',
-      platform: 'shopify',
-      program: PROGRAM,
-      rule: '76543210fedcba9876543210',
-      secretRef: 'SHOPIFY_SECRET',
-    }),
-  ].map((s) => [s.id, s]),
-);
+const PROGRAM = FINANCE_PROGRAM;
 
 function recorded(refundId: string, overrides: Partial<RefundRecord> = {}): RefundRecord {
   return {
@@ -70,16 +57,7 @@ async function submit(ledger: MemoryLedger, body: Record<string, unknown>) {
   const queue = new RecordingQueue();
   const outcomes: FinanceOutcome[] = [];
   const answer = await submitFinanceRefund(
-    {
-      sources,
-      ledger,
-      reservations: ledger,
-      queue,
-      secrets: new EnvSecretStore({ FINANCE_API_KEY: FINANCE_KEY }),
-      keyRef: 'FINANCE_API_KEY',
-      now: () => new Date('2026-06-01T12:00:00.000Z'),
-      observe: (outcome) => outcomes.push(outcome),
-    },
+    financeDeps({ ledger, reservations: ledger, queue }, { observe: (outcome) => outcomes.push(outcome) }),
     { 'x-api-key': FINANCE_KEY },
     Buffer.from(JSON.stringify({ externalId: '1001', refundId: 'RF-1', ...body })),
   );
