@@ -47,7 +47,10 @@ export function registerAccept(program: Command, io: CliIo): void {
       "orders older than this (30d, 12h, 4w) instead of each source's window",
     )
     .option('--source <id...>', 'only these sources (default: every source with acceptAfterDays)')
-    .option('--limit <n>', `at most this many accept calls (default ${DEFAULT_LIMIT})`)
+    .option(
+      '--limit <n>',
+      `at most this many orders taken to the platform: accept calls, and lookups that hold an order (default ${DEFAULT_LIMIT})`,
+    )
     .option('--dry-run', 'list what would be accepted; change nothing');
   settingOptions(command, [
     'ledgerTable',

@@ -59,7 +59,10 @@ export interface AcceptDeps {
 }
 
 export interface AcceptOptions {
-  /** At most this many accept calls in one run; the rest waits for the next run. */
+  /**
+   * At most this many orders taken to the platform in one run (an accept call, or a lookup of an
+   * unconfirmed send that then holds the order); the rest waits for the next run.
+   */
   readonly limit: number;
   /**
    * Accept orders older than this instead of each source's `acceptAfterDays` (the CLI's
@@ -113,7 +116,8 @@ const COUNT_PAGE_SIZE = 1000;
  * How long after its refunds were last recorded applied an order whose send is unconfirmed stays held
  * whatever the platform shows: the worker that left the mark may still be sending until its
  * invocation ends (the worker function times out after 30 s; its message comes back after the
- * queue's visibility timeout, 3 minutes). Past this it is gone.
+ * queue's visibility timeout, 3 minutes). Past this it is gone. test/infra/accept-stack.test.ts checks
+ * that the stack keeps both well inside it.
  */
 export const UNCONFIRMED_SETTLE_MS = 15 * 60_000;
 
@@ -157,9 +161,12 @@ export async function runAccept(deps: AcceptDeps, options: AcceptOptions): Promi
           counts.dueLeft++;
           continue;
         }
-        const item = await acceptOne(deps, options, source, key, dueBy);
+        let lookedUp = false;
+        const item = await acceptOne(deps, options, source, key, dueBy, () => {
+          lookedUp = true;
+        });
         if (item === undefined) continue;
-        if (item.result !== 'held') calls++;
+        if (item.result !== 'held' || lookedUp) calls++;
         report(item);
       }
       cursor = page.cursor;
@@ -174,6 +181,8 @@ async function acceptOne(
   source: SourceConfig,
   key: string,
   dueBy: string,
+  /** Told when the platform is asked about an unconfirmed send: a held order then counts as a call. */
+  lookingUp: () => void,
 ): Promise<AcceptItem | undefined> {
   const record = await deps.ledger.get(key);
   // The index lags behind the table: a record accepted, refused or moved meanwhile is not due.
@@ -221,6 +230,7 @@ async function acceptOne(
   let missing = false;
   if (unconfirmed) {
     let found: PlatformConversion | undefined;
+    lookingUp();
     try {
       found = await backend.find(record.program, record.externalId, call);
     } catch (error) {

@@ -3,6 +3,7 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ConnectorStack } from '../../infra/connector-stack.ts';
+import { UNCONFIRMED_SETTLE_MS } from '../../shared/accept/job.ts';
 import { ACCEPT_DUE_INDEX } from '../../shared/adapters/dynamo-ledger.ts';
 import { actionsOf, connectorApp, exampleConfig, roleStatements } from './support.ts';
 
@@ -117,5 +118,26 @@ describe('accept function and the pacing table', () => {
       pacingTable: false,
       mayWritePaces: false,
     });
+  });
+});
+
+describe('accept function and a send left unconfirmed', () => {
+  it('holds an unconfirmed order longer than the worker that left the mark can still be sending', () => {
+    // The worker's invocation ends by its timeout; its message is handed out again only after the
+    // main queue's visibility timeout. The hold (UNCONFIRMED_SETTLE_MS) is a constant of the accept
+    // job, so a deployment that lengthened either would otherwise accept while a stale send may land.
+    const resources = template.toJSON().Resources as Record<
+      string,
+      { Type: string; Properties: Record<string, unknown> }
+    >;
+    const workerTimeoutS = resources[id(stack.functions.worker)]?.Properties.Timeout as number;
+    const visibilityS = Math.max(
+      ...Object.values(resources)
+        .filter((r) => r.Type === 'AWS::SQS::Queue')
+        .map((r) => (r.Properties.VisibilityTimeout as number | undefined) ?? 30),
+    );
+
+    expect(workerTimeoutS).toBeGreaterThan(0);
+    expect(UNCONFIRMED_SETTLE_MS).toBeGreaterThanOrEqual(2 * Math.max(workerTimeoutS, visibilityS) * 1000);
   });
 });
