@@ -127,22 +127,36 @@ export async function dropReservation(ports: DropPorts, request: DropRequest): P
   return { kind: 'dropped', reservation, ...(currency ? { currency } : {}) };
 }
 
+/** A reservation's amount as the table shows it: `full` for a full refund's. */
+function reservedAmount(reservation: RefundReservation, currency: string | undefined): string {
+  return reservation.full ? 'full' : money(reservation.amount, currency);
+}
+
+/** What the reservation is, for a sentence: `EUR 10.00` or `full refund`. */
+function reservedWhat(reservation: RefundReservation, currency: string | undefined): string {
+  return reservation.full ? 'full refund' : money(reservation.amount, currency);
+}
+
 /** What dropping means, shown before `--yes` is given. */
 function dropWarning(
   externalId: string,
   reservation: RefundReservation,
   currency: string | undefined,
 ): string {
-  const amount = money(reservation.amount, currency);
+  const what = reservedWhat(reservation, currency);
+  const gives = reservation.full
+    ? `lets partial refunds of order ${externalId} be requested again`
+    : `gives ${what} back to the other partial refunds of order ${externalId}`;
+  const ifQueued = reservation.full
+    ? 'it refuses the conversion, and the partial refunds requested meanwhile are not applied.'
+    : 'with the refunds requested meanwhile it may take more than is left of the order, and the worker then ' +
+      'refuses the whole conversion, which cannot be undone.';
   return [
-    `Refund ${reservation.refundId} (${amount}, reserved ${reservation.reservedAt}): not recorded by the worker, ` +
+    `Refund ${reservation.refundId} (${what}, reserved ${reservation.reservedAt}): not recorded by the worker, ` +
       `not in the DLQ, reserved over ${DROP_AFTER_TEXT} ago.`,
     'Most likely its POST /refunds failed (503) and it was never queued.',
-    `Dropping its reservation gives ${amount} back to the other partial refunds of order ${externalId}: ` +
-      'do it only if finance will not make this refund and will not send it again.',
-    'If it was in fact queued (a stalled worker), or finance sends it again, the worker still applies it: ' +
-      'with the refunds requested meanwhile it may take more than is left of the order, and the worker then ' +
-      'refuses the whole conversion, which cannot be undone.',
+    `Dropping its reservation ${gives}: do it only if finance will not make this refund and will not send it again.`,
+    `If it was in fact queued (a stalled worker), or finance sends it again, the worker still applies it: ${ifQueued}`,
   ].join('\n');
 }
 
@@ -152,8 +166,9 @@ Examples:
   $ npx connector reservations 1001 --drop RF-1001-2            # shows what dropping means
   $ npx connector reservations 1001 --drop RF-1001-2 --yes
 
-POST /refunds reserves a partial refund before it queues it; the reservation counts against what is
-left of the order until the worker records the refund. A request answered 503 keeps its reservation:
+POST /refunds reserves a refund before it queues it, until the worker records the refund: a partial
+refund's reservation counts against what is left of the order; a full refund's (AMOUNT "full") leaves
+nothing, and further partial refunds of the order are refused. A request answered 503 keeps its reservation:
 sending it again (same refund id) settles it. When finance decides not to make that refund, --drop
 removes its reservation, with --yes, and only if its refund was never queued as far as the connector
 can tell: not recorded by the worker, not in the DLQ (DLQ_URL), and reserved over ${DROP_AFTER_TEXT} ago
@@ -168,8 +183,9 @@ export function registerReservations(program: Command, io: CliIo): void {
     .command('reservations')
     .summary("an order's refunds reserved by POST /refunds and not recorded; drop one never queued")
     .description(
-      'Lists the partial refunds POST /refunds reserved for an order that the worker has not recorded: each ' +
-        'counts against what is left of the order. --drop removes one whose refund finance will not make.',
+      'Lists the refunds POST /refunds reserved for an order that the worker has not recorded: each partial ' +
+        'one counts against what is left of the order, a full one leaves nothing for further partial refunds. ' +
+        '--drop removes one whose refund finance will not make.',
     )
     .argument('<externalId>', "the shop's order id")
     .option('--source <id>', "look in this source's program")
@@ -226,14 +242,15 @@ async function list(ctx: CliContext, externalId: string, options: ReservationsOp
         found.map(({ program, currency, reservation: r }) => [
           ...(several ? [program] : []),
           r.refundId,
-          money(r.amount, currency),
+          reservedAmount(r, currency),
           r.reservedAt,
           formatAge(now - Date.parse(r.reservedAt)),
         ]),
       ),
       '',
-      '… each counts against what is left of the order. In the queue, or its request failed: sending it again',
-      'settles it. One finance will not make, never queued (a 503): --drop <refundId> (see --help)',
+      '… each counts against what is left of the order (a full one leaves nothing for partial refunds). In the',
+      'queue, or its request failed: sending it again settles it. One finance will not make, never queued',
+      '(a 503): --drop <refundId> (see --help)',
     ].join('\n'),
   );
 }
@@ -263,8 +280,8 @@ async function drop(
   }
   writeLine(
     io.stdout,
-    `✓ dropped the reservation of refund ${refundId} (${money(reservation.amount, currency)}, reserved ` +
-      `${reservation.reservedAt}): it no longer counts against what is left of order ${externalId}`,
+    `✓ dropped the reservation of refund ${refundId} (${reservedWhat(reservation, currency)}, reserved ` +
+      `${reservation.reservedAt}): it no longer ${reservation.full ? 'holds back partial refunds of' : 'counts against what is left of'} order ${externalId}`,
   );
 }
 

@@ -24,8 +24,9 @@ export interface OrderStatus {
   readonly conversion: Conversion | undefined;
   readonly differences: Difference[];
   /**
-   * Partial refunds `POST /refunds` reserved for the order that its record does not hold yet: they
-   * count against what remains until the worker records them. None when absent.
+   * Refunds `POST /refunds` reserved for the order that its record does not hold yet: a partial one
+   * counts against what remains, a full one (`full`) leaves nothing, until the worker records them.
+   * None when absent.
    */
   readonly unrecordedReservations?: readonly RefundReservation[];
 }
@@ -231,7 +232,7 @@ function reservedLines(
     'Refunds reserved, counted against what remains:',
     formatTable(
       ['REFUND ID', 'AMOUNT', 'RESERVED'],
-      reserved.map((r) => [r.refundId, money(r.amount, currency), r.reservedAt]),
+      reserved.map((r) => [r.refundId, r.full ? 'full' : money(r.amount, currency), r.reservedAt]),
     ),
     '… requested through POST /refunds, not yet recorded by the worker: in the queue, or its request ' +
       'failed — send it again to settle it, or, if finance will not make it, drop it ' +

@@ -26,10 +26,11 @@ import { firstIssue } from './validation.ts';
  * `POST /refunds`, for finance staff: `{ externalId, refundId, amount | amountCents | full: true,
  * reason, source?, currency? }`. `amount` is a decimal string in the order's currency ("12.50");
  * `amountCents` the same in minor units. The refund joins the order's FIFO group, so it is applied
- * after the order, and a refund id already seen from the shop counts once. A partial refund is
- * reserved in the ledger before it is queued (`reserveRefund`), so that partial refunds of one order
- * sent at the same time cannot together take more than remains. A refund id the ledger holds already
- * (recorded or reserved) at another amount or `full` flag is refused (`refundIdConflict`).
+ * after the order, and a refund id already seen from the shop counts once. A refund is reserved in
+ * the ledger before it is queued (`reserveRefund`), so that partial refunds of one order sent at the
+ * same time cannot together take more than remains, nor a partial refund pass beside a full one. A
+ * refund id the ledger holds already (recorded or reserved) at another amount or `full` flag is
+ * refused (`refundIdConflict`).
  */
 export const FinanceRefundRequest = z
   .strictObject({
@@ -62,7 +63,7 @@ export type FinanceRefundRequest = z.infer<typeof FinanceRefundRequest>;
 export interface FinanceDeps {
   readonly sources: ReadonlyMap<string, SourceConfig>;
   readonly ledger: Pick<Ledger, 'get'>;
-  /** Where partial refunds are reserved before they are queued; the same table as `ledger`. */
+  /** Where refunds are reserved before they are queued; the same table as `ledger`. */
   readonly reservations: ReservationLedger;
   readonly queue: EventQueue;
   readonly secrets: SecretStore;
@@ -134,11 +135,19 @@ function sha256(text: string): Buffer {
   return createHash('sha256').update(text).digest();
 }
 
+// `Authorization: Bearer <token>`: the scheme is case-insensitive (RFC 9110 §11.1) and followed by
+// one or more spaces (`1*SP`), not tabs.
+const BEARER = /^bearer +([^ ].*)$/is;
+
+/**
+ * The key a request presents: its `x-api-key` header, else the token of `Authorization: Bearer`
+ * (`bearer` and `BEARER` too). Undefined when it presents none.
+ */
 export function presentedKey(headers: Readonly<Record<string, string | undefined>>): string | undefined {
   const direct = headers['x-api-key'];
   if (direct) return direct;
   const auth = headers['authorization'];
-  return auth?.startsWith('Bearer ') ? auth.slice('Bearer '.length) : undefined;
+  return auth === undefined ? undefined : BEARER.exec(auth)?.[1];
 }
 
 const bad = (field: string, message: string): EdgeResult => ({ kind: 'bad_input', field, message });
@@ -249,10 +258,9 @@ async function submit(
     if (amount <= 0) return { result: bad('amount', 'must be greater than zero') };
   }
 
-  // A partial refund is reserved before it is queued, and kept should the send fail: its retry (the
-  // same refund id) is not counted against itself, and a send that failed after SQS stored the
-  // message still counts for the order's other refunds. A full refund is only checked against what
-  // its refund id stands for already.
+  // A refund is reserved before it is queued, and kept should the send fail: its retry (the same
+  // refund id) is not counted against itself, and a send that failed after SQS stored the message
+  // still counts for the order's other refunds (a full one refuses any further partial refund).
   let judged: EdgeResult | undefined;
   try {
     judged = await reserve(deps, record?.key ?? ledgerKey(source.program, request.externalId), record, {
@@ -387,9 +395,39 @@ export function refundIdConflict(
     return `refund ${refundId} of order ${externalId} is recorded ${what} (${refund.status}${from}): ${COUNTS_ONCE}`;
   }
   const reserved = unrecordedReservations(record, reservations).find((r) => r.refundId === refundId);
-  if (!reserved || reserved.amount === amount) return undefined;
-  const at = formatMinor(reserved.amount, record?.currency ?? asked.currency);
-  return `refund ${refundId} of order ${externalId} is reserved at ${at} (requested, not yet applied): ${COUNTS_ONCE}`;
+  if (!reserved) return undefined;
+  // A reservation without `full` is a partial refund's (items written before full ones were reserved).
+  if (reserved.full ? amount === 'full' : reserved.amount === amount) return undefined;
+  const what = reserved.full
+    ? 'as a full refund'
+    : `at ${formatMinor(reserved.amount, record?.currency ?? asked.currency)}`;
+  return `refund ${refundId} of order ${externalId} is reserved ${what} (requested, not yet applied): ${COUNTS_ONCE}`;
+}
+
+/**
+ * The reason to refuse a partial refund of an order being refunded in full: a full refund of it
+ * reserved (`reserved`, not yet recorded), or recorded and counted (pending, applied or settled by
+ * hand; a cancellation too). The worker would never apply the partial refund: the full one refuses
+ * the conversion, and a refund after that is recorded skipped ("conversion already refused"), or,
+ * for an order not yet arrived, the order is never added. Undefined when no full refund is held.
+ */
+export function refundedInFullMessage(
+  record: OrderRecord | undefined,
+  reserved: readonly RefundReservation[],
+  externalId: string,
+): string | undefined {
+  const recorded = record ? countedRefunds(record).find((r) => r.full) : undefined;
+  const pending = reserved.find((r) => r.full);
+  let which: string;
+  if (recorded) {
+    const verb = recorded.status === 'pending' ? 'is being refunded' : 'is refunded';
+    which = `${verb} in full (refund ${recorded.refundId}, ${recorded.status})`;
+  } else if (pending) {
+    which = `is being refunded in full (refund ${pending.refundId}, requested and not yet applied)`;
+  } else {
+    return undefined;
+  }
+  return `order ${externalId} ${which}: a partial refund of it would never be applied; the full refund gives back all of it`;
 }
 
 /**
@@ -403,10 +441,10 @@ const RESERVE_ROUNDS = 8;
 const NAMED_RESERVATIONS = 3;
 
 /**
- * Reserves a partial refund for the order under `key`, judged against its record (`record`, as
- * read) and the refunds reserved for it; a lost write reads both again and judges again. A full
- * refund is judged the same and reserves nothing. Resolves with the refusal (a 409 naming
- * `refundId`, a 400 naming `amount`, or a 503 after too many lost rounds), or undefined once reserved.
+ * Reserves a refund, partial or full, for the order under `key`, judged against its record
+ * (`record`, as read) and the refunds reserved for it; a lost write reads both again and judges
+ * again. Resolves with the refusal (a 409 naming `refundId`, a 400 naming `amount`, or a 503 after
+ * too many lost rounds), or undefined once reserved.
  */
 async function reserve(
   deps: FinanceDeps,
@@ -435,12 +473,14 @@ async function reserve(
 
 /**
  * Judges a refund against what its refund id stands for already (`refundIdConflict`: `conflict`,
- * another amount under the same id) and a partial refund against what remains of the order: its
- * record (`overRefundMessage`) less the partial refunds reserved for it that the record does not
- * hold yet, other than this refund id's own (a retry is not counted against itself): `refused`.
- * Else the reservations to write: this refund's added, those the record now holds dropped. None to
- * write for a full refund, or when the record holds the refund id already (it counts once) or it is
- * reserved already (at this amount: another is a conflict).
+ * another amount or `full` flag under the same id) and a new partial refund against the order:
+ * `refused` when a full refund of it is reserved or recorded (`refundedInFullMessage`), or when it
+ * is more than remains: its record (`overRefundMessage`) less the partial refunds reserved for it
+ * that the record does not hold yet, other than this refund id's own (a retry is not counted against
+ * itself). Else the reservations to write: this refund's added (a full one with `full`), those the
+ * record now holds dropped. None to write when the record holds the refund id already (it counts
+ * once) or it is reserved already (as asked: another amount is a conflict). A full refund is taken
+ * whatever the order's other refunds: it gives back all that is left.
  */
 export function reserveRefund(
   record: OrderRecord | undefined,
@@ -454,23 +494,27 @@ export function reserveRefund(
   const conflict = refundIdConflict(record, reservations, asked);
   if (conflict) return { conflict };
   const { refundId, amount } = asked;
-  if (amount === 'full' || (record && refundOf(record, refundId))) return {};
+  if (record && refundOf(record, refundId)) return {};
   const unrecorded = unrecordedReservations(record, reservations);
   const own = unrecorded.find((r) => r.refundId === refundId);
   const others = unrecorded.filter((r) => r.refundId !== refundId);
-  const refused = overRefundMessage(record, refundId, amount, reservedAlongside(others));
-  if (refused) return { refused };
+  if (amount !== 'full') {
+    // A retry of a partial refund reserved before the full one is no further refund: it stays a 202.
+    const inFull = own ? undefined : refundedInFullMessage(record, others, asked.externalId);
+    if (inFull) return { refused: inFull };
+    const refused = overRefundMessage(record, refundId, amount, reservedAlongside(others));
+    if (refused) return { refused };
+  }
   if (own) return {};
-  return {
-    reservations: {
-      ...reservations,
-      refunds: [...others, { refundId, amount, reservedAt: now.toISOString() }],
-    },
-  };
+  const reservedAt = now.toISOString();
+  const reservation: RefundReservation =
+    amount === 'full' ? { refundId, amount: 0, full: true, reservedAt } : { refundId, amount, reservedAt };
+  return { reservations: { ...reservations, refunds: [...others, reservation] } };
 }
 
-/** Reserved refunds as `overRefundMessage` counts them beside the one judged. */
-function reservedAlongside(reserved: readonly RefundReservation[]): SentAlongside | undefined {
+/** Reserved partial refunds as `overRefundMessage` counts them beside the one judged. */
+function reservedAlongside(all: readonly RefundReservation[]): SentAlongside | undefined {
+  const reserved = all.filter((r) => !r.full);
   if (reserved.length === 0) return undefined;
   const named = reserved.slice(0, NAMED_RESERVATIONS).map((r) => r.refundId);
   const more = reserved.length - named.length;

@@ -251,20 +251,26 @@ export function recordRefund(record: OrderRecord, refund: RefundRecord): void {
 }
 
 /**
- * A partial finance refund `POST /refunds` let through for an order: its amount counts against what
- * remains of the order until the worker records its refund id in the order's record.
+ * A finance refund `POST /refunds` let through for an order, until the worker records its refund id
+ * in the order's record: a partial one's amount counts against what remains of the order; a full one
+ * (`full`) leaves nothing for any further partial refund of it.
  */
 export interface RefundReservation {
   readonly refundId: string;
-  /** Minor units, as the request gave it (the worker records a finance refund's amount as it is). */
+  /**
+   * Minor units, as the request gave it (the worker records a finance refund's amount as it is); 0
+   * for a full refund, as in a `RefundRecord`.
+   */
   readonly amount: number;
+  /** A full refund. Absent on a partial one, and on every item written before full refunds were reserved. */
+  readonly full?: true;
   readonly reservedAt: string;
 }
 
 /**
  * The finance refunds reserved for one order (see `RefundReservation`): the door writes them, with a
  * write conditional on `version`, before it queues a refund, so that two requests for one order
- * judged at the same time cannot both take what remains. Kept in an item of their own beside the
+ * judged at the same time cannot both take what remains, nor a partial refund pass beside a full one. Kept in an item of their own beside the
  * order's record, which the worker and the accept job never read nor write: a reservation never
  * changes the record's version under a worker's lease or a refund being applied.
  */

@@ -57,8 +57,8 @@ export interface Ledger {
 }
 
 /**
- * Where `POST /refunds` reserves partial refunds before it queues them (`RefundReservations`): an
- * item per order beside its record, with the record's optimistic concurrency.
+ * Where `POST /refunds` reserves refunds, partial or full, before it queues them
+ * (`RefundReservations`): an item per order beside its record, with the record's optimistic concurrency.
  */
 export interface ReservationLedger {
   /** The order's reservations (`key` is its ledger key); undefined when none was ever written. */
