@@ -1,7 +1,8 @@
 /**
  * A small RFC 4180 reader: fields separated by commas (or the `;` or tab a spreadsheet writes in a
  * decimal-comma locale), optionally quoted with `"` (a quoted field may hold separators, line breaks
- * and `""` for a quote), CRLF or LF line ends, a UTF-8 BOM (Excel writes one) ignored. Blank lines
+ * and `""` for a quote), CRLF or LF line ends, a UTF-8 BOM (Excel writes one) ignored (`decodeCsv`
+ * turns a file's bytes into that text). Blank lines
  * are skipped. Each record keeps the line it starts on, so errors can point finance staff to the
  * line their spreadsheet shows.
  */
@@ -15,6 +16,40 @@ export interface CsvRecord {
 export interface CsvProblem {
   readonly line: number;
   readonly message: string;
+}
+
+/** The text of a CSV file, or why its bytes are not read as one. */
+export type CsvText = { readonly text: string; readonly notUtf8: boolean } | { readonly problem: string };
+
+/** How to get a file this reader takes, in the words of the spreadsheets' Save As dialogs. */
+export const SAVE_AS_UTF8 =
+  'save it again as "CSV UTF-8 (Comma delimited)" in Excel, or as Text CSV with the character set "Unicode (UTF-8)" in LibreOffice';
+
+const UTF16_BOMS: readonly { readonly bom: readonly number[]; readonly encoding: string }[] = [
+  { bom: [0xff, 0xfe], encoding: 'utf-16le' },
+  { bom: [0xfe, 0xff], encoding: 'utf-16be' },
+];
+
+/**
+ * The text of a CSV file's bytes: UTF-8, with or without a BOM, or UTF-16 with its byte-order mark
+ * (Excel's "Unicode Text"). Bytes that are not UTF-8 are never guessed: Excel's plain "CSV" writes
+ * the Windows code page of its locale, where the byte 0xEA is "ê" in Western Europe (1252) and "ę"
+ * in Poland (1250). They become U+FFFD and `notUtf8` is set, for the caller to name each cell
+ * holding one. A NUL byte without a UTF-16 BOM (a workbook, or UTF-16 without its mark) is a problem.
+ */
+export function decodeCsv(bytes: Uint8Array): CsvText {
+  const utf16 = UTF16_BOMS.find(({ bom }) => bom.every((b, i) => bytes[i] === b));
+  if (utf16) return { text: new TextDecoder(utf16.encoding).decode(bytes), notUtf8: false };
+  if (bytes.includes(0)) {
+    return {
+      problem: `not a text CSV (it holds NUL bytes: a workbook such as .xlsx, .xls or .ods, or UTF-16 text without its byte-order mark); ${SAVE_AS_UTF8}`,
+    };
+  }
+  try {
+    return { text: new TextDecoder('utf-8', { fatal: true }).decode(bytes), notUtf8: false };
+  } catch {
+    return { text: new TextDecoder('utf-8').decode(bytes), notUtf8: true };
+  }
 }
 
 /**

@@ -7,10 +7,10 @@ import { ledgerKey, type OrderRecord, type RefundReservations, refundOf } from '
 import { formatMinor, parseMoney } from '../shared/money.ts';
 import { issuesOf } from '../shared/validation.ts';
 import { CliContext, missingMessage, settingOptions } from './context.ts';
-import { type CsvSeparator, detectSeparator, parseCsv } from './csv.ts';
+import { type CsvSeparator, decodeCsv, detectSeparator, parseCsv, SAVE_AS_UTF8 } from './csv.ts';
 import { CliError, type CliIo, cell, explain, unreachable, writeLine } from './io.ts';
 import { rowProgress } from './progress.ts';
-import { readBodyFile } from './samples.ts';
+import { readFileBytes } from './samples.ts';
 
 /** Columns of a refunds CSV, in the documented order (any order is read). */
 export const CSV_COLUMNS = [
@@ -86,6 +86,41 @@ export function validateRefund(
   return issues.length === 0 && parsed.success ? { request: parsed.data, issues } : { issues };
 }
 
+/**
+ * What a spreadsheet writes in the `full` column for TRUE and FALSE, read in any case: Excel's and
+ * LibreOffice's words in the locales whose `;` files are read, beside true/false, yes/no and 1/0. Empty
+ * is false. Anything else (`x`, `ja`) is refused, never guessed: a full refund refuses the conversion.
+ */
+const SPREADSHEET_BOOLEANS: readonly (readonly [yes: string, no: string])[] = [
+  ['true', 'false'],
+  ['yes', 'no'],
+  ['1', '0'],
+  ['wahr', 'falsch'], // de
+  ['vrai', 'faux'], // fr
+  ['verdadero', 'falso'], // es
+  ['vero', 'falso'], // it
+  ['waar', 'onwaar'], // nl
+  ['verdadeiro', 'falso'], // pt
+  ['prawda', 'fałsz'], // pl
+  ['sant', 'falskt'], // sv
+  ['sand', 'falsk'], // da
+  ['sann', 'usann'], // nb
+  ['tosi', 'epätosi'], // fi
+];
+const FULL_VALUES: ReadonlyMap<string, boolean> = new Map(
+  SPREADSHEET_BOOLEANS.flatMap(([yes, no]): [string, boolean][] => [
+    [yes, true],
+    [no, false],
+  ]),
+);
+
+/** A cell holding U+FFFD, which is never sent: the message says where it came from. */
+function garbledCell(value: string, notUtf8: boolean): string {
+  return notUtf8
+    ? `"${cell(value)}" is not UTF-8 text`
+    : `"${cell(value)}" holds \ufffd (U+FFFD), left where text was garbled before this file was written: type the value again`;
+}
+
 /** How a separator is named in a message. */
 const SEPARATOR_NAME: Record<CsvSeparator, string> = { ',': 'a comma', ';': 'a ";"', '\t': 'a tab' };
 
@@ -94,16 +129,21 @@ const SEPARATOR_NAME: Record<CsvSeparator, string> = { ',': 'a comma', ';': 'a "
  * from spreadsheets in decimal-comma locales, where `12,50` is twelve-fifty; `12.50` is read too.
  * A thousands separator is refused, never guessed: `1.250` is 1250 to a German spreadsheet and 1.25
  * to an English one, so one `.` (or, in a tab-separated file, `,`) before exactly three digits is
- * refused as well. The decimal string is then read by `parseMoney`, like any other amount.
+ * refused as well, unless the whole part is 0 (no group starts with a 0: `0.125` is a three-decimal
+ * amount, in KWD say). The suggested decimal is one the file reads: `1,005` in a `;` file, `1.0050`
+ * in a tab-separated one, where `1.005` and `1,005` are both ambiguous. The decimal string is then
+ * read by `parseMoney`, like any other amount.
  */
 function csvAmount(value: string, separator: CsvSeparator): { amount: string } | { problem: string } {
   if (separator === ',') return { amount: value };
   const decimalMark = separator === ';' ? ',' : '.';
-  const grouped = /^([0-9]{1,3})([.,])([0-9]{3})$/.exec(value);
+  const grouped = /^([1-9][0-9]{0,2})([.,])([0-9]{3})$/.exec(value);
   if (grouped && (grouped[2] === '.' || separator === '\t')) {
     const [, whole = '', , group = ''] = grouped;
     const fraction = group.replace(/0+$/, '');
-    const decimal = fraction === '' ? whole : `${whole}${decimalMark}${fraction}`;
+    // In a tab-separated file three decimals are as ambiguous as the value itself; a fourth, 0, is not.
+    const written = separator === '\t' && fraction.length === 3 ? `${fraction}0` : fraction;
+    const decimal = fraction === '' ? whole : `${whole}${decimalMark}${written}`;
     return {
       problem: `"${value}" could be ${whole}${group} or ${decimal.replace(',', '.')}: write ${whole}${group} or ${decimal}`,
     };
@@ -120,15 +160,26 @@ function csvAmount(value: string, separator: CsvSeparator): { amount: string } |
 }
 
 /**
- * Reads and validates a whole refunds CSV (header `externalId,refundId,amount,full,reason,source,currency`),
+ * Reads and validates a whole refunds CSV, its bytes (whose encoding `decodeCsv` finds) or its text
+ * (header `externalId,refundId,amount,full,reason,source,currency`),
  * separated by `,`, `;` or a tab (found from the header); in a `;`- or tab-separated file an amount
  * may have a decimal comma (`12,50`). Returns every row, or every problem with its line and field; a
  * file with any problem sends nothing.
  */
-export function refundsFromCsv(text: string): { rows: RefundRow[]; issues: RefundIssue[] } {
+export function refundsFromCsv(input: string | Uint8Array): { rows: RefundRow[]; issues: RefundIssue[] } {
+  const decoded = typeof input === 'string' ? { text: input, notUtf8: false } : decodeCsv(input);
+  if ('problem' in decoded)
+    return { rows: [], issues: [{ line: 1, field: 'csv', message: decoded.problem }] };
+  const { text, notUtf8 } = decoded;
   const separator = detectSeparator(text, CSV_COLUMNS);
   const { records, problems } = parseCsv(text, separator ?? ',');
   const issues: RefundIssue[] = problems.map((p) => ({ line: p.line, field: 'csv', message: p.message }));
+  if (notUtf8) {
+    issues.unshift({
+      field: 'csv',
+      message: `the file is not UTF-8, so its accented letters cannot be read: Excel's plain "CSV" is saved in the code page of its locale (Windows-1252 in Western Europe, 1250 in Central Europe…), which the file does not name; ${SAVE_AS_UTF8}`,
+    });
+  }
   const [header, ...data] = records;
   if (!header)
     return { rows: [], issues: [...issues, { line: 1, field: 'csv', message: 'the file is empty' }] };
@@ -182,6 +233,8 @@ export function refundsFromCsv(text: string): { rows: RefundRow[]; issues: Refun
     columns.forEach((column, i) => {
       const value = record.fields[i]?.trim() ?? '';
       if (column && value !== '') values[column] = value;
+      if (column && value.includes('\ufffd'))
+        issues.push({ line: record.line, field: column, message: garbledCell(value, notUtf8) });
     });
     const raw: Record<string, unknown> = {
       externalId: values.externalId ?? '',
@@ -199,13 +252,13 @@ export function refundsFromCsv(text: string): { rows: RefundRow[]; issues: Refun
     if (values.source !== undefined) raw['source'] = values.source;
     // Spreadsheets lower-case or reformat codes; ISO 4217 codes are upper case.
     if (values.currency !== undefined) raw['currency'] = values.currency.toUpperCase();
-    const full = values.full?.toLowerCase();
-    if (full === 'true' || full === 'yes' || full === '1') raw['full'] = true;
-    else if (full !== undefined && full !== 'false' && full !== 'no' && full !== '0') {
+    const full = values.full === undefined ? false : FULL_VALUES.get(values.full.toLowerCase());
+    if (full === true) raw['full'] = true;
+    else if (full === undefined) {
       issues.push({
         line: record.line,
         field: 'full',
-        message: `"${cell(values.full, 20)}" is not true or false`,
+        message: `"${cell(values.full, 20)}" is not true or false (true/false, yes/no, 1/0 or the spreadsheet's own TRUE/FALSE such as WAHR/FALSCH or VRAI/FAUX; empty is false)`,
       });
       continue;
     }
@@ -266,7 +319,10 @@ CSV header: ${CSV_COLUMNS.join(',')} (any order)
     1001;RF-1001-1;12,50;EUR;;damaged item
   amount is a decimal in the order's currency ("12.50", or "12,50" in a ";"-separated file), with no
   thousands separator ("1.250,00" is refused: write 1250,00); leave it empty with full=true for a full
-  refund. The whole file is validated first: with any bad row, every problem is listed (line and
+  refund. full is true/false, yes/no, 1/0 or the spreadsheet's own TRUE/FALSE (WAHR, VRAI…).
+  The file is UTF-8 (Excel: save as "CSV UTF-8"), or UTF-16 with its byte-order mark; plain "CSV"
+  with accented letters is refused, never guessed.
+  The whole file is validated first: with any bad row, every problem is listed (line and
   field) and nothing is sent. A refund id counts once, so sending a file twice is harmless.
 A partial refund larger than what is left of its order is refused before anything is sent (it
 would refuse the conversion): give --full to refund the whole order. So is a refund id the ledger
@@ -318,7 +374,7 @@ async function refund(ctx: CliContext, options: RefundOptions): Promise<void> {
     const given = ROW_FLAGS.filter((f) => options[f] !== undefined);
     if (given.length > 0)
       throw new CliError(`--csv: cannot be combined with ${given.map(flagOf).join(', ')}`);
-    const result = refundsFromCsv(readBodyFile(options.csv, '--csv'));
+    const result = refundsFromCsv(readFileBytes(options.csv, '--csv'));
     if (result.issues.length > 0) {
       reportIssues(io, result.issues, `${options.csv}: nothing sent`);
     }

@@ -490,8 +490,13 @@ export function signedHeaders(
 
 /** Reads a sample or a user's file. */
 export function readBodyFile(path: string, flag: string): string {
+  return readFileBytes(path, flag).toString('utf8');
+}
+
+/** A file's bytes, for a caller that finds their encoding (`connector refund --csv`). */
+export function readFileBytes(path: string, flag: string): Buffer {
   try {
-    return readFileSync(path, 'utf8');
+    return readFileSync(path);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
     throw new CliError(`${flag}: cannot read ${path} (${code})`);
