@@ -1,5 +1,6 @@
 import type { SourceConfig } from './config/sources.ts';
 import type { ConnectorEvent } from './domain/events.ts';
+import { quoted } from './domain/text.ts';
 import { ConfigurationError } from './errors.ts';
 import {
   answerFor,
@@ -52,7 +53,8 @@ export async function ingestWebhook(
   const { result, events = [], messageIds } = await ingest(deps, sourceId, request);
   const answer = answerFor(result);
   deps.observe?.({
-    source: sourceId,
+    // An unknown source is what the caller wrote in the path (the local stack's catch-all route).
+    source: deps.sources.has(sourceId) ? sourceId : quoted(sourceId),
     ...outcomeOf(result, answer),
     ...(messageIds ? { externalIds: events.map((e) => e.externalId), messageIds } : {}),
   });
@@ -69,7 +71,7 @@ async function ingest(
     return {
       result: {
         kind: 'not_found',
-        message: `unknown source "${sourceId.slice(0, 64)}"`,
+        message: `unknown source "${quoted(sourceId)}"`,
         detail: 'unknown source',
       },
     };

@@ -17,13 +17,23 @@ type SourceReviver = (this: unknown, key: string, value: unknown, context?: Revi
 export const MAX_JSON_DEPTH = 256;
 
 const INTEGER_TEXT = /^-?[0-9]+$/;
-const SIXTEEN_DIGITS = /[0-9]{16}/;
+/**
+ * The most significant digits any decimal can have and still come back from the nearest double as
+ * written (DBL_DIG): past it, `90071992547409.91` reads as `90071992547409.9`.
+ */
+const DOUBLE_DIGITS = 15;
+/** Every number with more than `DOUBLE_DIGITS` significant digits has such a run (its mantissa). */
+const LONG_NUMBER = /[0-9.]{16}/;
 
 /**
- * Parses a webhook body as JSON, keeping every integer beyond 2^53 exact: such a number comes back
- * as its source text (a string), so Shopify's 64-bit ids never round (`6502208077897` is safe,
- * `9007199254740993` would silently become `…992` as a number). Safe numbers stay numbers; callers
- * turn ids into strings. Needs Node ≥ 21 (`context.source`), which the project's Node 24 has.
+ * Parses a webhook body as JSON, keeping every number a double cannot hold as written exact: such a
+ * number comes back as its source text (a string). An integer beyond 2^53, so Shopify's 64-bit ids
+ * never round (`6502208077897` is safe, `9007199254740993` would silently become `…992` as a number);
+ * any other number with more than 15 significant digits, so an amount written as a JSON number is
+ * read from its digits (`90071992547409.91` would become `…409.9`, a cent lost, and
+ * `0.10000000000000001` would pass as `0.1`). Every other number stays a number; callers turn ids
+ * into strings and read amounts from either. Needs Node ≥ 21 (`context.source`), which the
+ * project's Node 24 has.
  *
  * @throws BadInputError (`field: 'body'`) when the body is not valid UTF-8 JSON or is nested over
  *   `MAX_JSON_DEPTH` levels; the message never quotes the body, which may hold personal data.
@@ -40,16 +50,23 @@ export function parseJsonBody(raw: Buffer): unknown {
       field: 'body',
     });
   }
-  // An integer beyond 2^53 has at least 16 digits; without such a run the reviver could change
-  // nothing, and JSON.parse without one is several times faster (most bodies: ids of 13 digits).
-  if (!SIXTEEN_DIGITS.test(text)) return parseOrRefuse(text);
+  // Without such a run the reviver could change nothing, and JSON.parse without one is several
+  // times faster (most bodies: ids of 13 digits, amounts as strings).
+  if (!LONG_NUMBER.test(text)) return parseOrRefuse(text);
   const reviver: SourceReviver = (_key, value, context) => {
-    if (typeof value === 'number' && !Number.isSafeInteger(value) && context?.source !== undefined) {
-      if (INTEGER_TEXT.test(context.source)) return context.source;
-    }
-    return value;
+    const source = context?.source;
+    if (typeof value !== 'number' || source === undefined || source.length <= DOUBLE_DIGITS) return value;
+    if (INTEGER_TEXT.test(source)) return Number.isSafeInteger(value) ? value : source;
+    return significantDigits(source) > DOUBLE_DIGITS ? source : value;
   };
   return parseOrRefuse(text, reviver as (this: unknown, key: string, value: unknown) => unknown);
+}
+
+/** The significant digits of a JSON number's text: its mantissa's, from the first to the last non-zero. */
+function significantDigits(source: string): number {
+  const exponent = source.search(/[eE]/);
+  const mantissa = exponent === -1 ? source : source.slice(0, exponent);
+  return mantissa.replace(/[-.]/g, '').replace(/^0+/, '').replace(/0+$/, '').length;
 }
 
 function parseOrRefuse(

@@ -1,5 +1,5 @@
 import type * as z from 'zod/mini';
-import { shopText } from './domain/text.ts';
+import { displayed } from './domain/text.ts';
 
 /** A zod issue as the connector reports it: the dotted path of the field, and what is wrong with it. */
 export interface FieldIssue {
@@ -37,12 +37,12 @@ export function issuesOf(error: z.core.$ZodError, prefix = ''): FieldIssue[] {
 const MAX_KEY_SHOWN = 64;
 
 /**
- * An unknown key as the answer names it: the sender wrote it, so on one line, without control
- * characters, cut with an ellipsis (a body may hold a megabyte-long key).
+ * An unknown key as the answer names it: the sender wrote it, so `displayed` (on one line, without
+ * control characters, bidirectional controls as `\u202e` escapes, cut with an ellipsis: a body may
+ * hold a megabyte-long key).
  */
 function keyShown(key: string): string {
-  const text = shopText(key.replace(/\s+/g, ' '), Number.POSITIVE_INFINITY);
-  return text.length > MAX_KEY_SHOWN ? `${shopText(text, MAX_KEY_SHOWN - 1)}…` : text;
+  return displayed(key, MAX_KEY_SHOWN);
 }
 
 /** The first issue of a zod error (see `issuesOf`), for "400 naming the field". */

@@ -33,9 +33,11 @@ export function idString(params?: { error: ReturnType<typeof topicMark> }) {
 
 /**
  * A money value as the payload writes it: a decimal string (the rule), or a JSON number (Shopify's
- * refund `subtotal`). A JSON number is turned back into its shortest decimal text, which for the
- * 2–3 decimal amounts shops send is exactly the text they wrote; `parseMoney` then reads that text
- * without float arithmetic and rejects exponent notation.
+ * refund `subtotal`, a plugin's totals). A number with more than 15 significant digits, which a
+ * double cannot hold as written, reaches here as its source text (`parseJsonBody`); any other is
+ * turned back into its shortest decimal text, which is then exactly the decimal written. Either way
+ * `parseMoney` reads the digits the sender wrote, without float arithmetic, and rejects exponent
+ * notation.
  */
 export const MoneyText = z.union([
   z.string(),
@@ -135,20 +137,6 @@ function hashedEventId(eventId: string): string {
  */
 export function shopReason(value: string | null | undefined): string | undefined {
   return value ? shopText(value, 500) || undefined : undefined;
-}
-
-/** The most characters of a sender's value an answer or a log line quotes (`quoted`). */
-const MAX_QUOTED = 64;
-
-/**
- * A value the sender wrote (a topic header, an event type, a status, an id) as an *ignored* answer
- * and its log line quote it: on one line, without control characters (`shopText`), cut to 64
- * characters with an ellipsis. The sender controls its length and bytes: a 10,000-character topic
- * must not come back in full, nor an escape sequence or a line break forge a log line.
- */
-export function quoted(value: string, max = MAX_QUOTED): string {
-  const text = shopText(value.replace(/\s+/g, ' '), Number.POSITIVE_INFINITY).trim();
-  return text.length > max ? `${shopText(text, max - 1)}…` : text;
 }
 
 /** The dedup key of a delivery that carries none: a hash of the exact bytes. */

@@ -1,5 +1,6 @@
 import * as z from 'zod/mini';
 import type { BasisLine, ConnectorEventInput, RefundBasis, RefundLine } from '../domain/events.ts';
+import { quoted } from '../domain/text.ts';
 import { BadInputError } from '../errors.ts';
 import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
@@ -19,7 +20,6 @@ import {
   money,
   optionalBasis,
   parsePayload,
-  quoted,
   refundBasis,
   refundLines,
   requiredHeader,

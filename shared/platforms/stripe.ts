@@ -5,6 +5,7 @@ import {
   connectorRefundId,
   type RefundBasis,
 } from '../domain/events.ts';
+import { quoted } from '../domain/text.ts';
 import { BadInputError } from '../errors.ts';
 import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
@@ -15,7 +16,6 @@ import {
   mapped,
   optionalBasis,
   parsePayload,
-  quoted,
   refundBasis,
   unique,
   unixToIso,

@@ -6,6 +6,7 @@ import {
   type RefundBasis,
   type RefundLine,
 } from '../domain/events.ts';
+import { quoted } from '../domain/text.ts';
 import { BadInputError } from '../errors.ts';
 import type { HttpRequest } from '../http/types.ts';
 import { parseJsonBody } from '../json.ts';
@@ -22,7 +23,6 @@ import {
   money,
   optionalBasis,
   parsePayload,
-  quoted,
   refundBasis,
   refundLines,
   requiredHeader,
