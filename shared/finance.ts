@@ -3,6 +3,7 @@ import * as z from 'zod/mini';
 import type { SourceConfig } from './config/sources.ts';
 import { ExternalRefundId, OrderRefunded } from './domain/events.ts';
 import { CurrencyInput, freeText, idText } from './domain/limits.ts';
+import { quoted } from './domain/text.ts';
 import { BadInputError } from './errors.ts';
 import { answerFor, type EdgeOutcome, type EdgeResult, outcomeOf, refusedBody } from './http/answers.ts';
 import type { HttpAnswer } from './http/types.ts';
@@ -535,7 +536,7 @@ async function locateOrder(
 ): Promise<{ source: SourceConfig; record: OrderRecord | undefined } | { error: EdgeResult }> {
   if (request.source) {
     const source = deps.sources.get(request.source);
-    if (!source) return { error: bad('source', `unknown source "${request.source.slice(0, 64)}"`) };
+    if (!source) return { error: bad('source', `unknown source "${quoted(request.source)}"`) };
     return { source, record: await deps.ledger.get(ledgerKey(source.program, request.externalId)) };
   }
   const byProgram = new Map<string, SourceConfig>();
