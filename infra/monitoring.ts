@@ -1,6 +1,7 @@
 import { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
@@ -86,8 +87,8 @@ export interface ConnectorMonitoringProps {
 }
 
 /**
- * Alarms and a dashboard for the connector. Missing data is "not breaching" everywhere: no orders
- * means no metrics, which is not a fault.
+ * Alarms and a dashboard for the connector. Missing data is "not breaching" everywhere but on the
+ * DLQ: no orders means no metrics, which is not a fault.
  */
 export class ConnectorMonitoring extends Construct {
   readonly alarms: readonly cloudwatch.Alarm[];
@@ -108,7 +109,7 @@ export class ConnectorMonitoring extends Construct {
     const alarms = [
       new cloudwatch.Alarm(this, 'DeadLetterMessages', {
         alarmDescription:
-          'Orders are parked in the dead-letter queue: read their failure attributes, fix the cause, then move them back to the main queue (see the README).',
+          'Orders are parked in the dead-letter queue: `connector dlq list` shows why; fix the cause, then replay them (docs/runbook.md). The alarm stays on until the DLQ is empty.',
         metric: props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
           statistic: cloudwatch.Stats.MAXIMUM,
           period: Duration.minutes(1),
@@ -116,7 +117,10 @@ export class ConnectorMonitoring extends Construct {
         threshold: 0,
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         evaluationPeriods: 1,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        // SQS reports a queue's metrics only for six hours after the last call on it, and nothing
+        // calls the DLQ between a park and the operator's `dlq list`: "not breaching" would turn the
+        // alarm OK, and e-mail OK, with the orders still parked. The next call reports the count again.
+        treatMissingData: cloudwatch.TreatMissingData.IGNORE,
       }),
       new cloudwatch.Alarm(this, 'OldestMessageAge', {
         alarmDescription:
@@ -188,6 +192,17 @@ export class ConnectorMonitoring extends Construct {
 
     if (props.alarmEmail !== undefined) {
       this.topic = new sns.Topic(this, 'AlarmTopic', { enforceSSL: true });
+      // enforceSSL gives the topic a policy of its own, which replaces SNS's default one (that let the
+      // account's services publish): without this statement CloudWatch may not publish, and every
+      // alarm action fails, visible only in the alarm's history.
+      this.topic.addToResourcePolicy(
+        new iam.PolicyStatement({
+          principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+          actions: ['sns:Publish'],
+          resources: [this.topic.topicArn],
+          conditions: { ArnEquals: { 'aws:SourceArn': alarms.map((alarm) => alarm.alarmArn) } },
+        }),
+      );
       this.topic.addSubscription(new subscriptions.EmailSubscription(props.alarmEmail));
       const action = new actions.SnsAction(this.topic);
       for (const alarm of alarms) {
