@@ -48,6 +48,7 @@ export class DynamoPacingBoard implements FleetPaces {
   private readonly table: string;
   private readonly freshMs: number;
   private readonly now: () => number;
+  private readonly timeoutMs: number;
   /** This instance's attribute name: random, so containers never collide. */
   private readonly id = `i${randomBytes(8).toString('hex')}`;
   /** Per key, the entries seen stale on the last write, with the `at` each held then. */
@@ -55,11 +56,19 @@ export class DynamoPacingBoard implements FleetPaces {
   /** When this instance last wrote its pace per key. */
   private readonly wrote = new Map<string, number>();
 
-  constructor(options: { client: DynamoDBClient; table: string; freshMs?: number; now?: () => number }) {
+  constructor(options: {
+    client: DynamoDBClient;
+    table: string;
+    freshMs?: number;
+    now?: () => number;
+    /** How long one share may take (default 1 s). */
+    timeoutMs?: number;
+  }) {
     this.client = options.client;
     this.table = options.table;
     this.freshMs = options.freshMs ?? 2000;
     this.now = options.now ?? Date.now;
+    this.timeoutMs = options.timeoutMs ?? SHARE_TIMEOUT_MS;
   }
 
   async share(key: string, pace: number): Promise<readonly number[]> {
@@ -101,7 +110,7 @@ export class DynamoPacingBoard implements FleetPaces {
     const at = this.now();
     const gone = (this.stale.get(key) ?? []).slice(0, MAX_REMOVED);
     // One deadline for the share, the retry without removals included.
-    const signal = AbortSignal.timeout(SHARE_TIMEOUT_MS);
+    const signal = AbortSignal.timeout(this.timeoutMs);
     let answer: UpdateItemCommandOutput;
     try {
       answer = await this.update(key, pace, at, how, gone, signal);

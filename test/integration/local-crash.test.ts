@@ -5,6 +5,7 @@ import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LOCAL_AWS, LOCAL_SECRETS } from '../../local/defaults.ts';
 import { type LocalServing, type LocalStart, spawnLocalStart, untilServing } from '../support/local-start.ts';
+import { until } from '../support/until.ts';
 import { genericWebhook, post } from '../support/webhooks.ts';
 
 /**
@@ -57,15 +58,11 @@ async function queueLeft(): Promise<number> {
   }
 }
 
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/**
+ * `until`'s bound here: 300 orders drain through adds the sandbox slows to 150 ms. Each read asks
+ * the stack that drains (two SQS calls, or the whole list of conversions), so it reads every 100 ms.
+ */
+const DRAINING = { timeoutMs: 90_000, everyMs: 100 };
 
 function order(i: number): string {
   return JSON.stringify({
@@ -98,6 +95,7 @@ describe('npm start with LOCAL_DATA_DIR killed with SIGKILL mid-drain', () => {
       () => conversions(first.platformUrl),
       (c) => c.length > 0,
       'a first conversion',
+      DRAINING,
     );
     first.child.kill('SIGKILL');
     expect((await first.exited).signal).toBe('SIGKILL');
@@ -109,11 +107,11 @@ describe('npm start with LOCAL_DATA_DIR killed with SIGKILL mid-drain', () => {
     expect(before.length).toBeGreaterThan(0);
     expect(before.length).toBeLessThan(ORDERS);
 
-    await until(queueLeft, (n) => n === 0, 'the queues to drain');
+    await until(queueLeft, (n) => n === 0, 'the queues to drain', DRAINING);
     // fauxqs forgets the FIFO deduplication window on a restart: a shop's retry is queued again, and
     // the ledger makes it a no-op.
     expect((await post(`${second.url}/webhooks/generic`, genericWebhook(order(0), secret))).status).toBe(202);
-    await until(queueLeft, (n) => n === 0, 'the resent order to be handled');
+    await until(queueLeft, (n) => n === 0, 'the resent order to be handled', DRAINING);
     const after = await conversions(second.platformUrl);
     const byOrder = new Map<string, number>();
     for (const c of after) byOrder.set(c.externalId, (byOrder.get(c.externalId) ?? 0) + 1);

@@ -12,6 +12,7 @@ import {
   type StoredConversion,
   startSandbox,
 } from '../../sandbox/server.ts';
+import { until } from '../support/until.ts';
 
 const PROGRAM_EUR = DEFAULT_SEED.programs[0]!;
 const PROGRAM_USD = DEFAULT_SEED.programs[1]!;
@@ -1013,29 +1014,46 @@ describe('sandbox: faults', () => {
   });
 
   it('records a late write after the client gave up, lateWriteMs after the request', async () => {
-    // Prepare
-    sandbox.control.setFaults({
-      lateWriteRate: 1,
-      lateWriteMs: 400,
-      routes: ['/advertiser/conversions.add'],
+    // Prepare: a sandbox on a clock the test moves. On the wall clock, a loaded machine could pass
+    // the 400 ms before the test looked, or the client's 100 ms timeout before the sandbox had read
+    // the body (nothing recorded then, rightly, and the test waited in vain)
+    const ADD = '/advertiser/conversions.add';
+    const clock = { now: T0 };
+    const own = await startSandbox({
+      port: 0,
+      now: () => clock.now,
+      faults: { lateWriteRate: 1, lateWriteMs: 400, routes: [ADD] },
     });
+    const late1 = () => own.control.conversions().filter((c) => c.externalId === 'late-1');
 
-    // Act
-    const unanswered = fetch(`${sandbox.url}/advertiser/conversions.add`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${sandbox.token}`, 'content-type': 'application/json' },
-      body: JSON.stringify(trackingBody({ externalId: 'late-1' })),
-      signal: AbortSignal.timeout(100),
-    });
-    await expect(unanswered).rejects.toMatchObject({ name: 'TimeoutError' });
-    const rightAfter = sandbox.control.conversions().filter((c) => c.externalId === 'late-1').length;
+    try {
+      // Act: the client gives up once the sandbox holds the request
+      const giveUp = new AbortController();
+      const unanswered = fetch(`${own.url}${ADD}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${own.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(trackingBody({ externalId: 'late-1' })),
+        signal: giveUp.signal,
+      });
+      await until(
+        () => own.control.calls()[ADD]?.byStatus['hang'] ?? 0,
+        (held) => held === 1,
+        'the add held',
+      );
+      giveUp.abort();
+      await expect(unanswered).rejects.toMatchObject({ name: 'AbortError' });
+      const rightAfter = late1().length;
+      clock.now = T0 + 400;
+      const landed = await until(late1, (found) => found.length > 0, 'the late write of late-1');
 
-    // Assess: nothing when the client gave up, the conversion once the late write lands
-    expect(rightAfter).toBe(0);
-    await expect
-      .poll(() => sandbox.control.conversions().filter((c) => c.externalId === 'late-1').length)
-      .toBe(1);
-    expect(sandbox.control.calls()['/advertiser/conversions.add']?.byStatus).toEqual({ hang: 1 });
+      // Assess: nothing when the client gave up; one conversion, dated lateWriteMs after the request
+      expect(rightAfter).toBe(0);
+      expect(landed).toHaveLength(1);
+      expect(landed[0]?.createdAt).toBe(new Date(T0 + 400).toISOString());
+      expect(own.control.calls()[ADD]?.byStatus).toEqual({ hang: 1 });
+    } finally {
+      await own.close();
+    }
   });
 
   it('lands a late write when its own clock says so: minutes late without waiting minutes', async () => {
@@ -1102,7 +1120,11 @@ describe('sandbox: faults', () => {
       () => 'answered',
       () => 'dropped',
     );
-    await expect.poll(() => own.control.calls()['/advertiser/advertisers.me']?.byStatus['hang']).toBe(1);
+    await until(
+      () => own.control.calls()['/advertiser/advertisers.me']?.byStatus['hang'] ?? 0,
+      (hung) => hung === 1,
+      'the request to hang',
+    );
 
     // Act
     await own.close();
@@ -1476,7 +1498,15 @@ describe('sandbox: options and environment', () => {
       output += chunk;
     });
     const exited = once(child, 'exit');
-    await expect.poll(() => output, { timeout: 15_000 }).toMatch(/users: .*\n/);
+    // The banner's last line, however long a loaded machine takes to start Node.
+    await new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (/users: .*\n/.test(output)) resolve();
+      };
+      child.stdout.on('data', check);
+      child.once('exit', () => reject(new Error(`the sandbox exited before its banner:\n${output}`)));
+      check();
+    });
     const url = /listening on (http:\/\/\S+)/.exec(output)?.[1] ?? '';
 
     // Act
