@@ -273,6 +273,7 @@ async function connectorCheck(ctx: CliContext): Promise<CheckResult> {
   if (!url) return skip(name, 'not configured (CONNECTOR_URL): send and refund need it');
   const target = `${url.replace(/\/+$/, '')}/health`;
   try {
+    // biome-ignore lint/style/noRestrictedGlobals: bounded by its AbortSignal.timeout
     const response = await fetch(target, { signal: AbortSignal.timeout(5000) });
     await response.body?.cancel();
     return pass(name, `${url} answers (GET /health: HTTP ${response.status})`);

@@ -1,4 +1,5 @@
 import { Command, CommanderError } from 'commander';
+import { ConfigurationError } from '../shared/errors.ts';
 import { registerAccept } from './accept.ts';
 import { registerBackfill } from './backfill.ts';
 import { registerDlq } from './dlq.ts';
@@ -80,24 +81,33 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
     await program.parseAsync([...argv], { from: 'user' });
     return 0;
   } catch (error) {
-    if (error instanceof CommanderError) {
-      // Help and version exit 0; commander has already printed any usage error.
-      return error.code === 'commander.helpDisplayed' || error.code === 'commander.version' ? 0 : 2;
-    }
-    // The line quotes what servers and shops wrote (a platform's message, an order id): escaped, so
-    // a terminal shows an escape sequence or a bidi override instead of obeying it.
-    if (error instanceof CliError) {
-      if (error.message) writeLine(io.stderr, `error: ${visibleText(error.message)}`);
-      return error.exitCode;
-    }
-    const setup = awsSetupProblem(error);
-    if (setup) {
-      writeLine(io.stderr, `error: ${setup}`);
-      return 2;
-    }
-    writeLine(io.stderr, `error: ${visibleText(explain(error))}`);
-    return 1;
+    return failureExit(error, io);
   }
+}
+
+/**
+ * The exit code of a command that threw `error`, its one line written to stderr (commander has
+ * printed its own usage errors): 2 for usage and missing or wrong settings (a `CliError`'s own code,
+ * a `ConfigurationError` any command lets through, AWS not set up), else 1.
+ */
+export function failureExit(error: unknown, io: CliIo): number {
+  if (error instanceof CommanderError) {
+    // Help and version exit 0; commander has already printed any usage error.
+    return error.code === 'commander.helpDisplayed' || error.code === 'commander.version' ? 0 : 2;
+  }
+  // The line quotes what servers and shops wrote (a platform's message, an order id): escaped, so
+  // a terminal shows an escape sequence or a bidi override instead of obeying it.
+  if (error instanceof CliError) {
+    if (error.message) writeLine(io.stderr, `error: ${visibleText(error.message)}`);
+    return error.exitCode;
+  }
+  const setup = error instanceof ConfigurationError ? error.message : awsSetupProblem(error);
+  if (setup) {
+    writeLine(io.stderr, `error: ${visibleText(setup)}`);
+    return 2;
+  }
+  writeLine(io.stderr, `error: ${visibleText(explain(error))}`);
+  return 1;
 }
 
 /** The AWS SDK's "you have not set up AWS" failures, told as missing settings. */

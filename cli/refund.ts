@@ -611,6 +611,7 @@ async function postRefund(url: string, key: string, request: FinanceRefundReques
   for (let attempt = 1; ; attempt++) {
     let response: Response;
     try {
+      // biome-ignore lint/style/noRestrictedGlobals: bounded by its AbortSignal.timeout
       response = await fetch(url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-api-key': key, 'user-agent': 'connector-cli' },

@@ -188,6 +188,7 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
 
   let response: Response;
   try {
+    // biome-ignore lint/style/noRestrictedGlobals: bounded by its AbortSignal.timeout
     response = await fetch(target, {
       method: 'POST',
       headers,

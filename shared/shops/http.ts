@@ -87,6 +87,7 @@ export interface ShopHttpOptions {
    */
   readonly maxAnswerBytes?: number;
   readonly signal?: AbortSignal;
+  // biome-ignore lint/style/noRestrictedGlobals: the type of the fetch a test gives
   readonly fetch?: typeof fetch;
   readonly sleep?: Sleep;
   readonly random?: () => number;
@@ -168,6 +169,7 @@ export class ShopHttp {
     let response: Response;
     let body: Buffer;
     try {
+      // biome-ignore lint/style/noRestrictedGlobals: bounded by AbortSignal.timeout above
       response = await (o.fetch ?? fetch)(url, {
         method,
         headers: {
