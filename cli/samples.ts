@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type { SourceConfig } from '../shared/config/sources.ts';
 import { HexId } from '../shared/domain/ids.ts';
 import { idText, MAX_ID_LENGTH } from '../shared/domain/limits.ts';
+import { SOURCE_PLATFORMS, type SourcePlatform } from '../shared/domain/platforms.ts';
 import { formatMinor } from '../shared/money.ts';
 import { hmacSha256, signGeneric } from '../shared/platforms/signature.ts';
 import { CliError } from './io.ts';
@@ -15,8 +16,8 @@ import { CliError } from './io.ts';
  * data, and signed exactly as the platform signs it.
  */
 
-export type Platform = SourceConfig['platform'];
-export const PLATFORMS: readonly Platform[] = ['shopify', 'woocommerce', 'stripe', 'generic'];
+export type Platform = SourcePlatform;
+export const PLATFORMS: readonly Platform[] = SOURCE_PLATFORMS;
 
 const SAMPLES_DIR = new URL('../test/fixtures/samples/', import.meta.url);
 
@@ -228,18 +229,18 @@ function conversionText(conversion: SampleConversion): string {
   return conversion === 'refused' ? 'refused' : formatMinor(conversion.amount, conversion.currency);
 }
 
+/** Per platform, what `defaultTopic` answers: a record, so a new platform must say. */
+const ORDER_TOPIC: Readonly<Record<Platform, (source: SourceConfig | undefined) => string | undefined>> = {
+  shopify: (source) => source?.orderTopic ?? 'orders/create',
+  woocommerce: () => 'order.created',
+  stripe: () => 'checkout.session.completed',
+  // The body carries its own `type`.
+  generic: () => undefined,
+};
+
 /** The topic (Shopify, WooCommerce) or event type (Stripe) of an order sent when none is given. */
 export function defaultTopic(platform: Platform, source: SourceConfig | undefined): string | undefined {
-  switch (platform) {
-    case 'shopify':
-      return source?.orderTopic ?? 'orders/create';
-    case 'woocommerce':
-      return 'order.created';
-    case 'stripe':
-      return 'checkout.session.completed';
-    case 'generic':
-      return undefined;
-  }
+  return ORDER_TOPIC[platform](source);
 }
 
 export interface SampleChanges {
@@ -418,11 +419,20 @@ export function applyChanges(
   return body;
 }
 
+/**
+ * Per platform, a fresh id for the body where the platform's dedup key is one there (Stripe event
+ * id, Generic eventId); none where a header carries it (`SignOptions.eventId`).
+ */
+const FRESH_BODY_EVENT_ID: Readonly<Record<Platform, () => string | undefined>> = {
+  shopify: () => undefined,
+  woocommerce: () => undefined,
+  stripe: () => `evt_cli${randomBytes(12).toString('hex')}`,
+  generic: () => `cli-${randomUUID()}`,
+};
+
 /** A fresh delivery id where the platform's dedup key is one (Stripe event id, Generic eventId). */
 export function freshEventId(platform: Platform): string | undefined {
-  if (platform === 'stripe') return `evt_cli${randomBytes(12).toString('hex')}`;
-  if (platform === 'generic') return `cli-${randomUUID()}`;
-  return undefined;
+  return FRESH_BODY_EVENT_ID[platform]();
 }
 
 export interface SignOptions {

@@ -16,6 +16,7 @@ import { type AcceptOptions, type AcceptSummary, runAccept } from '../../shared/
 import { DynamoLedger } from '../../shared/adapters/dynamo-ledger.ts';
 import type { Env } from '../../shared/config/env.ts';
 import { SourceConfig, type SourceConfigInput } from '../../shared/config/sources.ts';
+import { hasShopApi, SOURCE_PLATFORMS, type SourcePlatform } from '../../shared/domain/platforms.ts';
 import { describeError } from '../../shared/errors.ts';
 import { subscriptionTopics } from '../../shared/platforms/registry.ts';
 import type { Ledger } from '../../shared/ports.ts';
@@ -33,7 +34,7 @@ import { recoverAfterCrash } from './recover.ts';
  */
 export const REQUEST_TIMEOUT_MS = 3_000;
 
-const PLATFORM_SECRET: Record<SourceConfig['platform'], keyof typeof LOCAL_SECRETS> = {
+const PLATFORM_SECRET: Record<SourcePlatform, keyof typeof LOCAL_SECRETS> = {
   shopify: 'SHOPIFY_WEBHOOK_SECRET',
   woocommerce: 'WOOCOMMERCE_WEBHOOK_SECRET',
   stripe: 'STRIPE_WEBHOOK_SECRET',
@@ -71,7 +72,7 @@ export interface LocalStackOptions extends WorkerTuning {
   /** `acceptAfterDays` of the default sources (ignored with `sources`). @default off */
   readonly acceptAfterDays?: number;
   /** Default sources run in shadow mode (`mode: 'shadow'`; ignored with `sources`). @default none */
-  readonly shadowSources?: readonly SourceConfig['platform'][];
+  readonly shadowSources?: readonly SourcePlatform[];
 }
 
 export interface LocalStack {
@@ -119,13 +120,13 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   if (!program || !rule)
     throw new Error('PROGRAM_ID and RULE_ID are required when the platform is not the sandbox');
   // With the sandbox in process, each shop source reads the sandbox's fake of its shop's API.
-  const shopApiOf = (platform: SourceConfig['platform']) =>
-    sandbox && platform !== 'generic'
+  const shopApiOf = (platform: SourcePlatform) =>
+    sandbox && hasShopApi(platform)
       ? { shopApi: { url: sandbox.shops.urls[platform], credentialsRef: LOCAL_SHOP_API_REFS[platform] } }
       : {};
   const sourceInputs: SourceConfigInput[] =
     options.sources ??
-    (['shopify', 'woocommerce', 'stripe', 'generic'] as const).map((platform) => ({
+    SOURCE_PLATFORMS.map((platform) => ({
       id: platform,
       platform,
       program,
@@ -323,8 +324,7 @@ function seedShopSubscriptions(
   env: Readonly<Record<string, string | undefined>>,
 ): void {
   for (const source of sources) {
-    if (source.platform === 'generic' || source.shopApi?.url !== sandbox.shops.urls[source.platform])
-      continue;
+    if (!hasShopApi(source.platform) || source.shopApi?.url !== sandbox.shops.urls[source.platform]) continue;
     const secret = env[source.secretRef];
     sandbox.shops.control.seedSubscriptions(source.platform, {
       address: `${url}/webhooks/${encodeURIComponent(source.id)}`,

@@ -5,6 +5,7 @@ import { LOCAL_PORT, LOCAL_STATE_FILE, SANDBOX_PORT } from '../../local/defaults
 import { sandboxOptionsFromEnv } from '../../sandbox/env.ts';
 import type { SandboxOptions } from '../../sandbox/types.ts';
 import { HexId } from '../../shared/domain/ids.ts';
+import { SOURCE_PLATFORMS } from '../../shared/domain/platforms.ts';
 import { claimDataDir, writeStateFile } from './claims.ts';
 import { localState, startLocalStack } from './stack.ts';
 
@@ -44,7 +45,8 @@ function whole(name: string, fallback: number | undefined, max: number): number 
   return value;
 }
 
-const SOURCE_IDS = ['shopify', 'woocommerce', 'stripe', 'generic'] as const;
+/** The local stack's default sources: one per platform, named after it. */
+const SOURCE_IDS = SOURCE_PLATFORMS;
 
 /** `SHADOW_SOURCES`: a comma-separated list of the local sources to run in shadow mode. */
 function shadowSources(): (typeof SOURCE_IDS)[number][] {

@@ -1,7 +1,10 @@
-/** The public types of the shop API fakes (a leaf: sandbox/types.ts imports it). */
+/** The public types of the shop API fakes (a leaf but for the platform list: sandbox/types.ts imports it). */
 
-export type ShopFakePlatform = 'shopify' | 'woocommerce' | 'stripe';
-export const SHOP_FAKE_PLATFORMS: readonly ShopFakePlatform[] = ['shopify', 'woocommerce', 'stripe'];
+import { SHOP_API_PLATFORMS, type ShopApiPlatform } from '../../shared/domain/platforms.ts';
+
+/** A fake per platform whose shop API the connector reads. */
+export type ShopFakePlatform = ShopApiPlatform;
+export const SHOP_FAKE_PLATFORMS: readonly ShopFakePlatform[] = SHOP_API_PLATFORMS;
 
 /** What a control call may set on a new order; everything else comes from the seed. */
 export interface NewShopOrder {

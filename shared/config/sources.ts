@@ -1,5 +1,6 @@
 import * as z from 'zod/mini';
 import { HexId } from '../domain/ids.ts';
+import { hasShopApi, SOURCE_PLATFORMS } from '../domain/platforms.ts';
 import { ConfigurationError } from '../errors.ts';
 import { parsePercent } from '../money.ts';
 import { firstIssue } from '../validation.ts';
@@ -73,7 +74,8 @@ export const MAX_ACCEPT_AFTER_DAYS = 365;
 export const SourceConfig = z.strictObject({
   /** URL path segment: `POST /webhooks/{id}`. */
   id: z.string().check(z.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'lower-case letters, digits, - and _')),
-  platform: z.enum(['shopify', 'woocommerce', 'stripe', 'generic']),
+  /** Its shop platform (`SOURCE_PLATFORMS`, shared/domain/platforms.ts). */
+  platform: z.enum(SOURCE_PLATFORMS),
   program: HexId,
   rule: HexId,
   /**
@@ -138,7 +140,7 @@ export const SourceConfig = z.strictObject({
   toleranceSeconds: z._default(z.int().check(z.positive()), 300),
   /**
    * The shop's own API, read by `connector backfill` and the scheduled catch-up (docs/backfill.md).
-   * Not for `generic` sources: they have no API to read. @default none
+   * Not for a platform without one (`hasShopApi`: `generic`): it has no API to read. @default none
    */
   shopApi: z.optional(ShopApiConfig),
 });
@@ -157,8 +159,8 @@ export const SourcesFile = z.array(SourceConfig).check(
           'only for a source with "backend": "legacy" (the current API\'s Conversion Add takes no commission)';
         ctx.addIssue({ code: 'custom', path: [i, 'legacyCommission'], message });
       }
-      if (s.platform === 'generic' && s.shopApi !== undefined) {
-        const message = 'a generic source has no shop API to read: backfill it with --file';
+      if (!hasShopApi(s.platform) && s.shopApi !== undefined) {
+        const message = `a ${s.platform} source has no shop API to read: backfill it with --file`;
         ctx.addIssue({ code: 'custom', path: [i, 'shopApi'], message });
       }
     });

@@ -1,5 +1,6 @@
 import * as z from 'zod/mini';
 import { freeText, idText, isCurrency } from './limits.ts';
+import { SOURCE_PLATFORMS } from './platforms.ts';
 
 /**
  * The normalized events that travel through the queue. Platform adapters produce them from webhooks,
@@ -7,7 +8,8 @@ import { freeText, idText, isCurrency } from './limits.ts';
  * ("cents") of `currency`; ids from shops stay strings.
  */
 
-export const PLATFORMS = ['shopify', 'woocommerce', 'stripe', 'generic', 'finance'] as const;
+/** The shop platforms, and `finance` for the refunds that come through `POST /refunds`. */
+export const PLATFORMS = [...SOURCE_PLATFORMS, 'finance'] as const;
 export const Platform = z.enum(PLATFORMS);
 export type Platform = z.infer<typeof Platform>;
 

@@ -1,5 +1,6 @@
 import * as z from 'zod/mini';
 import type { SourceConfig } from '../config/sources.ts';
+import { hasShopApi, type ShopApiPlatform } from '../domain/platforms.ts';
 import { ConfigurationError } from '../errors.ts';
 import type { SecretStore } from '../ports.ts';
 import { firstIssue } from '../validation.ts';
@@ -18,7 +19,7 @@ const SHAPES = {
   woocommerce: z.object({ consumerKey: Key, consumerSecret: Key }),
   /** A restricted key (`rk_…`) with read access to Events. */
   stripe: z.object({ secretKey: Key }),
-} as const;
+} as const satisfies Record<ShopApiPlatform, z.ZodMiniType>;
 
 const EXAMPLES: Record<ShopPlatform, string> = {
   shopify: '{"accessToken": "…"}',
@@ -26,7 +27,7 @@ const EXAMPLES: Record<ShopPlatform, string> = {
   stripe: '{"secretKey": "…"}',
 };
 
-export type ShopPlatform = keyof typeof SHAPES;
+export type ShopPlatform = ShopApiPlatform;
 
 export interface ShopifyCredentials {
   readonly platform: 'shopify';
@@ -56,7 +57,7 @@ export async function shopCredentials(
   options: { readonly fresh?: boolean } = {},
 ): Promise<ShopCredentials> {
   const api = source.shopApi;
-  if (api === undefined || source.platform === 'generic') {
+  if (api === undefined || !hasShopApi(source.platform)) {
     throw new ConfigurationError(
       `source ${source.id} has no shopApi (url and credentialsRef): see docs/backfill.md`,
     );

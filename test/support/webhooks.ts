@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { SourcePlatform } from '../../shared/domain/platforms.ts';
 import { hmacSha256, signGeneric } from '../../shared/platforms/signature.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -17,7 +18,8 @@ export interface SignedPost {
   readonly body: string;
 }
 
-export type SignedPlatform = 'shopify' | 'woocommerce' | 'stripe' | 'generic';
+/** Every platform signs its webhooks (`signedHeaders` must say how: its switch has no default). */
+export type SignedPlatform = SourcePlatform;
 
 export interface SignatureOptions {
   /** Shopify's and WooCommerce's topic header (default `orders/create`, `order.created`). */

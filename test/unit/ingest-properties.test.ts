@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ConnectorEvent } from '../../shared/domain/events.ts';
+import { SOURCE_PLATFORMS } from '../../shared/domain/platforms.ts';
 import { MAX_BODY_BYTES } from '../../shared/http/answers.ts';
 import { ingestWebhook } from '../../shared/ingest.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
@@ -9,7 +10,7 @@ import { sourcePerPlatform } from '../support/door.ts';
 import { signedHeaders } from '../support/webhooks.ts';
 import { sampleJson } from './platforms/support.ts';
 
-const PLATFORMS = ['shopify', 'woocommerce', 'stripe', 'generic'] as const;
+const PLATFORMS = SOURCE_PLATFORMS;
 type Platform = (typeof PLATFORMS)[number];
 const SECRETS: Record<Platform, string> = {
   shopify: 'prop-shopify-secret',

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { parseSources } from '../../../shared/config/sources.ts';
+import { SOURCE_PLATFORMS, type SourcePlatform } from '../../../shared/domain/platforms.ts';
 import { UnauthorizedError } from '../../../shared/errors.ts';
-import { type SignedPlatform, sampleFixture, signedHeaders } from '../../support/webhooks.ts';
+import { sampleFixture, signedHeaders } from '../../support/webhooks.ts';
 import { ADAPTERS } from './support.ts';
 
 /**
@@ -11,13 +12,19 @@ import { ADAPTERS } from './support.ts';
 const SECRET = 'map-test-secret';
 const NOW = new Date('2026-11-20T12:00:00Z');
 
-const CASES: ReadonlyArray<readonly [SignedPlatform, string, string | undefined]> = [
-  ['shopify', 'shopify/order_2026-07_docs_example.json', 'orders/create'],
-  ['shopify', 'shopify/refund_2026-07_docs_example.json', 'refunds/create'],
-  ['woocommerce', 'woocommerce/order_v3_docs_example.json', 'order.created'],
-  ['stripe', 'stripe/event_envelope_stripe_mock_fixture.json', undefined],
-  ['generic', 'generic/order.json', undefined],
-];
+/** Each platform's samples (file, topic header): a record, so a new platform must bring some. */
+const SAMPLES: Readonly<Record<SourcePlatform, ReadonlyArray<readonly [string, string | undefined]>>> = {
+  shopify: [
+    ['shopify/order_2026-07_docs_example.json', 'orders/create'],
+    ['shopify/refund_2026-07_docs_example.json', 'refunds/create'],
+  ],
+  woocommerce: [['woocommerce/order_v3_docs_example.json', 'order.created']],
+  stripe: [['stripe/event_envelope_stripe_mock_fixture.json', undefined]],
+  generic: [['generic/order.json', undefined]],
+};
+const CASES = SOURCE_PLATFORMS.flatMap((platform) =>
+  SAMPLES[platform].map(([file, topic]) => [platform, file, topic] as const),
+);
 
 describe('PlatformAdapter.map', () => {
   it.each(CASES)('%s %s: the same result as a signed delivery through handle', (platform, file, topic) => {

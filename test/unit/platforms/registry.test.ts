@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { SOURCE_PLATFORMS } from '../../../shared/domain/platforms.ts';
 import { adapterFor } from '../../../shared/platforms/registry.ts';
 
 const REGISTRY = new URL('../../../shared/platforms/registry.ts', import.meta.url).href;
@@ -16,7 +17,7 @@ function adapterModulesLoaded(steps: readonly string[], module = REGISTRY): stri
     const loaded = new Set();
     registerHooks({ load(url, context, next) { loaded.add(url); return next(url, context); } });
     const adapters = () => [...loaded]
-      .map((url) => /\\/shared\\/platforms\\/(shopify|woocommerce|stripe|generic)\\.ts$/.exec(url)?.[1])
+      .map((url) => /\\/shared\\/platforms\\/(${SOURCE_PLATFORMS.join('|')})\\.ts$/.exec(url)?.[1])
       .filter((name) => name !== undefined)
       .sort();
     const seen = [];
@@ -36,13 +37,10 @@ function adapterModulesLoaded(steps: readonly string[], module = REGISTRY): stri
 }
 
 describe('adapterFor', () => {
-  it.each(['shopify', 'woocommerce', 'stripe', 'generic'] as const)(
-    'gives the %s adapter',
-    async (platform) => {
-      // Act / Assess
-      expect((await adapterFor(platform)).platform).toBe(platform);
-    },
-  );
+  it.each(SOURCE_PLATFORMS)('gives the %s adapter', async (platform) => {
+    // Act / Assess
+    expect((await adapterFor(platform)).platform).toBe(platform);
+  });
 
   it('keeps the promise of each platform: later calls get it settled, not a new import', () => {
     // Act / Assess

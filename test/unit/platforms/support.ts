@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { expect } from 'vitest';
 import { SourceConfig, type SourceConfigInput } from '../../../shared/config/sources.ts';
+import type { SourcePlatform } from '../../../shared/domain/platforms.ts';
 import type { ConnectorError } from '../../../shared/errors.ts';
 import type { HttpRequest } from '../../../shared/http/types.ts';
 import { genericAdapter } from '../../../shared/platforms/generic.ts';
@@ -42,7 +43,7 @@ export function signatureVector(platform: string): SignatureVector {
 }
 
 /** Each platform's adapter, for tests that call one directly (the registry loads them on demand). */
-export const ADAPTERS: Readonly<Record<SourceConfig['platform'], PlatformAdapter>> = {
+export const ADAPTERS: Readonly<Record<SourcePlatform, PlatformAdapter>> = {
   shopify: shopifyAdapter,
   woocommerce: woocommerceAdapter,
   stripe: stripeAdapter,
