@@ -304,8 +304,24 @@ export class CliContext {
   }
 
   sqs(): SQSClient {
-    this.#sqs ??= new SQSClient(this.#awsConfig(this.get('sqsEndpoint')));
-    return this.#sqs;
+    if (this.#sqs) return this.#sqs;
+    const client = new SQSClient(this.#awsConfig(this.get('sqsEndpoint')));
+    // SQS's QueueDoesNotExist names no queue: keep the URL of the call that failed, for the message.
+    client.middlewareStack.add(
+      (next) => async (args) => {
+        try {
+          return await next(args);
+        } catch (error) {
+          const url = (args.input as { QueueUrl?: unknown }).QueueUrl;
+          if (typeof url === 'string' && typeof error === 'object' && error !== null)
+            failedQueueUrls.set(error, url);
+          throw error;
+        }
+      },
+      { step: 'initialize', name: 'cliFailedQueueUrl' },
+    );
+    this.#sqs = client;
+    return client;
   }
 
   dynamo(): DynamoDBClient {
@@ -431,6 +447,9 @@ export function awsCall(): { abortSignal: AbortSignal } {
   return { abortSignal: AbortSignal.timeout(AWS_TIMEOUT_MS) };
 }
 
+/** The queue URL of each SQS call that failed, by its error (see `CliContext.sqs`). */
+const failedQueueUrls = new WeakMap<object, string>();
+
 /** Runs `run` with a context for these flags, closing its clients afterwards. */
 export async function withContext<T>(
   io: CliIo,
@@ -452,12 +471,40 @@ export async function withContext<T>(
       }),
     );
     if (hint) throw new CliError(hint, 1);
-    const missing = missingLedgerTable(error, ctx);
+    const missing = missingLedgerTable(error, ctx) ?? missingQueue(error, ctx);
     if (missing) throw new CliError(missing, 2);
     throw error;
   } finally {
     ctx.close();
   }
+}
+
+/**
+ * SQS's answer for a queue that does not exist ("The specified queue does not exist.") names neither
+ * the queue nor the setting: the CLI names both, as for the ledger table. A setting to fix.
+ */
+function missingQueue(error: unknown, ctx: CliContext): string | undefined {
+  if (!(error instanceof Error)) return undefined;
+  if (error.name !== 'QueueDoesNotExist' && error.name !== 'AWS.SimpleQueueService.NonExistentQueue')
+    return undefined;
+  const url = failedQueueUrls.get(error);
+  if (url === undefined) return undefined;
+  const name = (['dlqUrl', 'queueUrl'] as const).find((n) => {
+    try {
+      return ctx.get(n) === url;
+    } catch {
+      return false;
+    }
+  });
+  const fix = 'check the URL, and the region or endpoint';
+  if (name === undefined) return `queue ${cell(url, 200)} does not exist: ${fix}`;
+  const spec = SETTINGS[name];
+  const origin = ctx.origin(name);
+  const from = origin === undefined ? '' : ` (from ${describeOrigin(name, origin)})`;
+  return (
+    `${spec.what} ${cell(url, 200)} names no queue${from}: ${fix}; set it with ${spec.flag} or ${spec.env}` +
+    ` (locally, npm start writes it to ${LOCAL_STATE_FILE})`
+  );
 }
 
 /**

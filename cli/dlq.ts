@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { ACCEPT_EVENT_TYPE } from '../shared/accept/job.ts';
 import { type CliContext, type SettingName, settingOptions, withContext } from './context.ts';
 import { type DiscardOptions, discardCommand } from './dlq-discard.ts';
 import {
@@ -63,9 +64,52 @@ function shortReason(entry: DlqEntry): string {
   return status ? `${status} ${message}` : message;
 }
 
+/** Whether the reason asks to settle the message by hand and then discard it. */
+function settledByHand(entry: DlqEntry): boolean {
+  return /then discard this message|once handled, discard it/i.test(entry.reason);
+}
+
+/**
+ * What to do with a message, in a few words (docs/runbook.md, failure classes): the reason's own
+ * instruction when it ends with one (settle by hand, then discard), else what its class asks.
+ */
+export function nextStep(entry: DlqEntry): string {
+  // Replaying an accept accepts nothing: the worker does not take it and parks it again.
+  if (entry.eventType === ACCEPT_EVENT_TYPE) return 'act on the platform, then discard';
+  if (!entry.parked) return 'replay once the platform is healthy';
+  if (settledByHand(entry)) return 'settle by hand, then discard';
+  switch (entry.failureClass) {
+    case 'transient':
+      // Parked on the queue's last receive (shared/worker/batch.ts): its reason says what failed.
+      if (/ on an unexpected error /.test(entry.reason))
+        return "read the worker's logs (a bug?); replay once fixed";
+      if (/ on a failed AWS call /.test(entry.reason)) return 'check the AWS service, then replay';
+      return 'replay once the platform is healthy';
+    case 'configuration':
+      return 'fix the setting, then replay';
+    case 'bad_input':
+      return 'keep it for a bug report';
+    default:
+      return 'fix the cause, then replay';
+  }
+}
+
+/** Why replaying this message would not do what a replay is for, if it would not. */
+export function replayWarning(entry: DlqEntry): string | undefined {
+  const which = `${entry.messageId} (order ${entry.externalId ?? '?'}, ${entry.eventType ?? '?'})`;
+  const discard = `connector dlq discard ${entry.messageId}`;
+  if (entry.eventType === ACCEPT_EVENT_TYPE) {
+    return `${which}: replaying it accepts nothing (the worker does not take an accept; it is parked again): accept it on the platform if it should be, then ${discard}`;
+  }
+  if (entry.parked && settledByHand(entry)) {
+    return `${which}: its reason asks to settle it by hand, then ${discard} (dlq show ${entry.messageId} has the whole reason)`;
+  }
+  return undefined;
+}
+
 function tableOf(entries: readonly DlqEntry[], now: Date): string {
   return formatTable(
-    ['MESSAGE ID', 'EXTERNAL ID', 'EVENT', 'FAILURE CLASS', 'REASON', 'AGE', 'ATTEMPTS'],
+    ['MESSAGE ID', 'EXTERNAL ID', 'EVENT', 'FAILURE CLASS', 'REASON', 'AGE', 'ATTEMPTS', 'NEXT'],
     entries.map((e) => [
       e.messageId,
       e.externalId ?? '?',
@@ -74,6 +118,7 @@ function tableOf(entries: readonly DlqEntry[], now: Date): string {
       cell(shortReason(e), 70),
       e.failedAt ? formatAge(now.getTime() - e.failedAt.getTime()) : '?',
       attemptsText(e),
+      nextStep(e),
     ]),
   );
 }
@@ -106,8 +151,16 @@ function jsonOf(entry: DlqEntry): Record<string, unknown> {
   };
 }
 
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/** `dlq list`: the messages counted in the total that could not be read. */
 function hiddenNote(hidden: number): string {
-  return `${hidden} more message${hidden === 1 ? ' is' : 's are'} not shown: behind an earlier message of the same order (a FIFO queue hands out one order's messages in turn) or being read elsewhere; they come up as the ones ahead are replayed or discarded`;
+  return `${hidden} of them ${hidden === 1 ? 'is' : 'are'} not shown: behind an earlier message of the same order (a FIFO queue hands out one order's messages in turn) or being read elsewhere; they come up as the ones ahead are replayed or discarded`;
+}
+
+/** `dlq replay`: the messages not read yet, which the replay takes too if they match. */
+function behindNote(hidden: number): string {
+  return `${plural(hidden, 'more message')} of the DLQ could not be read: behind an earlier message of the same order (a FIFO queue hands out one order's messages in turn) or being read elsewhere; a replay takes ${hidden === 1 ? 'it' : 'them'} too if ${hidden === 1 ? 'it matches' : 'they match'}, as the ones ahead leave`;
 }
 
 const LIST_EXAMPLES = `
@@ -117,9 +170,17 @@ Examples:
   $ npx connector dlq list --external-id 1001 --json
 
 Reading does not consume: each message is hidden for 2 s while read, then made visible again.
-FAILURE CLASS is the worker's (permanent, configuration, bad_input) or "${REDRIVE_CLASS}" for
-a message SQS moved after too many transient failures (ATTEMPTS is then SQS's receive count, which
-counts reads by this command too).`;
+FAILURE CLASS is the worker's (permanent, configuration, bad_input; transient: still failing on
+the queue's last receive, the reason giving the last error) or "${REDRIVE_CLASS}" for a message
+SQS moved after too many receives because the worker could not park it (ATTEMPTS is then SQS's
+receive count, which counts reads by this command too, so it grows with each dlq list).
+REASON is the platform's status and message when it answered, cut to fit: dlq show <message id>
+(or --json) has the whole reason. NEXT is what to do: "fix the cause, then replay", "fix the
+setting, then replay", "replay once the platform is healthy" (or, when the worker gave up on an
+AWS call or an unexpected error, "check the AWS service, then replay" or "read the worker's logs
+(a bug?); replay once fixed"), "settle by hand, then discard" (the
+reason says how), "act on the platform, then discard" (an accept: replaying it accepts nothing),
+"keep it for a bug report".`;
 
 /** `connector dlq list|show|replay|discard|purge`: the dead-letter queue, for operators. */
 export function registerDlq(program: Command, io: CliIo): void {
@@ -145,10 +206,7 @@ export function registerDlq(program: Command, io: CliIo): void {
       }
       if (shown.length > 0) writeLine(io.stdout, tableOf(shown, nowOf(io)));
       const filtered = shown.length === entries.length ? '' : ` (${shown.length} match)`;
-      writeLine(
-        io.stdout,
-        `${entries.length} message${entries.length === 1 ? '' : 's'} in the DLQ${filtered}`,
-      );
+      writeLine(io.stdout, `${plural(entries.length + hidden, 'message')} in the DLQ${filtered}`);
       if (hidden > 0) writeLine(io.stdout, hiddenNote(hidden));
     });
   });
@@ -315,22 +373,24 @@ async function replayCommand(
   const dlqUrl = ctx.require('dlqUrl');
   const queueUrl = options.dryRun ? ctx.get('queueUrl') : ctx.require('queueUrl');
   const target = queueUrl ? queueName(queueUrl) : 'the main queue';
+  // A main queue URL that names no queue fails here, naming its setting, before any message is taken.
+  if (!options.dryRun && queueUrl !== undefined) await queueCounts(ctx.sqs(), queueUrl);
   const { entries, hidden } = await scanQueue(ctx.sqs(), dlqUrl);
   const candidates = entries.filter((e) => matches(e, filter)).slice(0, options.limit);
   if (candidates.length === 0) {
-    writeLine(io.stdout, `nothing to replay: no message matches (${entries.length} in the DLQ)`);
-    if (hidden > 0) writeLine(io.stdout, hiddenNote(hidden));
+    writeLine(io.stdout, `nothing to replay: no message matches (${entries.length + hidden} in the DLQ)`);
+    if (hidden > 0) writeLine(io.stdout, behindNote(hidden));
     return;
   }
+  const warnings = candidates.flatMap((e) => replayWarning(e) ?? []);
   if (options.dryRun) {
     writeLine(io.stdout, tableOf(candidates, nowOf(io)));
-    writeLine(
-      io.stdout,
-      `dry run: ${candidates.length} message${candidates.length === 1 ? '' : 's'} would be replayed to ${target}`,
-    );
-    if (hidden > 0) writeLine(io.stdout, hiddenNote(hidden));
+    for (const warning of warnings) writeLine(io.stdout, `warning: ${visibleText(warning)}`);
+    writeLine(io.stdout, `dry run: ${plural(candidates.length, 'message')} would be replayed to ${target}`);
+    if (hidden > 0) writeLine(io.stdout, behindNote(hidden));
     return;
   }
+  for (const warning of warnings) writeLine(io.stderr, `warning: ${visibleText(warning)}`);
   if (!options.yes) {
     const answer = await ask(
       io,
@@ -341,7 +401,9 @@ async function replayCommand(
     if (!/^y(es)?$/i.test(answer.trim())) throw new CliError('not confirmed; nothing replayed', 1);
   }
 
-  const progress = rowProgress(io, candidates.length, 'replay');
+  // Messages behind the ones read come up as those leave: the total so far is then a lower bound.
+  const more = hidden > 0 && (options.limit === undefined || candidates.length < options.limit);
+  const progress = rowProgress(io, candidates.length, 'replay', { more });
   let stopRequested = false;
   // Ctrl-C finishes the message in hand (sent and deleted) instead of leaving it half-way.
   const onSigint = () => {

@@ -17,7 +17,7 @@ import {
   settingOptions,
   withContext,
 } from './context.ts';
-import { CliError, type CliIo, explain, visibleText, writeLine } from './io.ts';
+import { CliError, type CliIo, explain, unreachableHint, visibleText, writeLine } from './io.ts';
 import { shopWebhookChecks } from './shop-side.ts';
 
 export type { CheckResult };
@@ -30,6 +30,15 @@ const fail = (name: string, detail: string, hint: string): CheckResult => ({
   hint,
 });
 const skip = (name: string, detail: string): CheckResult => ({ name, status: 'skip', detail });
+
+/**
+ * The fix for a failed call: when nothing answered at the address (a local stack that was stopped,
+ * or killed and its state file left behind), to start the stack, as every other command says;
+ * otherwise `hint`.
+ */
+function fixFor(error: unknown, urls: readonly (string | undefined)[], hint: string): string {
+  return unreachableHint(error, urls) ?? hint;
+}
 
 /** A check whose setting is missing fails with the flag and variable to set. */
 function needs(
@@ -89,7 +98,7 @@ async function tokenCheck(ctx: CliContext): Promise<{ result: CheckResult; info?
       result: fail(
         name,
         `${url}: ${explain(error)}`,
-        'check AFFILIATE_BASE_URL (and that the platform is up)',
+        fixFor(error, [url], 'check AFFILIATE_BASE_URL (and that the platform is up)'),
       ),
     };
   }
@@ -157,7 +166,11 @@ async function queueCheck(
     return pass(name, `${url} reachable, ${count} message${count === 1 ? '' : 's'}${note}`);
   } catch (error) {
     const env = setting === 'queueUrl' ? 'QUEUE_URL' : 'DLQ_URL';
-    return fail(name, `${url}: ${explain(error)}`, `check ${env}, AWS_REGION and AWS credentials`);
+    return fail(
+      name,
+      `${url}: ${explain(error)}`,
+      fixFor(error, [ctx.get('sqsEndpoint'), url], `check ${env}, AWS_REGION and AWS credentials`),
+    );
   }
 }
 
@@ -173,7 +186,11 @@ async function ledgerCheck(ctx: CliContext): Promise<CheckResult> {
       return fail(name, `${table} is ${status}`, 'wait for the table to become ACTIVE');
     return pass(name, `${table} ${status}`);
   } catch (error) {
-    return fail(name, `${table}: ${explain(error)}`, 'check LEDGER_TABLE, AWS_REGION and AWS credentials');
+    return fail(
+      name,
+      `${table}: ${explain(error)}`,
+      fixFor(error, [ctx.get('dynamoEndpoint')], 'check LEDGER_TABLE, AWS_REGION and AWS credentials'),
+    );
   }
 }
 

@@ -78,11 +78,30 @@ export function buildProgram(io: CliIo): Command {
 export async function run(argv: readonly string[], io: CliIo = processIo()): Promise<number> {
   const program = buildProgram(io);
   try {
-    await program.parseAsync([...argv], { from: 'user' });
+    await program.parseAsync(withoutHelpOfUnknownCommand(program, argv), { from: 'user' });
     return 0;
   } catch (error) {
     return failureExit(error, io);
   }
+}
+
+const HELP_FLAGS = new Set(['--help', '-h']);
+
+/**
+ * `argv` without its help flags when it names a command that does not exist (`connector stuck
+ * --help`, `connector dlq lists -h`): commander prints the parent's help for those and exits 0, as
+ * if the command were known. Without the flag commander reports the unknown command (exit 2).
+ */
+function withoutHelpOfUnknownCommand(program: Command, argv: readonly string[]): string[] {
+  let command = program;
+  for (const arg of argv) {
+    if (arg.startsWith('-')) continue;
+    if (command.commands.length === 0 || arg === 'help') break;
+    const next = command.commands.find((c) => c.name() === arg || c.aliases().includes(arg));
+    if (!next) return argv.filter((a) => !HELP_FLAGS.has(a));
+    command = next;
+  }
+  return [...argv];
 }
 
 /**
@@ -92,8 +111,10 @@ export async function run(argv: readonly string[], io: CliIo = processIo()): Pro
  */
 export function failureExit(error: unknown, io: CliIo): number {
   if (error instanceof CommanderError) {
-    // Help and version exit 0; commander has already printed any usage error.
-    return error.code === 'commander.helpDisplayed' || error.code === 'commander.version' ? 0 : 2;
+    // Help and version exit 0 (`connector help <command>` too); commander has already printed any
+    // usage error, and the help it shows for a command given without its subcommand.
+    if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version') return 0;
+    return error.code === 'commander.help' && error.exitCode === 0 ? 0 : 2;
   }
   // The line quotes what servers and shops wrote (a platform's message, an order id): escaped, so
   // a terminal shows an escape sequence or a bidi override instead of obeying it.

@@ -15,14 +15,24 @@ export interface RowProgress {
   stop(): void;
 }
 
-export function rowProgress(io: CliIo, total: number, label: string): RowProgress {
+/**
+ * `more`: rows may come up that the total does not count yet (DLQ messages behind the ones read);
+ * the plain lines then show the total so far as a lower bound, `[2/2+]`, instead of claiming it.
+ */
+export function rowProgress(
+  io: CliIo,
+  total: number,
+  label: string,
+  options: { readonly more?: boolean } = {},
+): RowProgress {
   let done = 0;
   let expected = total;
+  const open = options.more === true ? '+' : '';
   if (!io.stderr.isTTY) {
     return {
       row(line) {
         done++;
-        writeLine(io.stdout, `[${done}/${Math.max(expected, done)}] ${printable(line)}`);
+        writeLine(io.stdout, `[${done}/${Math.max(expected, done)}${open}] ${printable(line)}`);
       },
       grow(next) {
         expected = Math.max(expected, next);

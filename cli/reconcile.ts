@@ -211,7 +211,8 @@ function reportText(report: ReconcileReport): string {
       d.platformStatus
         ? `${d.platformStatus} ${money(d.platformAmount, d.platformCurrency ?? d.currency)}`
         : '-',
-      cell(d.detail, 70),
+      // The last column: whole, so that the command or the platform's reason at its end is not cut.
+      cell(d.detail, 1000),
     ]),
   );
   const n = report.differences.length;

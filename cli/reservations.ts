@@ -174,7 +174,8 @@ removes its reservation, with --yes, and only if its refund was never queued as 
 can tell: not recorded by the worker, not in the DLQ (DLQ_URL), and reserved over ${DROP_AFTER_TEXT} ago
 (a queued refund is recorded or parked by then, unless the worker is stalled). A refund that was
 queued after all is still applied by the worker, and may then refuse the whole conversion.
-Exit codes: 0 listed or dropped; 1 the reservations changed meanwhile (nothing dropped: look again);
+Exit codes: 0 listed (an order the ledger does not know says so) or dropped; 1 the reservations
+changed meanwhile (nothing dropped: look again);
 2 not dropped: unknown or recorded refund id, too recent, in the DLQ, no --yes, or a missing setting.`;
 
 /** `connector reservations <externalId>`: an order's finance refund reservations, and dropping one. */
@@ -209,9 +210,12 @@ async function list(ctx: CliContext, externalId: string, options: ReservationsOp
   const ledger = ctx.ledger();
   const now = nowOf(io).getTime();
   const found: { program: string; currency?: string; reservation: RefundReservation }[] = [];
+  // Neither a record nor reservations in any program: most likely a mistyped order id.
+  let known = false;
   for (const program of programs) {
     const key = ledgerKey(program, externalId);
     const [record, reservations] = await Promise.all([ledger.get(key), ledger.reservationsOf(key)]);
+    if (record || reservations) known = true;
     for (const reservation of unrecordedReservations(record, reservations))
       found.push({ program, ...(record?.currency ? { currency: record.currency } : {}), reservation });
   }
@@ -221,13 +225,21 @@ async function list(ctx: CliContext, externalId: string, options: ReservationsOp
       ...reservation,
       currency: currency ?? null,
     }));
-    writeLine(io.stdout, terminalJson({ externalId, programs, unrecordedReservations: unrecorded }));
+    writeLine(io.stdout, terminalJson({ externalId, programs, known, unrecordedReservations: unrecorded }));
+    return;
+  }
+  const where = `program${programs.length === 1 ? '' : 's'} ${programs.join(', ')}`;
+  if (!known) {
+    writeLine(
+      io.stdout,
+      `order ${externalId} is not in the ledger and has no refund reserved (${where}): check the order id (and --source or --program)`,
+    );
     return;
   }
   if (found.length === 0) {
     writeLine(
       io.stdout,
-      `order ${externalId}: no refund reserved that the worker has not recorded (program${programs.length === 1 ? '' : 's'} ${programs.join(', ')})`,
+      `order ${externalId}: no refund reserved that the worker has not recorded (${where})`,
     );
     return;
   }

@@ -1,3 +1,4 @@
+import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
 import type { Conversion } from '../shared/affiliate/schemas.ts';
 import {
@@ -8,8 +9,9 @@ import {
   unrecordedReservations,
 } from '../shared/ledger.ts';
 import { compareOrder, type Difference, money } from './compare.ts';
-import { settingOptions, withContext } from './context.ts';
+import { awsCall, type CliContext, settingOptions, withContext } from './context.ts';
 import { CliError, type CliIo, cell, formatTable, nowOf, terminalJson, writeLine } from './io.ts';
+import { addLeftAt, STUCK_ADD_AFTER_MS } from './stuck.ts';
 
 interface StatusOptions {
   source?: string;
@@ -31,6 +33,14 @@ export interface OrderStatus {
   readonly unrecordedReservations?: readonly RefundReservation[];
 }
 
+/** What `status` learnt beside the order, for an add without a clear answer. */
+export interface StatusNotes {
+  /** The worker's verification window, when the CLI is told it (ADD_VERIFY_SECONDS). */
+  readonly verifyWindowSeconds?: number;
+  /** Messages in the main queue (visible, in flight, delayed), when it could be read. */
+  readonly queuedMessages?: number;
+}
+
 /** `connector status <externalId>`: the ledger record and the platform's conversion side by side. */
 export function registerStatus(program: Command, io: CliIo): void {
   const command = program
@@ -45,7 +55,14 @@ export function registerStatus(program: Command, io: CliIo): void {
     .option('--source <id>', "look in this source's program")
     .option('--program <id>', 'look in this program (default: every configured source program)')
     .option('--json', 'print JSON');
-  settingOptions(command, ['ledgerTable', 'dynamoEndpoint', 'region', 'affiliateBaseUrl']);
+  settingOptions(command, [
+    'ledgerTable',
+    'dynamoEndpoint',
+    'region',
+    'affiliateBaseUrl',
+    'queueUrl',
+    'sqsEndpoint',
+  ]);
   command
     .addHelpText(
       'after',
@@ -55,7 +72,9 @@ Examples:
   $ npx connector status 1001 --source shopify --json
 
 The platform token comes from AFFILIATE_TOKEN (or .local-stack.json), else from the Secrets Manager
-secret AFFILIATE_TOKEN_SECRET names.`,
+secret AFFILIATE_TOKEN_SECRET names. For an add without a clear answer, the main queue (QUEUE_URL,
+optional) tells whether a message is left to retry it, and ADD_VERIFY_SECONDS, when set as for the
+worker, the verification window in effect.`,
     )
     .action(async (externalId: string, options: StatusOptions) => {
       await withContext(io, options, async (ctx) => {
@@ -116,7 +135,7 @@ secret AFFILIATE_TOKEN_SECRET names.`,
             ),
           );
         } else if (found) {
-          writeLine(io.stdout, statusText(found));
+          writeLine(io.stdout, statusText(found, await notesOf(ctx, found)));
         } else if (reservedOnly) {
           writeLine(
             io.stdout,
@@ -137,10 +156,50 @@ secret AFFILIATE_TOKEN_SECRET names.`,
     });
 }
 
+/**
+ * For an add without a clear answer only: the window the worker waits out, and whether the main queue
+ * holds any message at all (it cannot be searched for the order's without delaying it). Nothing when
+ * it cannot be read: the text then says what it does not know.
+ */
+async function notesOf(ctx: CliContext, status: OrderStatus): Promise<StatusNotes> {
+  const record = status.record;
+  if (record?.state !== 'adding' || record.unclearAddAt === undefined) return {};
+  const setting = ctx.io.env['ADD_VERIFY_SECONDS']?.trim();
+  const seconds = setting ? Number(setting) : Number.NaN;
+  const queueUrl = ctx.get('queueUrl');
+  let queuedMessages: number | undefined;
+  if (queueUrl !== undefined) {
+    try {
+      const out = await ctx.sqs().send(
+        new GetQueueAttributesCommand({
+          QueueUrl: queueUrl,
+          AttributeNames: [
+            'ApproximateNumberOfMessages',
+            'ApproximateNumberOfMessagesNotVisible',
+            'ApproximateNumberOfMessagesDelayed',
+          ],
+        }),
+        awsCall(),
+      );
+      const a = out.Attributes ?? {};
+      queuedMessages =
+        (Number(a.ApproximateNumberOfMessages) || 0) +
+        (Number(a.ApproximateNumberOfMessagesNotVisible) || 0) +
+        (Number(a.ApproximateNumberOfMessagesDelayed) || 0);
+    } catch {
+      // Not known: the text says what happens either way.
+    }
+  }
+  return {
+    ...(Number.isFinite(seconds) && seconds >= 0 ? { verifyWindowSeconds: seconds } : {}),
+    ...(queuedMessages === undefined ? {} : { queuedMessages }),
+  };
+}
+
 const dash = (v: unknown) => (v === undefined || v === null || v === '' ? '-' : String(v));
 
 /** The side-by-side view of one order. */
-export function statusText(status: OrderStatus): string {
+export function statusText(status: OrderStatus, notes: StatusNotes = {}): string {
   const { record, conversion } = status;
   const currency = record?.currency ?? conversion?.currency;
   // A record made for refunds that came before their order holds no amount of the order yet.
@@ -165,7 +224,6 @@ export function statusText(status: OrderStatus): string {
           : 'no',
     ],
     ['refuse reason', '-', dash(conversion?.refuseReason)],
-    ['skip reason / error', cell(record?.skipReason ?? record?.lastError, 50) || '-', '-'],
     ['created', dash(record?.createdAt), dash(conversion?.createdAt)],
     ['updated', dash(record?.updatedAt), '-'],
   ];
@@ -176,6 +234,11 @@ export function statusText(status: OrderStatus): string {
     '',
     formatTable(['', 'LEDGER', 'PLATFORM'], rows),
   ];
+  // Whole, on lines of their own: the part that matters (the platform's reason) comes last.
+  if (record?.skipReason) lines.push('', `ledger skip reason: ${cell(record.skipReason, LONG_TEXT)}`);
+  else if (record?.lastError) lines.push('', `ledger error: ${cell(record.lastError, LONG_TEXT)}`);
+  if (record?.acceptError && !record.acceptedAt)
+    lines.push(`ledger accept error: ${cell(record.acceptError, LONG_TEXT)}`);
   const refunds = Object.values(record?.refunds ?? {});
   if (refunds.length > 0) {
     lines.push(
@@ -190,7 +253,7 @@ export function statusText(status: OrderStatus): string {
           r.status,
           r.resultingAmount === undefined ? '-' : money(r.resultingAmount, currency),
           r.receivedAt,
-          cell([r.reason, r.outcome, netNote(r.amountFrom)].filter(Boolean).join('; '), 50),
+          cell([r.reason, r.outcome, netNote(r.amountFrom)].filter(Boolean).join('; '), LONG_TEXT),
         ]),
       ),
     );
@@ -199,7 +262,7 @@ export function statusText(status: OrderStatus): string {
   lines.push('');
   const stuck = status.differences.some((d) => d.kind === 'stuck_add');
   if (record?.state === 'adding' && !stuck && record.unclearAddAt !== undefined)
-    lines.push(unclearLine(record.unclearAddAt));
+    lines.push(...unclearLines(record, record.unclearAddAt, notes));
   else if (record?.state === 'adding' && !stuck)
     lines.push('… a Conversion Add is in flight; look again in a moment');
   else if (record?.shadow)
@@ -248,7 +311,7 @@ function acceptCell(record: OrderRecord): string | undefined {
   if (record.acceptDueAt === undefined) return undefined;
   const due = `(due ${record.acceptDueAt})`;
   if (record.acceptedAt) return `accepted ${record.acceptedAt} ${due}`;
-  if (record.acceptError) return `not accepted: ${cell(record.acceptError, 50)}`;
+  if (record.acceptError) return 'not accepted (see the ledger accept error below)';
   return awaitsAccept(record) ? `waiting ${due}` : undefined;
 }
 
@@ -274,10 +337,35 @@ function waitingLine(record: OrderRecord): string | undefined {
     : `${what}: applied when the parked order is replayed (connector dlq list --external-id ${record.externalId})`;
 }
 
-/** An add that got no clear answer: no new add until the platform has shown nothing for a while. */
-function unclearLine(at: number): string {
-  return (
-    `… the Conversion Add of ${new Date(at).toISOString()} got no clear answer: the worker asks the platform ` +
-    'again and sends no new add until it has shown nothing for the verification window (10 minutes by default)'
-  );
+/**
+ * An add that got no clear answer: no new add until the platform has shown nothing for the worker's
+ * verification window. Only a delivery of the order's message looks it up again; with none left
+ * (parked, purged), `reconcile --repair` settles the add once it counts as stuck.
+ */
+function unclearLines(record: OrderRecord, at: number, notes: StatusNotes): string[] {
+  const seconds = notes.verifyWindowSeconds;
+  const window =
+    seconds === undefined
+      ? "the worker's verification window after it (its setting ADD_VERIFY_SECONDS)"
+      : `the verification window after it (ADD_VERIFY_SECONDS: ${seconds} s), until ${new Date(at + seconds * 1000).toISOString()}`;
+  const parked = `connector dlq list --external-id ${record.externalId}`;
+  const repair =
+    `connector reconcile --from ${record.createdAt.slice(0, 10)} --repair settles the add from ` +
+    `${new Date(addLeftAt(record) + STUCK_ADD_AFTER_MS).toISOString()} (the platform's Conversion info decides)`;
+  const head =
+    `… the Conversion Add of ${new Date(at).toISOString()} got no clear answer: no new add is sent for the order ` +
+    `until the platform has shown nothing for ${window}`;
+  if (notes.queuedMessages === 0) {
+    return [
+      head,
+      `… no message in the main queue can retry it now: if the order's message is parked, replay it once its cause is fixed (${parked}); otherwise ${repair}`,
+    ];
+  }
+  return [
+    head,
+    `… when the order's message comes back from the queue, the worker first asks the platform (Conversion info) whether the add went through; if that message is gone (parked: ${parked}), ${repair}`,
+  ];
 }
+
+/** The most of a reason printed on its own line; `--json` has it all. */
+const LONG_TEXT = 2000;

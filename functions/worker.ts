@@ -13,7 +13,13 @@ import {
   type AffiliateClientOptions,
 } from '../shared/affiliate/client.ts';
 import { parseRouteOverrides } from '../shared/affiliate/routes.ts';
-import { type Env, optionalNumber, requireEnv, sourcesFromEnv } from '../shared/config/env.ts';
+import {
+  type Env,
+  maxReceiveCountFromEnv,
+  optionalNumber,
+  requireEnv,
+  sourcesFromEnv,
+} from '../shared/config/env.ts';
 import type { SourceConfig } from '../shared/config/sources.ts';
 import { ConfigurationError } from '../shared/errors.ts';
 import { lambdaPipeline } from '../shared/lambda.ts';
@@ -74,7 +80,8 @@ export interface WorkerWiring {
    * The settings CDK gives the function: SOURCES, LEDGER_TABLE, QUEUE_URL, DLQ_URL,
    * AFFILIATE_BASE_URL, AFFILIATE_TOKEN_SECRET, AFFILIATE_ROUTES, AFFILIATE_RATE_PER_SECOND,
    * AFFILIATE_INITIAL_RATE_PER_SECOND, LEGACY_BASE_URL, LEGACY_CREDENTIALS_SECRET,
-   * LEGACY_RATE_PER_SECOND, and optionally LEASE_MS, ADD_VERIFY_SECONDS and PACING_TABLE.
+   * LEGACY_RATE_PER_SECOND, MAX_RECEIVE_COUNT (the main queue's redrive maxReceiveCount), and
+   * optionally LEASE_MS, ADD_VERIFY_SECONDS and PACING_TABLE.
    */
   readonly env: Env;
   readonly observe?: (report: RecordReport) => void;
@@ -102,6 +109,7 @@ export interface WorkerTuning {
 export async function buildWorkerDeps(wiring: WorkerWiring): Promise<WorkerHandlerDeps> {
   const { env, secrets, tuning = {} } = wiring;
   const tokenRef = requireEnv(env, 'AFFILIATE_TOKEN_SECRET');
+  const maxReceiveCount = maxReceiveCountFromEnv(env);
   const timeoutMs = tuning.client?.timeoutMs ?? AFFILIATE_TIMEOUT_MS;
   const client = new AffiliateClient({
     baseUrl: requireEnv(env, 'AFFILIATE_BASE_URL'),
@@ -135,6 +143,7 @@ export async function buildWorkerDeps(wiring: WorkerWiring): Promise<WorkerHandl
     leaseMs: tuning.leaseMs ?? Math.max(MIN_LEASE_MS, optionalNumber(env, 'LEASE_MS', DEFAULT_LEASE_MS)),
     settleMs: tuning.settleMs ?? settleMsFor(timeoutMs),
     verifyMs: tuning.verifyMs ?? optionalNumber(env, 'ADD_VERIFY_SECONDS', DEFAULT_VERIFY_MS / 1000) * 1000,
+    maxReceiveCount,
     ...(tuning.visibilityBaseSeconds === undefined
       ? {}
       : { visibilityBaseSeconds: tuning.visibilityBaseSeconds }),

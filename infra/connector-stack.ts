@@ -284,6 +284,8 @@ export class ConnectorStack extends Stack {
       LEDGER_TABLE: this.ledger.tableName,
       QUEUE_URL: queue.queueUrl,
       DLQ_URL: deadLetterQueue.queueUrl,
+      // The redrive's own count: on that receive the worker parks a message still failing, with a reason.
+      MAX_RECEIVE_COUNT: String(config.queue.maxReceiveCount),
       AFFILIATE_BASE_URL: config.affiliate.baseUrl,
       AFFILIATE_TOKEN_SECRET: config.affiliate.tokenSecret,
       AFFILIATE_RATE_PER_SECOND: String(workerRatePerSecond(config)),

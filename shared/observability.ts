@@ -141,7 +141,7 @@ export function observeFinance(logger: Logger, metrics: MetricsSink): (outcome: 
   };
 }
 
-export function observeWorker(logger: Logger, metrics: Metrics): (report: RecordReport) => void {
+export function observeWorker(logger: Logger, metrics: MetricsSink): (report: RecordReport) => void {
   return (report) => {
     const line = {
       messageId: report.messageId,
@@ -181,7 +181,10 @@ export function observeWorker(logger: Logger, metrics: Metrics): (report: Record
       metrics.addMetric(METRIC.lateRefunds, MetricUnit.Count, 1);
       logger.warn('late refund recorded for finance', line);
     } else if (report.status === 'parked') {
-      metrics.addMetric(METRIC.permanentFailures, MetricUnit.Count, 1);
+      // Parked on the queue's last receive, still failing transiently: a transient failure still.
+      const metric =
+        report.failureClass === 'transient' ? METRIC.transientFailures : METRIC.permanentFailures;
+      metrics.addMetric(metric, MetricUnit.Count, 1);
       logger.error('event parked in the DLQ', line);
     } else {
       logger.info('event deferred behind a failed message of its group', line);

@@ -145,6 +145,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     SOURCES: JSON.stringify([...sources.values()]),
     QUEUE_URL: emulators.queueUrl,
     DLQ_URL: emulators.dlqUrl,
+    // The emulated queue's redrive count, as the stack gives the deployed worker its queue's.
+    MAX_RECEIVE_COUNT: String(emulators.maxReceiveCount),
     LEDGER_TABLE: emulators.tableName,
     PACING_TABLE: emulators.pacingTableName,
     FINANCE_API_KEY_SECRET: 'FINANCE_API_KEY',

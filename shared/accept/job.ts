@@ -198,7 +198,9 @@ async function acceptOne(
     return {
       ...base,
       result: 'held',
-      detail: `refund ${pending.refundId} is pending: accepted once applied`,
+      detail:
+        `refund ${pending.refundId} is pending: accepted once applied (its message is in the queue, or parked: ` +
+        `connector dlq list --external-id ${record.externalId})`,
     };
   }
   if ((record.acceptLeaseUntil ?? 0) > deps.now()) {
@@ -382,6 +384,19 @@ async function settle(
   // The lease expires by itself; the next run sees the platform's state through `find`.
 }
 
+/**
+ * Why the accept failed, in the platform's words when it answered (its status and message), else the
+ * connector's own message; the class name tells an operator nothing.
+ */
+function refusal(error: unknown): string {
+  if (!isConnectorError(error)) return describeError(error);
+  const words =
+    error.status !== undefined && error.status >= 400 && error.platformMessage
+      ? `the platform answered ${error.status}: ${error.platformMessage}`
+      : error.message || describeError(error);
+  return words.replace(/\.+$/, '');
+}
+
 async function park(
   deps: AcceptDeps,
   source: SourceConfig,
@@ -390,9 +405,10 @@ async function park(
   platformStatus: string | undefined,
 ): Promise<AcceptItem> {
   const at = new Date(deps.now()).toISOString();
-  const conversion = record.conversionId ? `conversion ${record.conversionId}` : 'the conversion';
+  const conversion = record.conversionId ? `Conversion ${record.conversionId}` : 'The conversion';
+  // The platform's words first: `connector accept` shows the start of the reason on one line.
   const reason =
-    `${conversion} of order ${record.externalId} could not be accepted: ${describeError(error)}` +
+    `${refusal(error)}. ${conversion} of order ${record.externalId} is not accepted` +
     `${platformStatus ? ` (the platform shows it ${platformStatus})` : ''}. The connector will not try again: ` +
     'check the conversion on the platform (refused or locked there by hand?) and accept it there if it should ' +
     'be. Replaying this message does not accept it: it only records the failure; once handled, discard it: ' +

@@ -7,7 +7,7 @@ import {
   failureClassOf,
   isConnectorError,
 } from '../errors.ts';
-import type { FailureQueue } from '../ports.ts';
+import type { FailureAttributes, FailureQueue } from '../ports.ts';
 import type { Outcome, WorkerDeps } from './flow.ts';
 import { processEvent } from './process-event.ts';
 
@@ -19,6 +19,12 @@ export interface BatchDeps extends WorkerDeps {
   readonly visibilityCapSeconds?: number;
   /** In-invocation retries of a transient failure, while the deadline allows. */
   readonly inlineRetries?: number;
+  /**
+   * The main queue's redrive `maxReceiveCount`. On that receive a message still failing transiently
+   * is parked with a reason, not left to SQS's redrive (which moves it with no attributes).
+   * @default undefined: left to the redrive
+   */
+  readonly maxReceiveCount?: number;
   readonly sleep?: (ms: number) => Promise<void>;
   readonly observe?: (report: RecordReport) => void;
 }
@@ -40,7 +46,8 @@ export interface RecordReport {
  * ReportBatchItemFailures: message groups run concurrently, each group strictly in order, and once a
  * message of a group fails, the rest of that group in this batch is reported failed unprocessed (so
  * the order of one order's events is kept). Permanent failures are parked in the DLQ with readable
- * attributes and then count as handled; if parking fails, the message stays in the queue.
+ * attributes and then count as handled, and so are transient ones on the queue's last receive; if
+ * parking fails, the message stays in the queue.
  *
  * Not Powertools' `SqsFifoPartialProcessorAsync`: it runs a batch one record at a time, so one
  * slow order would hold up every other order of the batch; and its `skipGroupOnError` fails the
@@ -153,6 +160,30 @@ async function processRecord(
         await sleep(wait);
         continue;
       }
+      // This invocation is done with it. On the queue's last receive SQS's redrive would move it to
+      // the DLQ with no word of why: parked with its last error instead. Safe after an unclear add
+      // too: the ledger keeps the order's lease and verification window for its replay.
+      let parkRefused: string | undefined;
+      if (deps.maxReceiveCount !== undefined && count >= deps.maxReceiveCount) {
+        const reason = exhaustedReason(error, count);
+        parkRefused = await toDlq(
+          deps,
+          record,
+          failureAttributes(deps, record, summary, error, count, reason),
+        );
+        if (parkRefused === undefined) {
+          deps.observe?.({
+            messageId: record.messageId,
+            receiveCount: count,
+            event: summary,
+            status: 'parked',
+            failureClass: failureClassOf(error),
+            reason,
+            platformStatus: isConnectorError(error) ? error.status : undefined,
+          });
+          return true;
+        }
+      }
       // Give the message back, hidden for a backoff that grows with its receive count; past the
       // queue's maxReceiveCount, SQS's redrive moves it to the DLQ.
       const base = deps.visibilityBaseSeconds ?? 5;
@@ -172,7 +203,10 @@ async function processRecord(
         event: summary,
         status: 'retry',
         failureClass: 'transient',
-        reason: reasonOf(error),
+        reason:
+          parkRefused === undefined
+            ? reasonOf(error)
+            : `${reasonOf(error)}; could not park in the DLQ (${parkRefused}): left to the queue's redrive`,
         platformStatus: isConnectorError(error) ? error.status : undefined,
       });
       return delayed ? { hiddenForSeconds: seconds } : {};
@@ -187,41 +221,18 @@ async function park(
   error: unknown,
   count: number,
 ): Promise<true | GivenBack> {
-  const now = new Date(deps.now()).toISOString();
-  const attrs = record.messageAttributes ?? {};
-  const priorAttempts = Number(attrs['attempts']?.stringValue ?? '0') || 0;
   const failureClass = failureClassOf(error);
   const reason = reasonOf(error);
   const platformStatus = isConnectorError(error) ? error.status : undefined;
-  try {
-    await deps.failures.park(
-      {
-        body: record.body,
-        groupId: record.attributes.MessageGroupId ?? record.messageId,
-        // A fresh dedup id: a message parked again after a replay must not be dropped as a repeat.
-        deduplicationId: `${record.messageId}-${Date.now().toString(36)}`.slice(0, 128),
-      },
-      {
-        failureClass,
-        reason,
-        platformStatus: platformStatus === undefined ? undefined : String(platformStatus),
-        platformMessage: isConnectorError(error) ? error.platformMessage : undefined,
-        attempts: String(priorAttempts + count),
-        firstFailureAt: attrs['firstFailureAt']?.stringValue ?? now,
-        lastFailureAt: now,
-        eventType: summary?.type,
-        externalId: summary?.externalId,
-        source: summary?.source,
-      },
-    );
-  } catch (parkError) {
+  const refused = await toDlq(deps, record, failureAttributes(deps, record, summary, error, count, reason));
+  if (refused !== undefined) {
     deps.observe?.({
       messageId: record.messageId,
       receiveCount: count,
       event: summary,
       status: 'retry',
       failureClass: 'transient',
-      reason: `could not park in the DLQ (${(parkError as Error).name}); left in the queue`,
+      reason: `could not park in the DLQ (${refused}); left in the queue`,
     });
     return {};
   }
@@ -235,6 +246,85 @@ async function park(
     platformStatus,
   });
   return true;
+}
+
+/** What `dlq list`/`show` read on a parked message, and what `dlq replay` carries on. */
+function failureAttributes(
+  deps: BatchDeps,
+  record: SQSRecord,
+  summary: RecordReport['event'],
+  error: unknown,
+  count: number,
+  reason: string,
+): FailureAttributes {
+  const now = new Date(deps.now()).toISOString();
+  const attrs = record.messageAttributes ?? {};
+  const priorAttempts = Number(attrs['attempts']?.stringValue ?? '0') || 0;
+  const platformStatus = isConnectorError(error) ? error.status : undefined;
+  return {
+    failureClass: failureClassOf(error),
+    reason,
+    platformStatus: platformStatus === undefined ? undefined : String(platformStatus),
+    platformMessage: isConnectorError(error) ? error.platformMessage : undefined,
+    attempts: String(priorAttempts + count),
+    firstFailureAt: attrs['firstFailureAt']?.stringValue ?? now,
+    lastFailureAt: now,
+    eventType: summary?.type,
+    externalId: summary?.externalId,
+    source: summary?.source,
+  };
+}
+
+/** Sends the message, unchanged, to the DLQ; the name of the error when that failed. */
+async function toDlq(
+  deps: BatchDeps,
+  record: SQSRecord,
+  failure: FailureAttributes,
+): Promise<string | undefined> {
+  try {
+    await deps.failures.park(
+      {
+        body: record.body,
+        // Its order's group, which `dlq replay` sends it back with.
+        groupId: record.attributes.MessageGroupId ?? record.messageId,
+        // A fresh dedup id: a message parked again after a replay must not be dropped as a repeat.
+        deduplicationId: `${record.messageId}-${Date.now().toString(36)}`.slice(0, 128),
+      },
+      failure,
+    );
+    return undefined;
+  } catch (parkError) {
+    return parkError instanceof Error ? parkError.name : 'unknown error';
+  }
+}
+
+/**
+ * Why a message still failing transiently on the queue's last receive was parked: for an error the
+ * connector did not classify (a bug, or an AWS call), so said, not left to read as the platform's.
+ */
+function exhaustedReason(error: unknown, count: number): string {
+  const head = `gave up after ${count} receives (the queue's maxReceiveCount)`;
+  const described = describeError(error);
+  // Cut so that what follows it, the advice, always fits in the reason.
+  const last = `last: ${described.length > 700 ? `${described.slice(0, 700)}…` : described}`;
+  let reason: string;
+  if (isConnectorError(error)) {
+    reason = `${head}, still failing transiently; ${last}`;
+    if (error.ambiguous) {
+      reason +=
+        '; that call got no clear answer, so the platform may have carried it out: replay it (the ledger applies it once), do not redo it by hand';
+    }
+  } else if (isAwsError(error)) {
+    reason = `${head} on a failed AWS call (the worker's logs have each one; check the service, then replay); ${last}`;
+  } else {
+    reason = `${head} on an unexpected error (a bug? the worker's logs have each one; replay once it is fixed); ${last}`;
+  }
+  return reason;
+}
+
+/** What an AWS SDK client throws (a service's answer, or a network failure after its retries). */
+function isAwsError(error: unknown): boolean {
+  return error instanceof Error && typeof (error as { $metadata?: unknown }).$metadata === 'object';
 }
 
 /** The connector's own message; of anything else thrown (an AWS SDK error), `describeError`'s safe line. */

@@ -154,6 +154,7 @@ describe('ConnectorStack (example config)', () => {
           'LEDGER_TABLE',
           'QUEUE_URL',
           'DLQ_URL',
+          'MAX_RECEIVE_COUNT',
           'AFFILIATE_BASE_URL',
           'AFFILIATE_TOKEN_SECRET',
           'AFFILIATE_RATE_PER_SECOND',

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { SqsFailureQueue } from '../../shared/adapters/sqs.ts';
 import { messageGroupId } from '../../shared/queueing.ts';
 import { localStackForCli, runCli } from '../support/cli.ts';
+import { startSqsProxy } from '../support/sqs-proxy.ts';
 
 const CLICK = '0123456789abcdef01234567';
 const IP = '203.0.113.7';
@@ -84,7 +85,9 @@ describe('connector dlq', () => {
     // Assess
     expect(listed.code, listed.stderr).toBe(0);
     const row = listed.stdout.split('\n').find((line) => line.includes(' 8001 '));
-    expect(row).toMatch(/OrderRefunded\s+permanent\s+.*conversions\.refuse.*\s+\d+s\s+1$/);
+    expect(row).toMatch(
+      /OrderRefunded\s+permanent\s+.*conversions\.refuse.*\s+\d+s\s+1\s+fix the cause, then replay$/,
+    );
     expect(listed.stdout).toContain('1 message in the DLQ');
     expect(dlqReady()).toBe(1);
     expect((await cli(['dlq', 'list'])).stdout).toContain('1 message in the DLQ');
@@ -138,7 +141,7 @@ describe('connector dlq', () => {
     const listed = await cli(['dlq', 'list', '--external-id', '8003']);
     // Assess
     expect(listed.stdout).toMatch(/8003\s+OrderRefunded\s+transient \(redrive\)\s+failed transiently/);
-    expect(listed.stdout).toMatch(/\d+ receives\n/);
+    expect(listed.stdout).toMatch(/\d+ receives\s+replay once the platform is healthy\n/);
   });
 
   it('shows one message with every attribute and the body; an unknown id exits 1', async () => {
@@ -218,7 +221,12 @@ describe('connector dlq', () => {
   });
 
   it('keeps the message in the DLQ when the main queue does not take it', async () => {
-    // Prepare
+    // Prepare: every send to the main queue is cut before it reaches it (a URL naming no queue is
+    // refused before anything is read: test/integration/cli-operator-walk.test.ts).
+    const proxy = await startSqsProxy(local.stack.emulators.sqsEndpoint);
+    proxy.decideWith((action) =>
+      action === 'SendMessage' ? { kind: 'drop-before', meanwhile: () => undefined } : { kind: 'forward' },
+    );
     const before = dlqReady();
     // Act
     const replayed = await cli([
@@ -227,9 +235,9 @@ describe('connector dlq', () => {
       '--external-id',
       '8003',
       '--yes',
-      '--queue-url',
-      `${local.stack.emulators.sqsEndpoint}/000000000000/no-such-queue.fifo`,
-    ]);
+      '--sqs-endpoint',
+      proxy.endpoint,
+    ]).finally(() => proxy.close());
     // Assess
     expect(replayed.code).toBe(1);
     expect(replayed.stdout).toContain('failed: send to the main queue failed');

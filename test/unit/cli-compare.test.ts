@@ -179,8 +179,9 @@ describe('statusText of an order whose add got no clear answer', () => {
       differences: [],
     });
     expect(text).toContain(
-      '… the Conversion Add of 2026-05-01T10:00:00.000Z got no clear answer: the worker asks the platform again',
+      '… the Conversion Add of 2026-05-01T10:00:00.000Z got no clear answer: no new add is sent for the order',
     );
+    expect(text).toContain('the worker first asks the platform (Conversion info)');
     expect(text).not.toContain('in flight');
   });
 });
