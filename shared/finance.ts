@@ -264,7 +264,7 @@ async function submit(
   // still counts for the order's other refunds (a full one refuses any further partial refund).
   let judged: EdgeResult | undefined;
   try {
-    judged = await reserve(deps, record?.key ?? ledgerKey(source.program, request.externalId), record, {
+    judged = await reserve(deps, record?.key ?? ledgerKey(source.program, request.externalId), {
       externalId: request.externalId,
       refundId: request.refundId,
       amount: amount ?? 'full',
@@ -442,21 +442,19 @@ const RESERVE_ROUNDS = 8;
 const NAMED_RESERVATIONS = 3;
 
 /**
- * Reserves a refund, partial or full, for the order under `key`, judged against its record
- * (`record`, as read) and the refunds reserved for it; a lost write reads both again and judges
- * again. Resolves with the refusal (a 409 naming `refundId`, a 400 naming `amount`, or a 503 after
- * too many lost rounds), or undefined once reserved.
+ * Reserves a refund, partial or full, for the order under `key`, judged against its record and the
+ * refunds reserved for it; a lost write reads both again and judges again. Resolves with the refusal
+ * (a 409 naming `refundId`, a 400 naming `amount`, or a 503 after too many lost rounds), or undefined
+ * once reserved.
  */
-async function reserve(
-  deps: FinanceDeps,
-  key: string,
-  read: OrderRecord | undefined,
-  asked: AskedRefund,
-): Promise<EdgeResult | undefined> {
-  let record = read;
+async function reserve(deps: FinanceDeps, key: string, asked: AskedRefund): Promise<EdgeResult | undefined> {
   for (let round = 0; round < RESERVE_ROUNDS; round++) {
-    if (round > 0) record = await deps.ledger.get(key);
+    // The reservations first, then the record. Each write drops the reservations the record holds,
+    // and a record only ever gains refunds: one read after the reservations holds every refund
+    // dropped from them. Read before (as the request located the order), it could miss a refund the
+    // worker recorded since and another request dropped meanwhile, counted then nowhere.
     const reservations = (await deps.reservations.reservationsOf(key)) ?? { key, version: 0, refunds: [] };
+    const record = await deps.ledger.get(key);
     const judged = reserveRefund(record, reservations, asked, deps.now());
     if ('conflict' in judged) return { kind: 'conflict', field: 'refundId', message: judged.conflict };
     if ('refused' in judged) return bad('amount', judged.refused);
