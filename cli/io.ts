@@ -1,5 +1,6 @@
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import type { Sleep } from '../shared/affiliate/retry.ts';
 import { foreignMessage, isConnectorError } from '../shared/errors.ts';
 
 /**
@@ -28,6 +29,10 @@ export interface CliIo {
   readonly projectRoot?: string;
   /** @default () => new Date() */
   readonly now?: () => Date;
+  /** Waits between retries (`connector refund`). @default a timer (`sleep` of shared/affiliate/retry.ts) */
+  readonly sleep?: Sleep;
+  /** Uniform in [0, 1): the retries' jitter. @default Math.random */
+  readonly random?: () => number;
 }
 
 /** The running process's streams, environment and directory. */

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { backoffDelay } from '../shared/affiliate/retry.ts';
+import { backoffDelay, sleep } from '../shared/affiliate/retry.ts';
 import { BadInputError } from '../shared/errors.ts';
 import { FinanceRefundRequest, overRefundMessage, refundIdConflict } from '../shared/finance.ts';
 import { isRedirect, redirectRefusal, redirectTarget } from '../shared/http/client-answers.ts';
@@ -409,7 +409,7 @@ async function refund(ctx: CliContext, options: RefundOptions): Promise<void> {
   try {
     for (const row of rows) {
       if (stopped) break;
-      const outcome = await postRefund(url, key, row.request);
+      const outcome = await postRefund(url, key, row.request, io);
       const line = `${where(row)}order ${row.request.externalId}  refund ${row.request.refundId}  → ${outcome.text}`;
       if (progress) progress.row(line);
       else writeLine(io.stdout, line);
@@ -607,7 +607,12 @@ const ATTEMPTS = 3;
  * harmless); a refused key or an unreachable connector stops the run, since every row would fail
  * the same way.
  */
-async function postRefund(url: string, key: string, request: FinanceRefundRequest): Promise<PostOutcome> {
+async function postRefund(
+  url: string,
+  key: string,
+  request: FinanceRefundRequest,
+  { sleep: pause = sleep, random }: Pick<CliIo, 'sleep' | 'random'>,
+): Promise<PostOutcome> {
   for (let attempt = 1; ; attempt++) {
     let response: Response;
     try {
@@ -651,8 +656,8 @@ async function postRefund(url: string, key: string, request: FinanceRefundReques
       const wait =
         Number.isFinite(after) && after > 0
           ? Math.min(after * 1000, 5000)
-          : backoffDelay(attempt, { baseMs: 500, capMs: 5000 });
-      await new Promise((resolve) => setTimeout(resolve, wait));
+          : backoffDelay(attempt, { baseMs: 500, capMs: 5000, random });
+      await pause(wait);
       continue;
     }
     const field = typeof body['field'] === 'string' && body['field'] ? `${body['field']}: ` : '';

@@ -141,12 +141,13 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   // Each function gets the settings CDK would give it, pointing at the emulators and the platform,
   // and is wired by the same builder as in AWS; only the secret store differs (env, not Secrets Manager).
   const wiringEnv: Record<string, string | undefined> = {
+    // The emulated queue's redrive count, as the stack gives the deployed worker its queue's (a test
+    // may give the worker another in `env`, to see SQS's redrive move a message the worker did not park).
+    MAX_RECEIVE_COUNT: String(emulators.maxReceiveCount),
     ...env,
     SOURCES: JSON.stringify([...sources.values()]),
     QUEUE_URL: emulators.queueUrl,
     DLQ_URL: emulators.dlqUrl,
-    // The emulated queue's redrive count, as the stack gives the deployed worker its queue's.
-    MAX_RECEIVE_COUNT: String(emulators.maxReceiveCount),
     LEDGER_TABLE: emulators.tableName,
     PACING_TABLE: emulators.pacingTableName,
     FINANCE_API_KEY_SECRET: 'FINANCE_API_KEY',

@@ -76,10 +76,19 @@ function deliveries(): Delivery[] {
 }
 
 /**
- * Errors, hangs, and late writes: requests the platform leaves unanswered past the client's 300 ms
- * timeout yet carries out 6 s later, past the 5 s settle period (an add recorded after the worker gave up on it).
+ * Errors, hangs, and late writes: requests the platform leaves unanswered past the client's timeout
+ * (CLIENT_TIMEOUT_MS) yet carries out 6 s later, past the 5 s settle period (an add recorded after the
+ * worker gave up on it). A hang lasts until the client gives up (hangMs only bounds it).
  */
-const FAULTS = { errorRate: 0.1, hangRate: 0.05, hangMs: 2_000, lateWriteRate: 0.05, lateWriteMs: 6_000 };
+const FAULTS = { errorRate: 0.1, hangRate: 0.05, hangMs: 10_000, lateWriteRate: 0.05, lateWriteMs: 6_000 };
+/**
+ * Only the sandbox's hangs may reach it. An answer that is merely slow (tens of ms on an idle machine,
+ * up to 830 ms at load average 12 on two cores, where 38 requests outlasted the 300 ms this was,
+ * against 9 to 12 hangs) would be one more unclear add, verified for 8 s before it is sent again, and
+ * one more receive towards the DLQ, so the run would depend on how busy the machine is. Below 2.5 s it
+ * keeps the settle period at its 5 s floor, which the late writes must come after.
+ */
+const CLIENT_TIMEOUT_MS = 1_500;
 
 let stack: LocalStack;
 /**
@@ -97,13 +106,14 @@ beforeAll(async () => {
     sandbox: { port: 0, faults: { ...FAULTS, seed: SEED } },
     pollers: 3,
     leaseMs: 1_500,
-    // An add cut by the client's 300 ms timeout is verified for 8 s (10 minutes in production)
-    // before it is sent again; the sandbox's hangs never record.
+    // An add cut by the client's timeout is verified for 8 s (10 minutes in production) before it is
+    // sent again; the sandbox's hangs never record.
     verifyMs: 8_000,
     visibilityBaseSeconds: 1,
-    // Hangs are cut by the client's timeout, well before the sandbox would drop them.
-    client: { timeoutMs: 300, baseDelayMs: 20, maxDelayMs: 400 },
-    emulators: { maxReceiveCount: 10, visibilityTimeoutSeconds: 3 },
+    client: { timeoutMs: CLIENT_TIMEOUT_MS, baseDelayMs: 20, maxDelayMs: 400 },
+    // The worker hides what it gives back itself; the queue's own timeout only ends a batch that
+    // outlives it, which a loaded machine's batches did at 3 s: delivered again while in hand or done.
+    emulators: { maxReceiveCount: 10, visibilityTimeoutSeconds: 30 },
     wrapLedger: (ledger: Ledger): Ledger => ({
       get: (key) => ledger.get(key),
       create: (record) => ledger.create(record),
@@ -197,7 +207,10 @@ describe('the whole pipeline under faults, duplicates, reordering and killed wor
         stack.startPolling();
       }
     }
-    await stack.waitForIdle(50_000);
+    // Done when the queue is empty (polled, no quiet period). The deadline only turns a stuck queue
+    // into a failure that shows its counts: the drain takes 9 to 21 s, mostly the verification
+    // windows of the unclear adds the seeded faults make.
+    await stack.waitForIdle(60_000);
 
     expect(statuses.filter((s) => s !== 202)).toEqual([]);
     const conversions = stack.sandbox?.control.conversions() ?? [];
@@ -216,8 +229,8 @@ describe('the whole pipeline under faults, duplicates, reordering and killed wor
       }
       if (one.amount !== expected) wrong.push(`${id}: amount ${one.amount}, expected ${expected}`);
       const history = one.amountHistory.map((h) => h.amount);
-      // Updates are absolute targets: a worker killed after the update, or an update answered after
-      // the client's 300 ms timeout, repeats the same amount; a refund counted twice would show as a
+      // Updates are absolute targets: a worker killed after the update, or an update the platform
+      // carried out after the client's timeout, repeats the same amount; a refund counted twice would show as a
       // second, lower amount.
       // A refund that came first is subtracted in the add itself: no update at all.
       const historyOk = refunded ? history.every((a) => a === expected) : history.length === 0;
@@ -243,5 +256,7 @@ describe('the whole pipeline under faults, duplicates, reordering and killed wor
     expect(byStatus('429')).toBeGreaterThan(0);
     expect(byStatus('503')).toBeGreaterThan(0);
     expect(byStatus('hang')).toBeGreaterThan(0);
-  }, 60_000);
+    // 120 s: the 241 signed webhooks, posted one after another, are CPU work (6.5 s alone, 37 s at load
+    // average 12 on two cores), then the drain; neither is a claim of the test.
+  }, 120_000);
 });

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect } from 'vitest';
+import type { CliIo } from '../../cli/io.ts';
 import { run } from '../../cli/program.ts';
 import { type LocalStack, localState, startLocalStack } from '../../infra/local/stack.ts';
 import { LOCAL_STATE_FILE } from '../../local/defaults.ts';
@@ -24,6 +25,10 @@ export interface CliRunOptions {
   /** Text typed at a prompt; without it there is no stdin. */
   readonly input?: string;
   readonly now?: () => Date;
+  /** The command's waits (`connector refund`'s retries): asked of this instead of a timer. */
+  readonly sleep?: CliIo['sleep'];
+  /** Draws in [0, 1) for the command's jitter, instead of Math.random. */
+  readonly random?: () => number;
 }
 
 /** Runs `connector <argv>` in process, capturing stdout and stderr (neither is a TTY). */
@@ -37,6 +42,8 @@ export async function runCli(argv: readonly string[], options: CliRunOptions): P
     env: options.env ?? {},
     cwd: options.cwd,
     ...(options.now ? { now: options.now } : {}),
+    ...(options.sleep ? { sleep: options.sleep } : {}),
+    ...(options.random ? { random: options.random } : {}),
   });
   return { code, stdout, stderr };
 }
