@@ -353,7 +353,10 @@ export function registerRefund(program: Command, io: CliIo): void {
     .option('--full', 'refund the whole order (refuses the conversion)')
     .option('--reason <text>', 'why (kept in the ledger and on the platform)')
     .option('--source <id>', 'source of the order, when several programs are configured')
-    .option('--currency <code>', "the order's currency (ISO 4217), checked against the ledger")
+    .option(
+      '--currency <code>',
+      "the order's currency (ISO 4217), checked against the ledger; needed with --amount for an order the ledger does not know yet",
+    )
     .option('--csv <file>', 'many refunds from a CSV file (see below)')
     .option('--dry-run', 'validate and print what would be sent; send nothing');
   settingOptions(command, ['connectorUrl', 'financeApiKey', 'ledgerTable', 'dynamoEndpoint', 'region']);
