@@ -7,6 +7,16 @@ import type { SignedPlatform } from './webhooks.ts';
 export const DOOR_PLATFORMS = SOURCE_PLATFORMS;
 
 /**
+ * A webhook secret per platform for a test of the door, `tag` telling one test file's apart:
+ * `<tag>-shopify-secret`, and Stripe's written as Stripe writes them, `whsec_<tag>_stripe_secret`.
+ */
+export function doorSecrets(tag: string): Record<SignedPlatform, string> {
+  return Object.fromEntries(
+    DOOR_PLATFORMS.map((p) => [p, p === 'stripe' ? `whsec_${tag}_stripe_secret` : `${tag}-${p}-secret`]),
+  ) as Record<SignedPlatform, string>;
+}
+
+/**
  * One source per platform, as the local stack configures them (id = platform, secret in
  * `<PLATFORM>_SECRET`), and the secret store that holds `secrets` for them (and `previous`, while
  * rotating, in `<PLATFORM>_SECRET_PREVIOUS`): what a test of the webhook door hands `ingestWebhook`

@@ -1,7 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import fc from 'fast-check';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { makeHandler } from '../../functions/webhook.ts';
 import { displayed, quoted, shopText } from '../../shared/domain/text.ts';
 import { parseJsonBody } from '../../shared/json.ts';
@@ -9,7 +9,8 @@ import { currencyExponent } from '../../shared/money.ts';
 import { observeIngest } from '../../shared/observability.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
 import { issuesOf } from '../../shared/validation.ts';
-import { sourcePerPlatform } from '../support/door.ts';
+import { doorSecrets, sourcePerPlatform } from '../support/door.ts';
+import { captureOutput } from '../support/logged.ts';
 import { RecordingQueue } from '../support/recording-queue.ts';
 import { type SignedPlatform, signedHeaders } from '../support/webhooks.ts';
 import { sampleJson } from './platforms/support.ts';
@@ -22,27 +23,10 @@ import { sampleJson } from './platforms/support.ts';
  * the deployed observer and Powertools' logger.
  */
 
-const SECRETS: Record<SignedPlatform, string> = {
-  shopify: 'exact-shopify-secret',
-  woocommerce: 'exact-woocommerce-secret',
-  stripe: 'whsec_exact_stripe_secret',
-  generic: 'exact-generic-secret',
-};
+const SECRETS = doorSecrets('exact');
 const { sources, secretStore: secrets } = sourcePerPlatform(SECRETS);
 
-let logged: string[] = [];
-beforeEach(() => {
-  logged = [];
-  const capture = (chunk: string | Uint8Array) => {
-    logged.push(String(chunk));
-    return true;
-  };
-  vi.spyOn(process.stdout, 'write').mockImplementation(capture);
-  vi.spyOn(process.stderr, 'write').mockImplementation(capture);
-});
-afterEach(() => {
-  vi.restoreAllMocks();
-});
+const logged = captureOutput();
 
 function handlerWith(queue: RecordingQueue) {
   const logger = new Logger({ serviceName: 'exact', logLevel: 'INFO' });

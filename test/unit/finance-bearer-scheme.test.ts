@@ -1,10 +1,6 @@
-import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { makeHandler } from '../../functions/refunds.ts';
 import { presentedKey } from '../../shared/finance.ts';
-import { FINANCE_KEY, financeDeps } from '../support/finance-door.ts';
-import { MemoryLedger } from '../support/memory-ledger.ts';
-import { RecordingQueue } from '../support/recording-queue.ts';
+import { FINANCE_KEY, postToRefundsHandler } from '../support/finance-door.ts';
 
 /**
  * `POST /refunds` with the finance key in `Authorization`. The scheme is case-insensitive (RFC 9110
@@ -13,19 +9,10 @@ import { RecordingQueue } from '../support/recording-queue.ts';
  */
 
 async function post(authorization: string) {
-  const ledger = new MemoryLedger();
-  const queue = new RecordingQueue();
-  const handler = makeHandler(financeDeps({ ledger, reservations: ledger, queue }));
-  const result = await handler({
-    version: '2.0',
-    routeKey: 'POST /refunds',
-    rawPath: '/refunds',
-    rawQueryString: '',
-    headers: { 'content-type': 'application/json', Authorization: authorization },
-    body: JSON.stringify({ externalId: '1001', refundId: 'RF-1', amountCents: 1_000, currency: 'USD' }),
-    isBase64Encoded: false,
-    requestContext: {} as APIGatewayProxyEventV2['requestContext'],
-  } as APIGatewayProxyEventV2);
+  const { result, queue } = await postToRefundsHandler(
+    { Authorization: authorization },
+    { externalId: '1001', refundId: 'RF-1', amountCents: 1_000, currency: 'USD' },
+  );
   return { status: result.statusCode, queued: queue.events.length };
 }
 

@@ -1,9 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { submitFinanceRefund } from '../../shared/finance.ts';
-import { ledgerKey, type OrderRecord, type RefundRecord } from '../../shared/ledger.ts';
-import { FINANCE_KEY, FINANCE_PROGRAM, financeDeps } from '../support/finance-door.ts';
+import { ledgerKey, type RefundRecord } from '../../shared/ledger.ts';
+import {
+  answerAndQueued,
+  FINANCE_PROGRAM,
+  ledgerWithOrder,
+  recordedRefund,
+  submitRefund,
+} from '../support/finance-door.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
-import { RecordingQueue } from '../support/recording-queue.ts';
 
 /**
  * `POST /refunds` reserves a full refund as it reserves a partial one (`full: true`, amount 0), so
@@ -15,59 +19,20 @@ import { RecordingQueue } from '../support/recording-queue.ts';
 const KEY = ledgerKey(FINANCE_PROGRAM, '1001');
 const RESERVED_AT = '2026-06-01T11:00:00.000Z';
 
-function recorded(refundId: string, overrides: Partial<RefundRecord> = {}): RefundRecord {
-  return {
-    refundId,
-    amount: 0,
-    full: true,
-    origin: 'finance',
-    receivedAt: '2026-06-01T10:00:00.000Z',
-    status: 'applied',
-    ...overrides,
-  };
-}
+/** Refund RF-1 of order 1001 recorded in full (`overrides` replaces any field). */
+const recordedInFull = (overrides: Partial<RefundRecord> = {}) =>
+  recordedRefund('RF-1', { amount: 0, full: true, ...overrides });
 
-/** Order 1001: USD 100.00, in `state`, with the refunds given recorded. */
-async function ledgerWith(
-  refunds: RefundRecord[],
-  overrides: Partial<OrderRecord> = {},
-): Promise<MemoryLedger> {
-  const ledger = new MemoryLedger();
-  await ledger.create({
-    key: KEY,
-    program: FINANCE_PROGRAM,
-    externalId: '1001',
-    source: 'shopify',
-    state: 'added',
-    version: 0,
-    conversionId: 'c'.repeat(24),
-    originalAmount: 10_000,
-    currentAmount: 10_000,
-    currency: 'USD',
-    refunds: Object.fromEntries(refunds.map((r) => [r.refundId, r])),
-    createdAt: '2026-06-01T09:00:00.000Z',
-    updatedAt: '2026-06-01T10:00:00.000Z',
-    ...overrides,
-  });
-  return ledger;
-}
-
-async function submit(ledger: MemoryLedger, body: Record<string, unknown>) {
-  const queue = new RecordingQueue();
-  const answer = await submitFinanceRefund(
-    financeDeps({ ledger, reservations: ledger, queue }),
-    { 'x-api-key': FINANCE_KEY },
-    Buffer.from(JSON.stringify({ externalId: '1001', ...body })),
-  );
-  return { status: answer.status, body: answer.body, queued: queue.events.length };
-}
+/** Finance's refund `body` of order 1001 on `ledger`'s records and reservations. */
+const submit = async (ledger: MemoryLedger, body: Record<string, unknown>) =>
+  answerAndQueued(await submitRefund({ ledger, reservations: ledger }, body));
 
 const IN_FULL = 'a partial refund of it would never be applied; the full refund gives back all of it';
 
 describe('POST /refunds: a full refund is reserved', () => {
   it('writes it with full and amount 0, once: the same full refund again is a 202 that writes nothing', async () => {
     // Prepare
-    const ledger = await ledgerWith([]);
+    const ledger = await ledgerWithOrder([]);
     // Act
     const first = await submit(ledger, { refundId: 'RF-1', full: true });
     const again = await submit(ledger, { refundId: 'RF-1', full: true });
@@ -82,7 +47,7 @@ describe('POST /refunds: a full refund is reserved', () => {
 
   it('takes a full refund under another refund id too: the order is refunded in full either way', async () => {
     // Prepare
-    const ledger = await ledgerWith([]);
+    const ledger = await ledgerWithOrder([]);
     await submit(ledger, { refundId: 'RF-1', full: true });
     // Act
     const other = await submit(ledger, { refundId: 'RF-2', full: true });
@@ -92,7 +57,7 @@ describe('POST /refunds: a full refund is reserved', () => {
 
   it('refuses a new partial refund (400 naming amount), yet takes again a partial one reserved before it', async () => {
     // Prepare
-    const ledger = await ledgerWith([]);
+    const ledger = await ledgerWithOrder([]);
     expect((await submit(ledger, { refundId: 'RF-0', amount: '5.00' })).status).toBe(202);
     expect((await submit(ledger, { refundId: 'RF-1', full: true })).status).toBe(202);
     // Act
@@ -134,7 +99,7 @@ describe('POST /refunds: a partial refund of an order whose record holds a full 
     ['settled by hand', 'manual', {}, 'is refunded in full (refund RF-1, manual)'],
   ] as const)('answers 400 naming amount when it is %s', async (_, status, overrides, what) => {
     // Prepare
-    const ledger = await ledgerWith([recorded('RF-1', { status })], overrides);
+    const ledger = await ledgerWithOrder([recordedInFull({ status })], overrides);
     // Act
     const partial = await submit(ledger, { refundId: 'RF-2', amount: '1.00' });
     // Assess
@@ -144,7 +109,7 @@ describe('POST /refunds: a partial refund of an order whose record holds a full 
 
   it('leaves it to the worker when the full refund was not counted (late: the conversion was locked)', async () => {
     // Prepare
-    const ledger = await ledgerWith([recorded('RF-1', { status: 'late' })]);
+    const ledger = await ledgerWithOrder([recordedInFull({ status: 'late' })]);
     // Act
     const partial = await submit(ledger, { refundId: 'RF-2', amount: '1.00' });
     // Assess
@@ -155,7 +120,7 @@ describe('POST /refunds: a partial refund of an order whose record holds a full 
 describe('POST /refunds: a reservation item written before full refunds were reserved', () => {
   it('reads its refunds as partial ones: the same refund id in full is a 409, another partial refund fits', async () => {
     // Prepare: as stored then, with no full flag
-    const ledger = await ledgerWith([]);
+    const ledger = await ledgerWithOrder([]);
     await ledger.saveReservations({
       key: KEY,
       version: 0,

@@ -1,10 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { type FinanceOutcome, submitFinanceRefund } from '../../shared/finance.ts';
 import { answerFor } from '../../shared/http/answers.ts';
-import { ledgerKey, type OrderRecord, type RefundRecord } from '../../shared/ledger.ts';
-import { FINANCE_KEY, FINANCE_PROGRAM, financeDeps } from '../support/finance-door.ts';
-import { MemoryLedger } from '../support/memory-ledger.ts';
-import { RecordingQueue } from '../support/recording-queue.ts';
+import { ledgerKey } from '../../shared/ledger.ts';
+import { FINANCE_PROGRAM, ledgerWithOrder, recordedRefund, submitRefund } from '../support/finance-door.ts';
+import type { MemoryLedger } from '../support/memory-ledger.ts';
 
 /**
  * `POST /refunds` and a refund id the ledger already holds at another amount (or `full` flag). A
@@ -16,60 +14,16 @@ import { RecordingQueue } from '../support/recording-queue.ts';
 
 const PROGRAM = FINANCE_PROGRAM;
 
-function recorded(refundId: string, overrides: Partial<RefundRecord> = {}): RefundRecord {
-  return {
-    refundId,
-    amount: 1_000,
-    full: false,
-    origin: 'finance',
-    receivedAt: '2026-06-01T10:00:00.000Z',
-    status: 'applied',
-    ...overrides,
-  };
-}
-
-/** Order 1001: USD 100.00 added, with the refunds given recorded. */
-async function ledgerWith(
-  refunds: RefundRecord[],
-  overrides: Partial<OrderRecord> = {},
-): Promise<MemoryLedger> {
-  const ledger = new MemoryLedger();
-  await ledger.create({
-    key: ledgerKey(PROGRAM, '1001'),
-    program: PROGRAM,
-    externalId: '1001',
-    source: 'shopify',
-    state: 'added',
-    version: 0,
-    conversionId: 'c'.repeat(24),
-    originalAmount: 10_000,
-    currentAmount: 10_000 - refunds.reduce((sum, r) => sum + r.amount, 0),
-    currency: 'USD',
-    refunds: Object.fromEntries(refunds.map((r) => [r.refundId, r])),
-    createdAt: '2026-06-01T09:00:00.000Z',
-    updatedAt: '2026-06-01T10:00:00.000Z',
-    ...overrides,
-  });
-  return ledger;
-}
-
-async function submit(ledger: MemoryLedger, body: Record<string, unknown>) {
-  const queue = new RecordingQueue();
-  const outcomes: FinanceOutcome[] = [];
-  const answer = await submitFinanceRefund(
-    financeDeps({ ledger, reservations: ledger, queue }, { observe: (outcome) => outcomes.push(outcome) }),
-    { 'x-api-key': FINANCE_KEY },
-    Buffer.from(JSON.stringify({ externalId: '1001', refundId: 'RF-1', ...body })),
-  );
-  return { answer, queue, outcomes };
-}
+/** Refund RF-1 of order 1001 (`body` overrides), on `ledger`'s records and reservations. */
+const submit = (ledger: MemoryLedger, body: Record<string, unknown>) =>
+  submitRefund({ ledger, reservations: ledger }, { refundId: 'RF-1', ...body });
 
 const COUNTS_ONCE = 'a refund id counts once; send another refund id for another refund';
 
 describe('POST /refunds: a refund id the worker recorded', () => {
   it('answers 202 to the same refund again, which counts once', async () => {
     // Prepare
-    const ledger = await ledgerWith([recorded('RF-1')]);
+    const ledger = await ledgerWithOrder([recordedRefund('RF-1')]);
     // Act
     const byDecimal = await submit(ledger, { amount: '10.00' });
     const byCents = await submit(ledger, { amountCents: 1_000 });
@@ -80,7 +34,7 @@ describe('POST /refunds: a refund id the worker recorded', () => {
 
   it('answers 409 naming refundId and what is recorded to another amount, and queues nothing', async () => {
     // Prepare
-    const ledger = await ledgerWith([recorded('RF-1')]);
+    const ledger = await ledgerWithOrder([recordedRefund('RF-1')]);
     // Act
     const { answer, queue, outcomes } = await submit(ledger, { amount: '20.00' });
     // Assess
@@ -98,7 +52,7 @@ describe('POST /refunds: a refund id the worker recorded', () => {
 
   it('answers 409 to a smaller amount, amountCents and a full refund alike', async () => {
     // Prepare
-    const ledger = await ledgerWith([recorded('RF-1')]);
+    const ledger = await ledgerWithOrder([recordedRefund('RF-1')]);
     // Act
     const answers = await Promise.all([
       submit(ledger, { amount: '5.00' }),
@@ -112,7 +66,9 @@ describe('POST /refunds: a refund id the worker recorded', () => {
 
   it('says a full refund is recorded as one, and takes the same full refund again', async () => {
     // Prepare
-    const ledger = await ledgerWith([recorded('RF-1', { amount: 0, full: true })], { state: 'refused' });
+    const ledger = await ledgerWithOrder([recordedRefund('RF-1', { amount: 0, full: true })], {
+      state: 'refused',
+    });
     // Act
     const again = await submit(ledger, { full: true });
     const partial = await submit(ledger, { amount: '10.00' });
@@ -126,7 +82,9 @@ describe('POST /refunds: a refund id the worker recorded', () => {
 
   it('names a refund id the shop reported, with the net amount the worker recorded', async () => {
     // Prepare
-    const ledger = await ledgerWith([recorded('5001', { origin: 'shop', amount: 872, status: 'pending' })]);
+    const ledger = await ledgerWithOrder([
+      recordedRefund('5001', { origin: 'shop', amount: 872, status: 'pending' }),
+    ]);
     // Act
     const { answer } = await submit(ledger, { refundId: '5001', amount: '10.00' });
     // Assess
@@ -140,7 +98,7 @@ describe('POST /refunds: a refund id the worker recorded', () => {
 describe('POST /refunds: a refund id reserved and not yet recorded', () => {
   it('answers 409 naming the reserved amount to another amount or a full refund, and 202 to the same again', async () => {
     // Prepare
-    const ledger = await ledgerWith([]);
+    const ledger = await ledgerWithOrder([]);
     const first = await submit(ledger, { amount: '10.00' });
     // Act
     const larger = await submit(ledger, { amount: '20.00' });
@@ -167,7 +125,7 @@ describe('POST /refunds: a refund id reserved and not yet recorded', () => {
 
   it('queues one of two requests of one refund id at different amounts sent together, and answers 409 to the other', async () => {
     // Prepare
-    const ledger = await ledgerWith([]);
+    const ledger = await ledgerWithOrder([]);
     // Act
     const answers = await Promise.all([
       submit(ledger, { amount: '10.00' }),

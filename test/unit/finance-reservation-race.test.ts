@@ -1,10 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { submitFinanceRefund } from '../../shared/finance.ts';
-import { ledgerKey, type OrderRecord, recordRefund } from '../../shared/ledger.ts';
+import { ledgerKey, recordRefund } from '../../shared/ledger.ts';
 import type { Ledger } from '../../shared/ports.ts';
-import { FINANCE_KEY, FINANCE_PROGRAM, financeDeps } from '../support/finance-door.ts';
-import { MemoryLedger } from '../support/memory-ledger.ts';
-import { RecordingQueue } from '../support/recording-queue.ts';
+import { answerAndQueued, FINANCE_PROGRAM, ledgerWithOrder, submitRefund } from '../support/finance-door.ts';
+import type { MemoryLedger } from '../support/memory-ledger.ts';
 
 /**
  * `POST /refunds` judges a partial refund against the order's record and the reservations the record
@@ -16,36 +14,9 @@ import { RecordingQueue } from '../support/recording-queue.ts';
 
 const KEY = ledgerKey(FINANCE_PROGRAM, '1001');
 
-/** Order 1001: USD 100.00, added, no refund yet. */
-async function ledgerWithOrder(): Promise<MemoryLedger> {
-  const ledger = new MemoryLedger();
-  await ledger.create({
-    key: KEY,
-    program: FINANCE_PROGRAM,
-    externalId: '1001',
-    source: 'shopify',
-    state: 'added',
-    version: 0,
-    conversionId: 'c'.repeat(24),
-    originalAmount: 10_000,
-    currentAmount: 10_000,
-    currency: 'USD',
-    refunds: {},
-    createdAt: '2026-06-01T09:00:00.000Z',
-    updatedAt: '2026-06-01T10:00:00.000Z',
-  } satisfies OrderRecord);
-  return ledger;
-}
-
-async function submit(ledger: Pick<Ledger, 'get'>, store: MemoryLedger, body: Record<string, unknown>) {
-  const queue = new RecordingQueue();
-  const answer = await submitFinanceRefund(
-    financeDeps({ ledger, reservations: store, queue }),
-    { 'x-api-key': FINANCE_KEY },
-    Buffer.from(JSON.stringify({ externalId: '1001', ...body })),
-  );
-  return { status: answer.status, body: answer.body, queued: queue.events.length };
-}
+/** Finance's refund `body` of order 1001, the record read from `ledger`, reserved in `store`. */
+const submit = async (ledger: Pick<Ledger, 'get'>, store: MemoryLedger, body: Record<string, unknown>) =>
+  answerAndQueued(await submitRefund({ ledger, reservations: store }, body));
 
 /** The worker recording a finance refund applied, as `applyRefunds` leaves it. */
 async function workerApplies(ledger: MemoryLedger, refundId: string, amount: number): Promise<void> {

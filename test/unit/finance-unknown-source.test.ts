@@ -1,9 +1,5 @@
-import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { makeHandler } from '../../functions/refunds.ts';
-import { FINANCE_KEY, financeDeps } from '../support/finance-door.ts';
-import { MemoryLedger } from '../support/memory-ledger.ts';
-import { RecordingQueue } from '../support/recording-queue.ts';
+import { FINANCE_KEY, postToRefundsHandler } from '../support/finance-door.ts';
 
 /**
  * `POST /refunds` naming a source the deployment does not have: the 400 names `source` and quotes
@@ -13,27 +9,11 @@ import { RecordingQueue } from '../support/recording-queue.ts';
  */
 describe('POST /refunds with an unknown source', () => {
   it('quotes the source without control characters and with bidi controls escaped', async () => {
-    // Prepare
-    const queue = new RecordingQueue();
-    const ledger = new MemoryLedger();
-    const handler = makeHandler(financeDeps({ ledger, reservations: ledger, queue }));
-
     // Act
-    const result = await handler({
-      version: '2.0',
-      routeKey: 'POST /refunds',
-      rawPath: '/refunds',
-      rawQueryString: '',
-      headers: { 'content-type': 'application/json', 'x-api-key': FINANCE_KEY },
-      body: JSON.stringify({
-        externalId: '1001',
-        refundId: 'RF-1',
-        amountCents: 1_000,
-        source: '\u001b[2J\r\nshop\u202eyfipohs',
-      }),
-      isBase64Encoded: false,
-      requestContext: {} as APIGatewayProxyEventV2['requestContext'],
-    } as APIGatewayProxyEventV2);
+    const { result, queue } = await postToRefundsHandler(
+      { 'x-api-key': FINANCE_KEY },
+      { externalId: '1001', refundId: 'RF-1', amountCents: 1_000, source: '\u001b[2J\r\nshop\u202eyfipohs' },
+    );
 
     // Assess
     const body = JSON.parse(String(result.body)) as { field?: string; message?: string };

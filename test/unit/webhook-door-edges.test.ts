@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { makeHandler } from '../../functions/webhook.ts';
 import { MAX_EVENTS_PER_DELIVERY } from '../../shared/ingest.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
-import { sourcePerPlatform } from '../support/door.ts';
+import { doorSecrets, sourcePerPlatform } from '../support/door.ts';
 import { RecordingQueue } from '../support/recording-queue.ts';
 import { type SignedPlatform, signedHeaders } from '../support/webhooks.ts';
 import { sampleJson } from './platforms/support.ts';
@@ -15,12 +15,7 @@ import { sampleJson } from './platforms/support.ts';
  * invocation can queue. Each goes through the deployed handler with an API Gateway event.
  */
 
-const SECRETS: Record<SignedPlatform, string> = {
-  shopify: 'edge-shopify-secret',
-  woocommerce: 'edge-woocommerce-secret',
-  stripe: 'whsec_edge_stripe_secret',
-  generic: 'edge-generic-secret',
-};
+const SECRETS = doorSecrets('edge');
 const { sources, secretStore: secrets } = sourcePerPlatform(SECRETS);
 
 /** An API Gateway (payload 2.0) event as the deployed route delivers it: the body base64-encoded. */

@@ -1,13 +1,14 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import fc from 'fast-check';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { makeHandler } from '../../functions/webhook.ts';
 import { BadInputError } from '../../shared/errors.ts';
 import { MAX_JSON_DEPTH, parseJsonBody } from '../../shared/json.ts';
 import { observeIngest } from '../../shared/observability.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
-import { sourcePerPlatform } from '../support/door.ts';
+import { doorSecrets, sourcePerPlatform } from '../support/door.ts';
+import { captureOutput } from '../support/logged.ts';
 import { RecordingQueue } from '../support/recording-queue.ts';
 import { type SignedPlatform, signedHeaders } from '../support/webhooks.ts';
 import { sampleJson } from './platforms/support.ts';
@@ -20,28 +21,11 @@ import { sampleJson } from './platforms/support.ts';
  * deployed observer and Powertools' logger.
  */
 
-const SECRETS: Record<SignedPlatform, string> = {
-  shopify: 'polish-shopify-secret',
-  woocommerce: 'polish-woocommerce-secret',
-  stripe: 'whsec_polish_stripe_secret',
-  generic: 'polish-generic-secret',
-};
+const SECRETS = doorSecrets('polish');
 const { sources, secretStore: secrets } = sourcePerPlatform(SECRETS);
 
 /** What Powertools' logger writes (a JSON line per call, to stdout or stderr). */
-let logged: string[] = [];
-beforeEach(() => {
-  logged = [];
-  const capture = (chunk: string | Uint8Array) => {
-    logged.push(String(chunk));
-    return true;
-  };
-  vi.spyOn(process.stdout, 'write').mockImplementation(capture);
-  vi.spyOn(process.stderr, 'write').mockImplementation(capture);
-});
-afterEach(() => {
-  vi.restoreAllMocks();
-});
+const logged = captureOutput();
 
 function apiEvent(source: string, headers: Record<string, string>, body: Buffer): APIGatewayProxyEventV2 {
   return {

@@ -1,24 +1,24 @@
-import type { SQSRecord } from 'aws-lambda';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { makeHandler, WAITING_REFUNDS_CHECK } from '../../functions/worker.ts';
-import { SourceConfig } from '../../shared/config/sources.ts';
 import type { ConnectorEventInput } from '../../shared/domain/events.ts';
 import { PermanentError, TransientError } from '../../shared/errors.ts';
 import { ledgerKey, type OrderRecord } from '../../shared/ledger.ts';
-import type {
-  AddConversionInput,
-  ConversionBackend,
-  FailureAttributes,
-  FailureQueue,
-  PlatformConversion,
-} from '../../shared/ports.ts';
-import { type BatchDeps, processBatch, type RecordReport } from '../../shared/worker/batch.ts';
+import type { AddConversionInput, ConversionBackend, PlatformConversion } from '../../shared/ports.ts';
+import { type BatchDeps, processBatch } from '../../shared/worker/batch.ts';
 import { NO_PLATFORM_AMOUNT } from '../../shared/worker/refunds.ts';
 import type { WaitingMeasure } from '../../shared/worker/waiting.ts';
-import { FakeClock } from '../support/clock.ts';
-import { MemoryLedger } from '../support/memory-ledger.ts';
-import { fifoRecord } from '../support/sqs-records.ts';
+import {
+  type BatchHarness,
+  batchHarness,
+  orderPlaced,
+  PROGRAM,
+  SOURCE,
+  START,
+  sqsRecord,
+  unavailable,
+} from '../support/batch-harness.ts';
+import type { FakeClock } from '../support/clock.ts';
 
 /**
  * Issue 5, section 1: a transient failure is retried inside the invocation while its time allows,
@@ -27,22 +27,6 @@ import { fifoRecord } from '../support/sqs-records.ts';
  * message holds back the rest of its order (message group) in the batch, and only that.
  */
 
-const START = Date.parse('2026-03-02T09:00:00.000Z');
-const PROGRAM = '5ad000000000000000000101';
-const SOURCE = SourceConfig.parse({
-  id: 'shop',
-  platform: 'shopify',
-  program: PROGRAM,
-  rule: '5ad000000000000000000201',
-  secretRef: 'SHOP_SECRET',
-});
-const CLICK = '0123456789abcdef01234567';
-
-const unavailable = () =>
-  new TransientError('conversions.add answered 503: Service Unavailable', {
-    status: 503,
-    platformMessage: 'Service Unavailable',
-  });
 const rateLimited = (retryAfterMs: number) =>
   new TransientError(`conversions.add answered 429: rate limited, retry after ${retryAfterMs} ms`, {
     status: 429,
@@ -95,76 +79,16 @@ class FakeBackend implements ConversionBackend {
   async accept(_program: string, _id: string): Promise<void> {}
 }
 
-/** Records what the worker asks of SQS besides the event source mapping. */
-class FakeFailureQueue implements FailureQueue {
-  readonly delays: { receiptHandle: string; seconds: number }[] = [];
-  readonly parked: {
-    message: { body: string; groupId: string; deduplicationId: string };
-    failure: FailureAttributes;
-  }[] = [];
-  parkError: Error | undefined;
-
-  async park(
-    message: { body: string; groupId: string; deduplicationId: string },
-    failure: FailureAttributes,
-  ): Promise<void> {
-    if (this.parkError) throw this.parkError;
-    this.parked.push({ message, failure });
-  }
-
-  async delay(receiptHandle: string, seconds: number): Promise<void> {
-    this.delays.push({ receiptHandle, seconds });
-  }
-}
-
-interface Harness {
-  readonly deps: BatchDeps;
-  readonly clock: FakeClock;
-  readonly ledger: MemoryLedger;
+interface Harness extends BatchHarness {
   readonly backend: FakeBackend;
-  readonly failures: FakeFailureQueue;
-  readonly reports: RecordReport[];
 }
 
+/** `random` is what the backoff's jitter draws (default 0). */
 function harness(
   options: { random?: number; failAdd?: (input: AddConversionInput) => Error | undefined } = {},
 ): Harness {
-  const clock = new FakeClock({ start: START });
-  const ledger = new MemoryLedger(clock.now);
   const backend = new FakeBackend(options.failAdd);
-  const failures = new FakeFailureQueue();
-  const reports: RecordReport[] = [];
-  const deps: BatchDeps = {
-    ledger,
-    sources: new Map([[SOURCE.id, SOURCE]]),
-    backendFor: () => backend,
-    now: clock.now,
-    workerId: 'worker-1',
-    leaseMs: 60_000,
-    failures,
-    random: () => options.random ?? 0,
-    visibilityBaseSeconds: 5,
-    visibilityCapSeconds: 900,
-    inlineRetries: 2,
-    sleep: clock.sleep,
-    observe: (report) => reports.push(report),
-  };
-  return { deps, clock, ledger, backend, failures, reports };
-}
-
-function orderPlaced(externalId: string): ConnectorEventInput {
-  return {
-    type: 'OrderPlaced',
-    eventId: `evt-${externalId}`,
-    source: SOURCE.id,
-    platform: 'shopify',
-    externalId,
-    receivedAt: new Date(START - 60_000).toISOString(),
-    amount: 2000,
-    currency: 'EUR',
-    clickIds: [CLICK],
-    buyerIp: '203.0.113.7',
-  };
+  return { ...batchHarness(backend, { random: () => options.random ?? 0 }), backend };
 }
 
 function orderRefunded(externalId: string, refundId: string, amount: number): ConnectorEventInput {
@@ -191,14 +115,6 @@ function orderCancelled(externalId: string): ConnectorEventInput {
     receivedAt: new Date(START - 20_000).toISOString(),
     reason: 'customer',
   };
-}
-
-function sqsRecord(
-  messageId: string,
-  event: ConnectorEventInput,
-  options: { receiveCount?: number; attributes?: Record<string, string> } = {},
-): SQSRecord {
-  return fifoRecord(event, { messageId, program: PROGRAM, sentAt: START - 60_000, ...options });
 }
 
 /** Seconds the message is hidden for when the platform keeps failing at this receive count. */

@@ -1,23 +1,25 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { SQSRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { SourceConfig } from '../../shared/config/sources.ts';
-import type { ConnectorEventInput } from '../../shared/domain/events.ts';
 import { TransientError } from '../../shared/errors.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
 import { METRIC, observeWorker } from '../../shared/observability.ts';
 import type {
   AddConversionInput,
   ConversionBackend,
-  FailureAttributes,
-  FailureQueue,
   Ledger,
   PlatformConversion,
 } from '../../shared/ports.ts';
-import { type BatchDeps, processBatch, type RecordReport } from '../../shared/worker/batch.ts';
-import { FakeClock } from '../support/clock.ts';
-import { MemoryLedger } from '../support/memory-ledger.ts';
-import { fifoRecord } from '../support/sqs-records.ts';
+import { type BatchDeps, processBatch } from '../../shared/worker/batch.ts';
+import {
+  type BatchHarness,
+  batchHarness,
+  orderPlaced,
+  PROGRAM,
+  START,
+  sqsRecord,
+  unavailable,
+} from '../support/batch-harness.ts';
 
 /**
  * A message that fails transiently on the queue's last receive (its redrive `maxReceiveCount`) is
@@ -26,22 +28,7 @@ import { fifoRecord } from '../support/sqs-records.ts';
  * receive it is given back hidden for its backoff, as always; when the park fails, it is too.
  */
 
-const START = Date.parse('2026-03-02T09:00:00.000Z');
-const PROGRAM = '5ad000000000000000000101';
 const MAX_RECEIVES = 6;
-const SOURCE = SourceConfig.parse({
-  id: 'shop',
-  platform: 'shopify',
-  program: PROGRAM,
-  rule: '5ad000000000000000000201',
-  secretRef: 'SHOP_SECRET',
-});
-
-const unavailable = () =>
-  new TransientError('conversions.add answered 503: Service Unavailable', {
-    status: 503,
-    platformMessage: 'Service Unavailable',
-  });
 
 /** The client's answer to an add that timed out: the platform may have recorded it. */
 const timedOut = () =>
@@ -86,84 +73,14 @@ class FakePlatform implements ConversionBackend {
   async accept(): Promise<void> {}
 }
 
-/** What the worker asks of SQS besides the event source mapping; `parkError` makes `park` fail. */
-class FakeFailureQueue implements FailureQueue {
-  readonly delays: { receiptHandle: string; seconds: number }[] = [];
-  readonly parked: {
-    message: { body: string; groupId: string; deduplicationId: string };
-    failure: FailureAttributes;
-  }[] = [];
-  parkError: Error | undefined;
-
-  async park(
-    message: { body: string; groupId: string; deduplicationId: string },
-    failure: FailureAttributes,
-  ): Promise<void> {
-    if (this.parkError) throw this.parkError;
-    this.parked.push({ message, failure });
-  }
-
-  async delay(receiptHandle: string, seconds: number): Promise<void> {
-    this.delays.push({ receiptHandle, seconds });
-  }
-}
-
-interface Harness {
-  readonly deps: BatchDeps;
-  readonly clock: FakeClock;
-  readonly ledger: MemoryLedger;
+interface Harness extends BatchHarness {
   readonly platform: FakePlatform;
-  readonly failures: FakeFailureQueue;
-  readonly reports: RecordReport[];
 }
 
+/** The worker knowing the queue's maxReceiveCount, with a 10 s settle period for an unclear add. */
 function harness(failAdd: (input: AddConversionInput) => Error | undefined): Harness {
-  const clock = new FakeClock({ start: START });
-  const ledger = new MemoryLedger(clock.now);
   const platform = new FakePlatform(failAdd);
-  const failures = new FakeFailureQueue();
-  const reports: RecordReport[] = [];
-  const deps: BatchDeps = {
-    ledger,
-    sources: new Map([[SOURCE.id, SOURCE]]),
-    backendFor: () => platform,
-    now: clock.now,
-    workerId: 'worker-1',
-    leaseMs: 60_000,
-    settleMs: 10_000,
-    failures,
-    random: () => 0,
-    visibilityBaseSeconds: 5,
-    visibilityCapSeconds: 900,
-    inlineRetries: 2,
-    maxReceiveCount: MAX_RECEIVES,
-    sleep: clock.sleep,
-    observe: (report) => reports.push(report),
-  };
-  return { deps, clock, ledger, platform, failures, reports };
-}
-
-function orderPlaced(externalId: string): ConnectorEventInput {
-  return {
-    type: 'OrderPlaced',
-    eventId: `evt-${externalId}`,
-    source: SOURCE.id,
-    platform: 'shopify',
-    externalId,
-    receivedAt: new Date(START - 60_000).toISOString(),
-    amount: 2000,
-    currency: 'EUR',
-    clickIds: ['0123456789abcdef01234567'],
-    buyerIp: '203.0.113.7',
-  };
-}
-
-function sqsRecord(
-  messageId: string,
-  event: ConnectorEventInput,
-  options: { receiveCount?: number; attributes?: Record<string, string> } = {},
-): SQSRecord {
-  return fifoRecord(event, { messageId, program: PROGRAM, sentAt: START - 60_000, ...options });
+  return { ...batchHarness(platform, { settleMs: 10_000, maxReceiveCount: MAX_RECEIVES }), platform };
 }
 
 /** A ledger whose every call fails as `error` says (DynamoDB throttling, say). */
