@@ -1,3 +1,4 @@
+import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
 import {
   ledgerKey,
@@ -8,10 +9,21 @@ import {
 } from '../shared/ledger.ts';
 import type { Ledger, ReservationLedger } from '../shared/ports.ts';
 import { messageGroupId } from '../shared/queueing.ts';
+import { longestQueueStaySeconds } from '../shared/worker/batch.ts';
 import { money } from './compare.ts';
-import { type CliContext, settingOptions, withContext } from './context.ts';
+import { awsCall, type CliContext, settingOptions, withContext } from './context.ts';
 import { scanQueue } from './dlq-reader.ts';
-import { CliError, type CliIo, formatAge, formatTable, nowOf, terminalJson, writeLine } from './io.ts';
+import {
+  CliError,
+  type CliIo,
+  cell,
+  explain,
+  formatAge,
+  formatTable,
+  nowOf,
+  terminalJson,
+  writeLine,
+} from './io.ts';
 
 interface ReservationsOptions {
   source?: string;
@@ -22,14 +34,77 @@ interface ReservationsOptions {
 }
 
 /**
- * Youngest a reservation may be to be dropped. Its request may still be between the reservation and
- * the queue, or its message in the main queue: the worker retries a message for up to
- * maxReceiveCount × visibility timeout (about 18 minutes as deployed by default) before it is
- * parked, and the oldest-message alarm fires at 30 minutes. Past this, a refund that was queued is
- * recorded by the worker or parked in the DLQ, unless the worker is stalled (that alarm).
+ * Youngest a reservation may be to be dropped, whatever the queue: the oldest-message alarm fires at
+ * 30 minutes (a stalled worker). A queue that retries a message for longer sets a later floor
+ * (`dropFloorOf`). Past it, a refund that was queued is recorded by the worker or parked in the DLQ,
+ * unless the worker is stalled (that alarm).
  */
 export const DROP_AFTER_MS = 30 * 60_000;
-const DROP_AFTER_TEXT = '30 minutes';
+
+/**
+ * Added to the longest a refund can stay in the main queue: its request's own time between the
+ * reservation and the queue, the clocks of this machine and AWS, waits the platform asks for beyond
+ * the worker's backoffs.
+ */
+export const DROP_MARGIN_MS = 10 * 60_000;
+
+/** How young a reservation may not be dropped, as the main queue sets it; or why that is not known. */
+export type DropFloor =
+  | {
+      readonly ms: number;
+      /** What sets it, for the refusal: the queue's maxReceiveCount and how long it retries. */
+      readonly why: string;
+    }
+  | { readonly unknown: string };
+
+/** `30 minutes`: a floor as the messages and the help say it. */
+function minutesText(ms: number): string {
+  return `${Math.ceil(ms / 60_000)} minutes`;
+}
+
+/**
+ * The floor the main queue sets, from its attributes (`RedrivePolicy`, `VisibilityTimeout`): the
+ * longest a refund failing transiently stays in it (`longestQueueStaySeconds`, the worker's own
+ * backoff schedule) plus `DROP_MARGIN_MS`, and never under `DROP_AFTER_MS`. Unknown without a redrive
+ * policy: that is not the connector's main queue (its DLQ has none), and a queue without one keeps a
+ * message for its whole retention.
+ */
+export function dropFloorOf(
+  queueUrl: string,
+  attributes: Readonly<Partial<Record<string, string>>> | undefined,
+): DropFloor {
+  const queue = `the queue ${cell(queueUrl, 200)}`;
+  const policy = attributes?.['RedrivePolicy'];
+  if (!policy) {
+    return {
+      unknown: `${queue} has no redrive policy: is it the connector's main queue (QUEUE_URL), not its DLQ?`,
+    };
+  }
+  let maxReceiveCount = Number.NaN;
+  try {
+    // SQS gives the count as a number or as a string, depending on how the policy was set.
+    const parsed: unknown = JSON.parse(policy);
+    const raw =
+      typeof parsed === 'object' && parsed !== null
+        ? (parsed as { maxReceiveCount?: unknown }).maxReceiveCount
+        : undefined;
+    maxReceiveCount = typeof raw === 'number' || typeof raw === 'string' ? Number(raw) : Number.NaN;
+  } catch {
+    // Not JSON: unknown, below.
+  }
+  const visibilityTimeoutSeconds = Number(attributes?.['VisibilityTimeout'] ?? Number.NaN);
+  if (!Number.isInteger(maxReceiveCount) || maxReceiveCount < 1) {
+    return { unknown: `${queue} has a redrive policy without a maxReceiveCount this command can read` };
+  }
+  if (!Number.isFinite(visibilityTimeoutSeconds) || visibilityTimeoutSeconds < 0) {
+    return { unknown: `${queue} did not give its visibility timeout` };
+  }
+  const stayMs = longestQueueStaySeconds({ maxReceiveCount, visibilityTimeoutSeconds }) * 1000;
+  return {
+    ms: Math.max(DROP_AFTER_MS, stayMs + DROP_MARGIN_MS),
+    why: `the main queue's maxReceiveCount ${maxReceiveCount}: a refund failing transiently may stay in it up to ${minutesText(stayMs)}`,
+  };
+}
 
 /** What the DLQ holds of one refund. */
 export interface ParkedLookup {
@@ -42,6 +117,8 @@ export interface ParkedLookup {
 /** What `dropReservation` reads and writes. */
 export interface DropPorts {
   readonly ledger: Pick<Ledger, 'get'> & ReservationLedger;
+  /** How young a reservation may not be dropped (the main queue's redrive policy); asked once it is found. */
+  readonly floor: () => Promise<DropFloor>;
   /** Looks for the refund's message in the dead-letter queue; asked once every other check passed. */
   readonly parked: (
     order: { program: string; externalId: string },
@@ -60,7 +137,13 @@ export interface DropRequest {
 
 export type DropResult =
   | { readonly kind: 'dropped'; readonly reservation: RefundReservation; readonly currency?: string }
-  | { readonly kind: 'unconfirmed'; readonly reservation: RefundReservation; readonly currency?: string }
+  | {
+      readonly kind: 'unconfirmed';
+      readonly reservation: RefundReservation;
+      readonly currency?: string;
+      /** The floor it is past. */
+      readonly dropAfterMs: number;
+    }
   | { readonly kind: 'refused'; readonly message: string; readonly exitCode: 1 | 2 };
 
 const refused = (message: string, exitCode: 1 | 2 = 2): DropResult => ({
@@ -71,9 +154,10 @@ const refused = (message: string, exitCode: 1 | 2 = 2): DropResult => ({
 
 /**
  * Drops the reservation of `refundId` from its order, only when the connector sees no sign that its
- * refund was queued: not recorded by the worker, reserved long enough ago (`DROP_AFTER_MS`), not in
- * the DLQ, and confirmed. The write is conditional on the version read: a refund of the order
- * reserved meanwhile leaves everything as it is (exit 1), for the operator to look again.
+ * refund was queued: not recorded by the worker, reserved longer ago than its main queue may retry
+ * it (`ports.floor`; without knowing that, nothing is dropped), not in the DLQ, and confirmed. The
+ * write is conditional on the version read: a refund of the order reserved meanwhile leaves
+ * everything as it is (exit 1), for the operator to look again.
  */
 export async function dropReservation(ports: DropPorts, request: DropRequest): Promise<DropResult> {
   const { program, externalId, refundId } = request;
@@ -95,11 +179,19 @@ export async function dropReservation(ports: DropPorts, request: DropRequest): P
         `(${others ? `reserved: ${others}` : 'it has no reservation'})`,
     );
   }
+  const floor = await ports.floor();
+  if ('unknown' in floor) {
+    return refused(
+      `cannot tell how long the worker may still be retrying refund ${refundId}: ${floor.unknown}. ` +
+        'Without that, nothing is dropped: its refund may still be in the queue',
+    );
+  }
   const age = request.now.getTime() - Date.parse(reservation.reservedAt);
-  if (!(age >= DROP_AFTER_MS)) {
+  if (!(age >= floor.ms)) {
     return refused(
       `refund ${refundId} was reserved ${formatAge(age)} ago: its request may still be queueing it, or the worker ` +
-        `retrying it; a reservation is dropped only ${DROP_AFTER_TEXT} after it was made (look again then)`,
+        `retrying it (${floor.why}); a reservation is dropped only ${minutesText(floor.ms)} after it was made ` +
+        '(look again then)',
     );
   }
   const parked = await ports.parked({ program, externalId }, refundId);
@@ -111,7 +203,9 @@ export async function dropReservation(ports: DropPorts, request: DropRequest): P
   }
   if (parked.unsure) return refused(`cannot tell whether refund ${refundId} is in the DLQ: ${parked.unsure}`);
   const currency = record?.currency;
-  if (!request.confirmed) return { kind: 'unconfirmed', reservation, ...(currency ? { currency } : {}) };
+  if (!request.confirmed) {
+    return { kind: 'unconfirmed', reservation, dropAfterMs: floor.ms, ...(currency ? { currency } : {}) };
+  }
 
   const next: RefundReservations = {
     ...reservations,
@@ -142,6 +236,7 @@ function dropWarning(
   externalId: string,
   reservation: RefundReservation,
   currency: string | undefined,
+  dropAfterMs: number,
 ): string {
   const what = reservedWhat(reservation, currency);
   const gives = reservation.full
@@ -153,7 +248,7 @@ function dropWarning(
       'refuses the whole conversion, which cannot be undone.';
   return [
     `Refund ${reservation.refundId} (${what}, reserved ${reservation.reservedAt}): not recorded by the worker, ` +
-      `not in the DLQ, reserved over ${DROP_AFTER_TEXT} ago.`,
+      `not in the DLQ, reserved over ${minutesText(dropAfterMs)} ago.`,
     'Most likely its POST /refunds failed (503) and it was never queued.',
     `Dropping its reservation ${gives}: do it only if finance will not make this refund and will not send it again.`,
     `If it was in fact queued (a stalled worker), or finance sends it again, the worker still applies it: ${ifQueued}`,
@@ -171,12 +266,15 @@ refund's reservation counts against what is left of the order; a full refund's (
 nothing, and further partial refunds of the order are refused. A request answered 503 keeps its reservation:
 sending it again (same refund id) settles it. When finance decides not to make that refund, --drop
 removes its reservation, with --yes, and only if its refund was never queued as far as the connector
-can tell: not recorded by the worker, not in the DLQ (DLQ_URL), and reserved over ${DROP_AFTER_TEXT} ago
-(a queued refund is recorded or parked by then, unless the worker is stalled). A refund that was
-queued after all is still applied by the worker, and may then refuse the whole conversion.
+can tell: not recorded by the worker, not in the DLQ (DLQ_URL), and reserved longer ago than the main
+queue (QUEUE_URL) may retry it: ${minutesText(DROP_AFTER_MS)}, or, when its redrive maxReceiveCount keeps a failing
+message longer, that longest stay plus ${minutesText(DROP_MARGIN_MS)} (read from the queue with GetQueueAttributes). A queued refund is recorded or parked by then, unless the worker is stalled. When
+the queue cannot be read, nothing is dropped. A refund that was queued after all is still applied by
+the worker, and may then refuse the whole conversion.
 Exit codes: 0 listed (an order the ledger does not know says so) or dropped; 1 the reservations
 changed meanwhile (nothing dropped: look again);
-2 not dropped: unknown or recorded refund id, too recent, in the DLQ, no --yes, or a missing setting.`;
+2 not dropped: unknown or recorded refund id, too recent, the main queue unreadable, in the DLQ, no --yes,
+or a missing setting.`;
 
 /** `connector reservations <externalId>`: an order's finance refund reservations, and dropping one. */
 export function registerReservations(program: Command, io: CliIo): void {
@@ -194,7 +292,7 @@ export function registerReservations(program: Command, io: CliIo): void {
     .option('--drop <refundId>', 'remove the reservation of this refund (with --yes)')
     .option('--yes', 'confirm the drop: the refund was never queued and will not be sent again')
     .option('--json', 'print JSON (amounts in minor units)');
-  settingOptions(command, ['ledgerTable', 'dynamoEndpoint', 'dlqUrl', 'sqsEndpoint', 'region']);
+  settingOptions(command, ['ledgerTable', 'dynamoEndpoint', 'queueUrl', 'dlqUrl', 'sqsEndpoint', 'region']);
   command.addHelpText('after', EXAMPLES).action(async (externalId: string, options: ReservationsOptions) => {
     await withContext(io, options, async (ctx) => {
       if (options.yes && options.drop === undefined) throw new CliError('--yes: only with --drop <refundId>');
@@ -277,12 +375,12 @@ async function drop(
   const ledger = ctx.ledger();
   const program = await programOf(ctx, ledger, externalId, refundId, options);
   const result = await dropReservation(
-    { ledger, parked: (order, id) => parkedRefund(ctx, order, id) },
+    { ledger, floor: () => queueFloor(ctx), parked: (order, id) => parkedRefund(ctx, order, id) },
     { program, externalId, refundId, confirmed: options.yes === true, now: nowOf(io) },
   );
   if (result.kind === 'refused') throw new CliError(result.message, result.exitCode);
   if (result.kind === 'unconfirmed') {
-    writeLine(io.stdout, dropWarning(externalId, result.reservation, result.currency));
+    writeLine(io.stdout, dropWarning(externalId, result.reservation, result.currency, result.dropAfterMs));
     throw new CliError(`not dropped: pass --yes to drop the reservation of refund ${refundId}`);
   }
   const { reservation, currency } = result;
@@ -321,6 +419,27 @@ async function programOf(
     );
   }
   return holding[0] ?? (programs[0] as string);
+}
+
+/** The floor the main queue sets (`dropFloorOf`), read with GetQueueAttributes; unknown when it cannot be read. */
+async function queueFloor(ctx: CliContext): Promise<DropFloor> {
+  const url = ctx.require('queueUrl');
+  try {
+    const out = await ctx.sqs().send(
+      new GetQueueAttributesCommand({
+        QueueUrl: url,
+        AttributeNames: ['RedrivePolicy', 'VisibilityTimeout'],
+      }),
+      awsCall(),
+    );
+    return dropFloorOf(url, out.Attributes);
+  } catch (error) {
+    return {
+      unknown:
+        `the main queue ${cell(url, 200)} could not be read (${explain(error)}): check QUEUE_URL or --queue-url, ` +
+        'the region or endpoint, and sqs:GetQueueAttributes on it',
+    };
+  }
 }
 
 /**

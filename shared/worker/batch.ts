@@ -186,9 +186,7 @@ async function processRecord(
       }
       // Give the message back, hidden for a backoff that grows with its receive count; past the
       // queue's maxReceiveCount, SQS's redrive moves it to the DLQ.
-      const base = deps.visibilityBaseSeconds ?? 5;
-      const cap = deps.visibilityCapSeconds ?? 900;
-      const ceiling = Math.min(cap, base * 2 ** (count - 1));
+      const ceiling = backoffCeiling(count, deps.visibilityBaseSeconds, deps.visibilityCapSeconds);
       const seconds = Math.max(
         Math.ceil((hinted ?? 0) / 1000),
         Math.round(ceiling / 2 + (random() * ceiling) / 2),
@@ -212,6 +210,38 @@ async function processRecord(
       return delayed ? { hiddenForSeconds: seconds } : {};
     }
   }
+}
+
+/**
+ * The longest backoff after receive `count` fails transiently: `base` seconds doubling with each
+ * receive, capped at `cap`. The worker draws between half and all of it (a longer hint wins).
+ */
+function backoffCeiling(count: number, base = 5, cap = 900): number {
+  return Math.min(cap, base * 2 ** (count - 1));
+}
+
+/**
+ * The longest a message failing transiently stays in the main queue before the worker parks it, or
+ * SQS's redrive moves it to the DLQ: on each of its `maxReceiveCount` receives, the invocation's
+ * whole time then the longest backoff after it, or the queue's visibility timeout when that is longer
+ * (an invocation that died, or a backoff that could not be set, leaves it hidden that long). The
+ * last receive counts its backoff too: when its park fails, the redrive moves it at the next receive.
+ * Waits the platform asks for (`retry-after`) beyond those backoffs are not counted.
+ */
+export function longestQueueStaySeconds(queue: {
+  /** The main queue's redrive `maxReceiveCount`. */
+  readonly maxReceiveCount: number;
+  /** The main queue's `VisibilityTimeout`. */
+  readonly visibilityTimeoutSeconds: number;
+  /** The longest an invocation holds a message. @default 30: the worker function's timeout (infra/connector-stack.ts) */
+  readonly invocationSeconds?: number;
+}): number {
+  const invocation = queue.invocationSeconds ?? 30;
+  let total = 0;
+  for (let count = 1; count <= queue.maxReceiveCount; count++) {
+    total += Math.max(queue.visibilityTimeoutSeconds, invocation + backoffCeiling(count));
+  }
+  return total;
 }
 
 async function park(

@@ -91,10 +91,15 @@ export async function placeOrder(
         };
       }
       if (existing.state === 'adding' && !leaseOver(deps, existing)) {
-        throw new TransientError(
+        const held =
           existing.leaseOwner === deps.workerId
             ? 'the last Conversion Add for this order got no clear answer: waiting for the platform to settle'
-            : 'a Conversion Add for this order is in flight in another worker',
+            : 'a Conversion Add for this order is in flight in another worker';
+        // Also the reason of a message parked on its last receive: the add under the lease may have
+        // reached the platform, and a conversion added by hand would then be a second one.
+        throw new TransientError(
+          `${held}; that add may have gone through: if this message is parked, replay it (the ledger ` +
+            'applies it once), do not add the order by hand',
           { retryAfterMs: (existing.leaseUntil ?? 0) - deps.now() },
         );
       }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dropReservation } from '../../cli/reservations.ts';
+import { DROP_AFTER_MS, dropReservation } from '../../cli/reservations.ts';
 import { ledgerKey, type RefundReservations } from '../../shared/ledger.ts';
 import type { Ledger, ReservationLedger } from '../../shared/ports.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
@@ -27,6 +27,8 @@ async function seeded(): Promise<MemoryLedger> {
 }
 
 const nothingParked = async () => ({});
+/** The main queue's floor as deployed by default: the 30 minutes the reservations are past. */
+const defaultFloor = async () => ({ ms: DROP_AFTER_MS, why: 'maxReceiveCount 6' });
 
 describe('dropReservation', () => {
   it('drops nothing and says so (exit 1) when a refund of the order is reserved between its read and its write', async () => {
@@ -52,7 +54,7 @@ describe('dropReservation', () => {
     };
     // Act
     const result = await dropReservation(
-      { ledger: racing, parked: nothingParked },
+      { ledger: racing, floor: defaultFloor, parked: nothingParked },
       { program: PROGRAM, externalId: '7001', refundId: 'RF-lost', confirmed: true, now: LATER },
     );
     // Assess
@@ -75,7 +77,7 @@ describe('dropReservation', () => {
     });
     // Act
     const result = await dropReservation(
-      { ledger, parked: nothingParked },
+      { ledger, floor: defaultFloor, parked: nothingParked },
       { program: PROGRAM, externalId: '7001', refundId: 'RF-lost', confirmed: true, now: LATER },
     );
     // Assess
