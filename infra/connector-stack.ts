@@ -17,6 +17,7 @@ import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { ACCEPT_DUE_INDEX, RESERVATIONS_PREFIX } from '../shared/adapters/dynamo-ledger.ts';
 import { SourceConfig } from '../shared/config/sources.ts';
+import { longestQueueStaySeconds } from '../shared/worker/batch.ts';
 import { WAITING_REFUNDS_CHECK } from '../shared/worker/waiting.ts';
 import { type DeployConfig, workerInitialRatePerSecond, workerRatePerSecond } from './deploy-config.ts';
 import { FifoQueuePair } from './fifo-queue-pair.ts';
@@ -426,7 +427,9 @@ export class ConnectorStack extends Stack {
       accept,
       catchUp: this.catchUp,
       functions: this.functions,
-      oldestMessageAge: Duration.seconds(config.alarms.oldestMessageAgeSeconds),
+      oldestMessageAge: Duration.seconds(
+        config.alarms.oldestMessageAgeSeconds ?? oldestMessageAgeDefault(config),
+      ),
       rateLimitedPer5Minutes:
         config.alarms.rateLimitedPer5Minutes ?? Math.ceil(config.affiliate.rateLimitPerSecond * 300 * 0.01),
       refundWaitingForOrder: Duration.hours(config.alarms.refundWaitingHours),
@@ -643,4 +646,19 @@ function pascal(id: string): string {
     .filter((part) => part.length > 0)
     .map((part) => part[0]!.toUpperCase() + part.slice(1))
     .join('');
+}
+
+/**
+ * The `OldestMessageAge` alarm's threshold when the config gives none: 30 minutes, or, when longer,
+ * the longest one message failing transiently stays in the main queue before the worker parks it
+ * (it grows with `queue.maxReceiveCount`) and 10 minutes more: the alarm means a stalled worker,
+ * not one bad message.
+ */
+function oldestMessageAgeDefault(config: DeployConfig): number {
+  const stay = longestQueueStaySeconds({
+    maxReceiveCount: config.queue.maxReceiveCount,
+    visibilityTimeoutSeconds: 6 * CONNECTOR_FUNCTIONS.worker.timeout.toSeconds(),
+    invocationSeconds: CONNECTOR_FUNCTIONS.worker.timeout.toSeconds(),
+  });
+  return Math.max(1800, stay + 600);
 }

@@ -215,11 +215,13 @@ export const DeployConfig = z
     alarms: z
       .strictObject({
         /**
-         * Age of the oldest message in the main queue. A failing message is retried for up to
-         * maxReceiveCount x visibility timeout (about 18 minutes by default) before it is parked,
-         * so the default sits above that: this alarm means a stalled worker, not one bad message.
+         * Age of the oldest message in the main queue. A failing message stays there for up to
+         * `longestQueueStaySeconds` (about 18 minutes at the default 6 receives, an hour at 10)
+         * before the worker parks it, so the default sits above that: 30 minutes, or that stay and
+         * 10 minutes more when longer. This alarm means a stalled worker, not one bad message.
+         * @default 1800, or more for a maxReceiveCount above 6
          */
-        oldestMessageAgeSeconds: z.number().int().positive().default(1800),
+        oldestMessageAgeSeconds: z.number().int().positive().optional(),
         /**
          * 429 answers from the platform counted over 5 minutes before the alarm fires. The adaptive
          * pacing probes the limit and draws a few 429s (under 1% of calls) by design.
