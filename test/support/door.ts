@@ -1,3 +1,4 @@
+import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import { SOURCE_PLATFORMS } from '../../shared/domain/platforms.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
@@ -50,4 +51,25 @@ export function sourcePerPlatform(
     ),
   );
   return { sources, secretStore };
+}
+
+/**
+ * An API Gateway (payload 2.0) event as the deployed route of `source` (`POST /webhooks/<source>`)
+ * delivers it: the source in the route key, the body base64-encoded.
+ */
+export function webhookEvent(
+  source: string,
+  headers: Record<string, string>,
+  body: Buffer,
+): APIGatewayProxyEventV2 {
+  return {
+    version: '2.0',
+    routeKey: `POST /webhooks/${source}`,
+    rawPath: `/webhooks/${source}`,
+    rawQueryString: '',
+    headers,
+    isBase64Encoded: true,
+    body: body.toString('base64'),
+    requestContext: {} as APIGatewayProxyEventV2['requestContext'],
+  };
 }

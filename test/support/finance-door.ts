@@ -126,9 +126,29 @@ export function answerAndQueued(submission: FinanceSubmission): {
 }
 
 /**
- * `body` posted to `POST /refunds` as API Gateway hands it to the function (a JSON content type, then
- * `headers`), through the handler wired with `financeDeps` over an empty ledger: the handler's result
- * and the queue it was given.
+ * `POST /refunds` as API Gateway hands it to the function: a JSON content type, then `headers`; an
+ * object `body` as its JSON text, a `Buffer` as base64 of its exact bytes.
+ */
+export function refundsEvent(
+  headers: Record<string, string>,
+  body: Record<string, unknown> | Buffer,
+): APIGatewayProxyEventV2 {
+  const raw = Buffer.isBuffer(body);
+  return {
+    version: '2.0',
+    routeKey: 'POST /refunds',
+    rawPath: '/refunds',
+    rawQueryString: '',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: raw ? body.toString('base64') : JSON.stringify(body),
+    isBase64Encoded: raw,
+    requestContext: {} as APIGatewayProxyEventV2['requestContext'],
+  } as APIGatewayProxyEventV2;
+}
+
+/**
+ * `body` posted to `POST /refunds` (`refundsEvent`) through the handler wired with `financeDeps`
+ * over an empty ledger: the handler's result and the queue it was given.
  */
 export async function postToRefundsHandler(
   headers: Record<string, string>,
@@ -137,15 +157,6 @@ export async function postToRefundsHandler(
   const ledger = new MemoryLedger();
   const queue = new RecordingQueue();
   const handler = makeHandler(financeDeps({ ledger, reservations: ledger, queue }));
-  const result = await handler({
-    version: '2.0',
-    routeKey: 'POST /refunds',
-    rawPath: '/refunds',
-    rawQueryString: '',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify(body),
-    isBase64Encoded: false,
-    requestContext: {} as APIGatewayProxyEventV2['requestContext'],
-  } as APIGatewayProxyEventV2);
+  const result = await handler(refundsEvent(headers, body));
   return { result, queue };
 }

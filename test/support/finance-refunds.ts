@@ -1,8 +1,8 @@
-import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { buildRefundsDeps, makeHandler } from '../../functions/refunds.ts';
 import type { LocalStack } from '../../infra/local/stack.ts';
 import type { EventQueue } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
+import { refundsEvent } from './finance-door.ts';
 
 /** Finance's `POST /refunds` to the local stack, with its API key: the status and the body. */
 export async function postRefund(
@@ -44,18 +44,8 @@ export async function postRefundWithQueueDown(
       throw Object.assign(new Error('connect ECONNREFUSED'), { name: 'TimeoutError' });
     },
   };
-  const result = await makeHandler({ ...deps, queue })({
-    version: '2.0',
-    routeKey: 'POST /refunds',
-    rawPath: '/refunds',
-    rawQueryString: '',
-    headers: {
-      'content-type': 'application/json',
-      'x-api-key': stack.secrets['FINANCE_API_KEY'] ?? '',
-    },
-    body: JSON.stringify(body),
-    isBase64Encoded: false,
-    requestContext: {} as APIGatewayProxyEventV2['requestContext'],
-  } as APIGatewayProxyEventV2);
+  const result = await makeHandler({ ...deps, queue })(
+    refundsEvent({ 'x-api-key': stack.secrets['FINANCE_API_KEY'] ?? '' }, body),
+  );
   return result.statusCode ?? 0;
 }

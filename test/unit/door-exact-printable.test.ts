@@ -269,7 +269,12 @@ describe('an unknown source named in a path with control and bidirectional chara
     expect(message).not.toMatch(BIDI);
     expect(message.length).toBeLessThan(100);
     const line = JSON.parse(logged.join('')) as Record<string, unknown>;
-    expect(line).toMatchObject({ message: 'webhook rejected', status: 404, detail: 'unknown source' });
+    expect(line).toMatchObject({
+      message: 'webhook rejected',
+      status: 404,
+      detail: 'unknown source',
+      source: expect.stringMatching(/^\[2J forged log line \\u202etxt\.exe\\u202cx+…$/),
+    });
     expect(String(line['source'])).not.toMatch(CONTROL);
     expect(String(line['source'])).not.toMatch(BIDI);
     expect(String(line['source']).length).toBeLessThanOrEqual(64);
@@ -317,6 +322,12 @@ describe('bidirectional overrides in what a shop wrote (Trojan Source)', () => {
 
     // Assess
     expect(answer.body).toEqual({ status: 'ignored', reason: 'topic order.\\u202edetaerc is not handled' });
+    const line = JSON.parse(logged.join('')) as Record<string, unknown>;
+    expect(line).toMatchObject({
+      message: 'webhook ignored',
+      status: 200,
+      detail: 'topic order.\\u202edetaerc is not handled',
+    });
     expect(logged.join('')).not.toMatch(BIDI);
   });
 

@@ -1,9 +1,9 @@
-import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { makeHandler } from '../../functions/refunds.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import { type FinanceDeps, submitFinanceRefund, weakFinanceKey } from '../../shared/finance.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
+import { FINANCE_KEY, refundsEvent } from '../support/finance-door.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 import { RecordingQueue } from '../support/recording-queue.ts';
 
@@ -12,7 +12,6 @@ import { RecordingQueue } from '../support/recording-queue.ts';
  * what the worker will apply as sent, and a key the door can never match is the operator's fault.
  */
 
-const FINANCE_KEY = 'finance-key-for-tests-0123456789abcdef';
 const source = SourceConfig.parse({
   id: 'shopify',
   platform: 'shopify',
@@ -34,18 +33,7 @@ function depsWith(env: Record<string, string>): FinanceDeps & { readonly queue: 
 }
 
 /** As API Gateway (and the local stack) hand the function a body: base64 of the exact bytes. */
-function refundEvent(rawBody: Buffer, key = FINANCE_KEY): APIGatewayProxyEventV2 {
-  return {
-    version: '2.0',
-    routeKey: 'POST /refunds',
-    rawPath: '/refunds',
-    rawQueryString: '',
-    headers: { 'content-type': 'application/json', 'x-api-key': key },
-    body: rawBody.toString('base64'),
-    isBase64Encoded: true,
-    requestContext: {} as APIGatewayProxyEventV2['requestContext'],
-  } as APIGatewayProxyEventV2;
-}
+const refundEvent = (rawBody: Buffer) => refundsEvent({ 'x-api-key': FINANCE_KEY }, rawBody);
 
 describe('POST /refunds: a body that is not UTF-8 JSON', () => {
   it('answers 400 naming body to a Latin-1 refund id, and queues nothing (it would be queued with U+FFFD in it)', async () => {

@@ -1,9 +1,9 @@
-import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { makeHandler } from '../../functions/refunds.ts';
 import { SourceConfig } from '../../shared/config/sources.ts';
 import type { FinanceOutcome } from '../../shared/finance.ts';
 import type { Ledger, SecretStore } from '../../shared/ports.ts';
+import { FINANCE_KEY, refundsEvent } from '../support/finance-door.ts';
 import { MemoryLedger } from '../support/memory-ledger.ts';
 import { RecordingQueue } from '../support/recording-queue.ts';
 
@@ -12,7 +12,6 @@ import { RecordingQueue } from '../support/recording-queue.ts';
  * and nothing is queued.
  */
 
-const FINANCE_KEY = 'finance-key-for-tests-0123456789abcdef';
 const sources = new Map(
   [
     SourceConfig.parse({
@@ -35,18 +34,8 @@ const throttledLedger: Pick<Ledger, 'get'> = {
   },
 };
 
-function refundEvent(body: Record<string, unknown>): APIGatewayProxyEventV2 {
-  return {
-    version: '2.0',
-    routeKey: 'POST /refunds',
-    rawPath: '/refunds',
-    rawQueryString: '',
-    headers: { 'content-type': 'application/json', 'x-api-key': FINANCE_KEY },
-    body: JSON.stringify(body),
-    isBase64Encoded: false,
-    requestContext: {} as APIGatewayProxyEventV2['requestContext'],
-  } as APIGatewayProxyEventV2;
-}
+/** Finance's refund `body` to `POST /refunds`, with the finance key. */
+const refundEvent = (body: Record<string, unknown>) => refundsEvent({ 'x-api-key': FINANCE_KEY }, body);
 
 describe('POST /refunds: a failing dependency is a 503 to retry, not a 500', () => {
   it.each([

@@ -6,18 +6,13 @@ import { MAX_BODY_BYTES } from '../../shared/http/answers.ts';
 import { ingestWebhook } from '../../shared/ingest.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
 import type { EventQueue } from '../../shared/ports.ts';
-import { sourcePerPlatform } from '../support/door.ts';
+import { doorSecrets, sourcePerPlatform } from '../support/door.ts';
 import { signedHeaders } from '../support/webhooks.ts';
 import { sampleJson } from './platforms/support.ts';
 
 const PLATFORMS = SOURCE_PLATFORMS;
 type Platform = (typeof PLATFORMS)[number];
-const SECRETS: Record<Platform, string> = {
-  shopify: 'prop-shopify-secret',
-  woocommerce: 'prop-woocommerce-secret',
-  stripe: 'whsec_prop_stripe_secret',
-  generic: 'prop-generic-secret',
-};
+const SECRETS = doorSecrets('prop');
 /** The documented answers of POST /webhooks/{source}; 503 only when SQS or the secret store fails. */
 const DOCUMENTED = [200, 202, 400, 401, 404, 413, 415];
 

@@ -1,9 +1,8 @@
-import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { makeHandler } from '../../functions/webhook.ts';
 import { MAX_EVENTS_PER_DELIVERY } from '../../shared/ingest.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
-import { doorSecrets, sourcePerPlatform } from '../support/door.ts';
+import { doorSecrets, sourcePerPlatform, webhookEvent } from '../support/door.ts';
 import { RecordingQueue } from '../support/recording-queue.ts';
 import { type SignedPlatform, signedHeaders } from '../support/webhooks.ts';
 import { sampleJson } from './platforms/support.ts';
@@ -18,20 +17,6 @@ import { sampleJson } from './platforms/support.ts';
 const SECRETS = doorSecrets('edge');
 const { sources, secretStore: secrets } = sourcePerPlatform(SECRETS);
 
-/** An API Gateway (payload 2.0) event as the deployed route delivers it: the body base64-encoded. */
-function apiEvent(source: string, headers: Record<string, string>, body: Buffer): APIGatewayProxyEventV2 {
-  return {
-    version: '2.0',
-    routeKey: `POST /webhooks/${source}`,
-    rawPath: `/webhooks/${source}`,
-    rawQueryString: '',
-    headers,
-    isBase64Encoded: true,
-    body: body.toString('base64'),
-    requestContext: {} as APIGatewayProxyEventV2['requestContext'],
-  };
-}
-
 async function post(
   platform: SignedPlatform,
   body: Buffer,
@@ -42,7 +27,7 @@ async function post(
   const signed = signedHeaders(platform, SECRETS[platform], body, {
     ...(options.topic ? { topic: options.topic } : {}),
   });
-  const result = await handler(apiEvent(platform, options.headers?.(signed) ?? signed, body));
+  const result = await handler(webhookEvent(platform, options.headers?.(signed) ?? signed, body));
   return {
     status: result.statusCode,
     body: JSON.parse(String(result.body)) as Record<string, unknown>,

@@ -1,5 +1,4 @@
 import { Logger } from '@aws-lambda-powertools/logger';
-import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { makeHandler } from '../../functions/webhook.ts';
@@ -7,7 +6,7 @@ import { BadInputError } from '../../shared/errors.ts';
 import { MAX_JSON_DEPTH, parseJsonBody } from '../../shared/json.ts';
 import { observeIngest } from '../../shared/observability.ts';
 import { adapterFor } from '../../shared/platforms/registry.ts';
-import { doorSecrets, sourcePerPlatform } from '../support/door.ts';
+import { doorSecrets, sourcePerPlatform, webhookEvent } from '../support/door.ts';
 import { captureOutput } from '../support/logged.ts';
 import { RecordingQueue } from '../support/recording-queue.ts';
 import { type SignedPlatform, signedHeaders } from '../support/webhooks.ts';
@@ -27,19 +26,6 @@ const { sources, secretStore: secrets } = sourcePerPlatform(SECRETS);
 /** What Powertools' logger writes (a JSON line per call, to stdout or stderr). */
 const logged = captureOutput();
 
-function apiEvent(source: string, headers: Record<string, string>, body: Buffer): APIGatewayProxyEventV2 {
-  return {
-    version: '2.0',
-    routeKey: `POST /webhooks/${source}`,
-    rawPath: `/webhooks/${source}`,
-    rawQueryString: '',
-    headers,
-    isBase64Encoded: true,
-    body: body.toString('base64'),
-    requestContext: {} as APIGatewayProxyEventV2['requestContext'],
-  };
-}
-
 async function post(platform: SignedPlatform, body: Buffer, options: { topic?: string } = {}) {
   const queue = new RecordingQueue();
   const logger = new Logger({ serviceName: 'polish', logLevel: 'INFO' });
@@ -55,7 +41,7 @@ async function post(platform: SignedPlatform, body: Buffer, options: { topic?: s
   const headers = signedHeaders(platform, SECRETS[platform], body, {
     ...(options.topic !== undefined ? { topic: options.topic } : {}),
   });
-  const result = await handler(apiEvent(platform, headers, body));
+  const result = await handler(webhookEvent(platform, headers, body));
   return {
     status: result.statusCode,
     body: JSON.parse(String(result.body)) as Record<string, unknown>,
