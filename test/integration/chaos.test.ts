@@ -9,7 +9,7 @@ const ORDERS = 60;
 const REFUNDED = 20;
 const CLICK = 'a1b2c3d4e5f60718293a4b5c';
 const SEED = 20_261_122;
-/** A refund for an order that is never placed: the one message expected in the DLQ. */
+/** A refund for an order that is never placed: held in the ledger for its order, never in the DLQ. */
 const ORPHAN = 'chaos-never-placed';
 
 /** mulberry32: a seeded PRNG so the delivery order, and so the whole run, repeats. */
