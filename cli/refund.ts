@@ -1,14 +1,28 @@
 import type { Command } from 'commander';
 import { backoffDelay, sleep } from '../shared/affiliate/retry.ts';
 import { BadInputError } from '../shared/errors.ts';
-import { FinanceRefundRequest, overRefundMessage, refundIdConflict } from '../shared/finance.ts';
+import {
+  type AskedRefund,
+  FinanceRefundRequest,
+  overRefundMessage,
+  refundedInFullMessage,
+  reservedAlongside,
+  reserveRefund,
+} from '../shared/finance.ts';
 import { isRedirect, redirectRefusal, redirectTarget } from '../shared/http/client-answers.ts';
-import { ledgerKey, type OrderRecord, type RefundReservations, refundOf } from '../shared/ledger.ts';
+import {
+  ledgerKey,
+  type OrderRecord,
+  type RefundReservation,
+  type RefundReservations,
+  unrecordedReservations,
+} from '../shared/ledger.ts';
 import { formatMinor, parseMoney } from '../shared/money.ts';
+import type { Ledger, ReservationLedger } from '../shared/ports.ts';
 import { issuesOf } from '../shared/validation.ts';
 import { CliContext, missingMessage, settingOptions } from './context.ts';
 import { type CsvSeparator, decodeCsv, detectSeparator, parseCsv, SAVE_AS_UTF8 } from './csv.ts';
-import { CliError, type CliIo, cell, explain, unreachable, writeLine } from './io.ts';
+import { CliError, type CliIo, cell, explain, nowOf, unreachable, writeLine } from './io.ts';
 import { rowProgress } from './progress.ts';
 import { readFileBytes } from './samples.ts';
 
@@ -324,11 +338,12 @@ CSV header: ${CSV_COLUMNS.join(',')} (any order)
   with accented letters is refused, never guessed.
   The whole file is validated first: with any bad row, every problem is listed (line and
   field) and nothing is sent. A refund id counts once, so sending a file twice is harmless.
-A partial refund larger than what is left of its order is refused before anything is sent (it
-would refuse the conversion): give --full to refund the whole order. So is a refund id the ledger
-holds at another amount (the worker applies a refund id once): give another refund id. This is
-checked against the ledger (--ledger-table, LEDGER_TABLE or .local-stack.json) when it can be read,
-else by the connector.
+A partial refund larger than what is left of its order (after the refunds requested and not yet
+applied) is refused before anything is sent (it would refuse the conversion): give --full to refund
+the whole order. So is a partial refund of an order being refunded in full, and a refund id the
+ledger holds at another amount (the worker applies a refund id once): give another refund id. This
+is checked against the ledger (--ledger-table, LEDGER_TABLE or .local-stack.json) when it can be
+read, else by the connector.
 The key: --api-key, FINANCE_API_KEY, .local-stack.json, else the current version of the Secrets
 Manager secret FINANCE_API_KEY_SECRET names (the stack's financeApiKeySecret). A key from a variable
 or Secrets Manager goes only to a URL given by --url or CONNECTOR_URL, not one from .local-stack.json.
@@ -464,9 +479,11 @@ function requestFromFlags(io: CliIo, options: RefundOptions): FinanceRefundReque
 
 /**
  * Each row is checked against the ledger before anything is sent (dry run too), with the rules
- * `POST /refunds` applies: a partial refund larger than what is left of its order would refuse the
- * whole conversion, which cannot be undone; a refund id the ledger holds (recorded, or reserved by
- * the connector) at another amount or `full` flag would be dropped by the worker as a duplicate.
+ * `POST /refunds` applies (`reserveRefund`, the door's own): a refund id the ledger holds (recorded,
+ * or reserved by the connector) at another amount or `full` flag would be dropped by the worker as a
+ * duplicate; a partial refund of an order being refunded in full would never be applied; a partial
+ * refund larger than what is left of its order, after the refunds reserved and not yet recorded,
+ * would refuse the whole conversion, which cannot be undone.
  * When the ledger cannot be read from here, the rows are not held back (the connector checks them on
  * arrival) and `note` says why, when there are amounts to check.
  */
@@ -477,7 +494,9 @@ async function checkRemaining(
   const anyPartial = rows.some((r) => r.request.full !== true);
   const unchecked = (why: string) =>
     anyPartial
-      ? `amounts not checked against the ledger (${why}); the connector checks them when they arrive`
+      ? `amounts not checked against the ledger (${why}): neither what is left of each order (refunds ` +
+        'requested and not yet applied included) nor an order being refunded in full; the connector ' +
+        'checks them when they arrive'
       : undefined;
   const issues: RefundIssue[] = [];
   const uncheckedResult = (why: string) => {
@@ -486,9 +505,11 @@ async function checkRemaining(
   };
   if (ctx.get('ledgerTable') === undefined) return uncheckedResult(missingMessage('ledgerTable'));
   const ledger = ctx.ledger();
-  // Rows of one order sent one after the other are all queued before the worker records the first:
-  // each is judged against what the earlier rows (not recorded yet) leave, not against the ledger alone.
-  const earlier = new Map<string, { amount: number; lines: number[] }>();
+  const now = nowOf(ctx.io);
+  // Rows of one order sent one after the other are all queued before the worker records the first,
+  // and the door reserves each one it queues: each row is judged as the door will judge it, after
+  // the file's earlier rows, not against the ledger alone.
+  const orders = new Map<string, OrderView>();
   for (const row of rows) {
     const { request } = row;
     let programs: string[];
@@ -498,56 +519,129 @@ async function checkRemaining(
       if (error instanceof CliError) return uncheckedResult(error.message);
       throw error;
     }
-    let record: OrderRecord | undefined;
-    let reservations: RefundReservations | undefined;
+    let order: OrderView;
     try {
-      for (const program of programs) {
-        const key = ledgerKey(program, request.externalId);
-        [record, reservations] = await Promise.all([ledger.get(key), ledger.reservationsOf(key)]);
-        if (record || reservations) break;
-      }
+      order = await viewOf(ledger, orders, programs, request.externalId);
     } catch (error) {
       return uncheckedResult(`the ledger could not be read: ${explain(error)}`);
     }
     const field = request.amountCents === undefined ? 'amount' : 'amountCents';
-    const currency = record?.currency ?? request.currency;
+    const currency = order.record?.currency ?? request.currency;
     const minor = request.full === true ? 'full' : minorOf(request, currency);
     if (typeof minor === 'object') {
       issues.push({ line: row.line, field, message: minor.problem });
       continue;
     }
-    if (minor !== undefined) {
-      const conflict = refundIdConflict(record, reservations, {
+    if (minor === undefined) continue;
+    const judged = judgeAsSent(
+      order,
+      {
         externalId: request.externalId,
         refundId: request.refundId,
         amount: minor,
         ...(currency ? { currency } : {}),
-      });
-      if (conflict) {
-        issues.push({ line: row.line, field: 'refundId', message: conflict });
-        continue;
-      }
-    }
-    const amount = minor === 'full' ? undefined : minor;
-    if (!record || amount === undefined) continue;
-    const before = earlier.get(record.key);
-    const alongside =
-      before && before.amount > 0
-        ? {
-            amount: before.amount,
-            what: `${before.lines.length === 1 ? 'line' : 'lines'} ${before.lines.join(', ')} of this file`,
-          }
-        : undefined;
-    const message = overRefundMessage(record, request.refundId, amount, alongside);
-    if (!message && !refundOf(record, request.refundId) && row.line !== undefined) {
-      earlier.set(record.key, {
-        amount: (before?.amount ?? 0) + amount,
-        lines: [...(before?.lines ?? []), row.line],
-      });
-    }
-    if (message) issues.push({ line: row.line, field, message });
+      },
+      now,
+    );
+    if ('conflict' in judged) issues.push({ line: row.line, field: 'refundId', message: judged.conflict });
+    else if ('refused' in judged) issues.push({ line: row.line, field, message: judged.refused });
+    else if (judged.reservation && row.line !== undefined)
+      order.fromFile.push({ reservation: judged.reservation, line: row.line });
   }
   return { issues };
+}
+
+/** One order as the ledger holds it (read once a run), and what the file's earlier rows add to it. */
+interface OrderView {
+  readonly record: OrderRecord | undefined;
+  /** The refunds `POST /refunds` reserved for it, as read. */
+  readonly held: RefundReservations;
+  /** Whether the ledger has a record or a reservations item of it. */
+  readonly known: boolean;
+  /** The reservations the door will write as it queues the file's earlier rows. */
+  readonly fromFile: { readonly reservation: RefundReservation; readonly line: number }[];
+}
+
+/**
+ * The order in the first of `programs` whose ledger knows it (or one the file's earlier rows
+ * reserve in), else in the first of them; each key read once (`orders`).
+ */
+async function viewOf(
+  ledger: Pick<Ledger, 'get'> & Pick<ReservationLedger, 'reservationsOf'>,
+  orders: Map<string, OrderView>,
+  programs: readonly string[],
+  externalId: string,
+): Promise<OrderView> {
+  let first: OrderView | undefined;
+  for (const program of programs) {
+    const key = ledgerKey(program, externalId);
+    let order = orders.get(key);
+    if (!order) {
+      const [record, reservations] = await Promise.all([ledger.get(key), ledger.reservationsOf(key)]);
+      order = {
+        record,
+        held: reservations ?? { key, version: 0, refunds: [] },
+        known: record !== undefined || reservations !== undefined,
+        fromFile: [],
+      };
+      orders.set(key, order);
+    }
+    if (order.known || order.fromFile.length > 0) return order;
+    first ??= order;
+  }
+  if (!first) throw new CliError('no program to look in');
+  return first;
+}
+
+/**
+ * How `POST /refunds` will answer `asked` once the file's earlier rows are sent: the door's own
+ * `reserveRefund` on the refunds the ledger holds reserved and those the earlier rows will reserve.
+ * A refusal is in the door's words, or, when it is the file's earlier rows that leave no room, in
+ * words that name their lines. Else the reservation the door will write, if any (none for a refund
+ * id recorded or reserved already: it counts once).
+ */
+function judgeAsSent(
+  order: OrderView,
+  asked: AskedRefund,
+  now: Date,
+): { conflict: string } | { refused: string } | { reservation?: RefundReservation } {
+  const fromFile = order.fromFile.map((f) => f.reservation);
+  const withFile = { ...order.held, refunds: [...order.held.refunds, ...fromFile] };
+  const judged = reserveRefund(order.record, withFile, asked, now);
+  if ('conflict' in judged) return judged;
+  if ('refused' in judged) return { refused: refusalNamingFile(order, asked, judged.refused) };
+  const reservation = judged.reservations?.refunds.find((r) => r.refundId === asked.refundId);
+  return reservation ? { reservation } : {};
+}
+
+/**
+ * The door's refusal of a row, with the file's earlier rows it counted named by their lines (the door
+ * would call them refunds "requested and not yet applied", which they are not yet). The rule applied
+ * is the door's (`refused`); only its words change.
+ */
+function refusalNamingFile(order: OrderView, asked: AskedRefund, refused: string): string {
+  if (order.fromFile.length === 0 || asked.amount === 'full') return refused;
+  const held = unrecordedReservations(order.record, order.held).filter((r) => r.refundId !== asked.refundId);
+  const fromFile = order.fromFile.map((f) => f.reservation);
+  if (refused === refundedInFullMessage(order.record, [...held, ...fromFile], asked.externalId)) {
+    // A full refund the ledger holds comes first, and the door's words name it.
+    const full = order.fromFile.find((f) => f.reservation.full);
+    if (refundedInFullMessage(order.record, held, asked.externalId) || !full) return refused;
+    return (
+      `order ${asked.externalId} is being refunded in full by line ${full.line} of this file ` +
+      `(refund ${full.reservation.refundId}): a partial refund of it would never be applied; the full ` +
+      'refund gives back all of it'
+    );
+  }
+  const rows = order.fromFile.filter((f) => !f.reservation.full);
+  if (rows.length === 0) return refused;
+  const inFile = `${rows.length === 1 ? 'line' : 'lines'} ${rows.map((f) => f.line).join(', ')} of this file`;
+  const reserved = reservedAlongside(held);
+  const alongside = {
+    amount: (reserved?.amount ?? 0) + rows.reduce((sum, f) => sum + f.reservation.amount, 0),
+    what: reserved ? `${reserved.what}, and ${inFile}` : inFile,
+  };
+  return overRefundMessage(order.record, asked.refundId, asked.amount, alongside) ?? refused;
 }
 
 /**

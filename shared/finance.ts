@@ -512,7 +512,7 @@ export function reserveRefund(
 }
 
 /** Reserved partial refunds as `overRefundMessage` counts them beside the one judged. */
-function reservedAlongside(all: readonly RefundReservation[]): SentAlongside | undefined {
+export function reservedAlongside(all: readonly RefundReservation[]): SentAlongside | undefined {
   const reserved = all.filter((r) => !r.full);
   if (reserved.length === 0) return undefined;
   const named = reserved.slice(0, NAMED_RESERVATIONS).map((r) => r.refundId);
