@@ -38,7 +38,7 @@ export interface ConnectorFunctionSpec {
   readonly description: string;
 }
 
-/** The three Lambda functions, their sizes and why. */
+/** The connector's Lambda functions (the catch-up's is built apart), their sizes and why. */
 export const CONNECTOR_FUNCTIONS: Readonly<Record<ConnectorFunctionName, ConnectorFunctionSpec>> = {
   // Shops want a fast 2xx (Shopify within 5 s, else it retries; WooCommerce gives up). The handler
   // only verifies a signature and enqueues, so the cost is the cold start: Lambda gives CPU in
@@ -59,9 +59,9 @@ export const CONNECTOR_FUNCTIONS: Readonly<Record<ConnectorFunctionName, Connect
     timeout: Duration.seconds(10),
     description: 'Accepts refunds from the finance API and enqueues them',
   },
-  // A batch holds up to 10 orders processed one after another (FIFO order within a group), each a
-  // few platform calls paced by the rate limiter and possibly one 429 wait: 30 s covers a batch of
-  // slow answers. The worker mostly waits on the network, so 512 MB is plenty. The main queue's
+  // A batch holds up to `worker.batchSize` messages (5 by default, at most 10), its message groups
+  // side by side and each group's in order, each a few platform calls paced by the rate limiter and
+  // possibly one 429 wait: 30 s covers a batch of slow answers. The worker mostly waits on the network, so 512 MB is plenty. The main queue's
   // visibility timeout is derived from this (6x).
   worker: {
     entry: 'functions/worker.ts',
