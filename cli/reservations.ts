@@ -222,7 +222,7 @@ export async function dropReservation(ports: DropPorts, request: DropRequest): P
 }
 
 /** A reservation's amount as the table shows it: `full` for a full refund's. */
-function reservedAmount(reservation: RefundReservation, currency: string | undefined): string {
+export function reservedAmount(reservation: RefundReservation, currency: string | undefined): string {
   return reservation.full ? 'full' : money(reservation.amount, currency);
 }
 

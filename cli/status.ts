@@ -11,6 +11,7 @@ import {
 import { compareOrder, type Difference, money } from './compare.ts';
 import { awsCall, type CliContext, settingOptions, withContext } from './context.ts';
 import { CliError, type CliIo, cell, formatTable, nowOf, terminalJson, writeLine } from './io.ts';
+import { reservedAmount } from './reservations.ts';
 import { addLeftAt, STUCK_ADD_AFTER_MS } from './stuck.ts';
 
 interface StatusOptions {
@@ -295,7 +296,7 @@ function reservedLines(
     'Refunds reserved, counted against what remains:',
     formatTable(
       ['REFUND ID', 'AMOUNT', 'RESERVED'],
-      reserved.map((r) => [r.refundId, r.full ? 'full' : money(r.amount, currency), r.reservedAt]),
+      reserved.map((r) => [r.refundId, reservedAmount(r, currency), r.reservedAt]),
     ),
     '… requested through POST /refunds, not yet recorded by the worker: in the queue, or its request ' +
       'failed — send it again to settle it, or, if finance will not make it, drop it ' +

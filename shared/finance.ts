@@ -386,22 +386,24 @@ export function refundIdConflict(
   asked: AskedRefund,
 ): string | undefined {
   const { externalId, refundId, amount } = asked;
+  // Whether what the refund id holds is this refund; else how the refusal names it. A reservation
+  // without `full` is a partial refund's (items written before full ones were reserved).
+  const isAsked = (held: { readonly full?: boolean; readonly amount: number }) =>
+    amount === 'full' ? held.full === true : held.full !== true && held.amount === amount;
+  const heldAs = (
+    held: { readonly full?: boolean; readonly amount: number },
+    currency: string | undefined,
+  ) => (held.full ? 'as a full refund' : `at ${formatMinor(held.amount, currency)}`);
   const refund = record ? refundOf(record, refundId) : undefined;
   if (refund) {
-    if (amount === 'full' ? refund.full : !refund.full && refund.amount === amount) return undefined;
-    const what = refund.full
-      ? 'as a full refund'
-      : `at ${formatMinor(refund.amount, refund.currency ?? record?.currency ?? asked.currency)}`;
+    if (isAsked(refund)) return undefined;
+    const what = heldAs(refund, refund.currency ?? record?.currency ?? asked.currency);
     const from = refund.origin === 'shop' ? ', reported by the shop' : '';
     return `refund ${refundId} of order ${externalId} is recorded ${what} (${refund.status}${from}): ${COUNTS_ONCE}`;
   }
   const reserved = unrecordedReservations(record, reservations).find((r) => r.refundId === refundId);
-  if (!reserved) return undefined;
-  // A reservation without `full` is a partial refund's (items written before full ones were reserved).
-  if (reserved.full ? amount === 'full' : reserved.amount === amount) return undefined;
-  const what = reserved.full
-    ? 'as a full refund'
-    : `at ${formatMinor(reserved.amount, record?.currency ?? asked.currency)}`;
+  if (!reserved || isAsked(reserved)) return undefined;
+  const what = heldAs(reserved, record?.currency ?? asked.currency);
   return `refund ${refundId} of order ${externalId} is reserved ${what} (requested, not yet applied): ${COUNTS_ONCE}`;
 }
 

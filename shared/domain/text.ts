@@ -33,7 +33,7 @@ const BIDI_CONTROL = /^[\u202a-\u202e\u2066-\u2069]$/;
  * override would make the reader see other text than was sent (Trojan Source).
  */
 export function displayed(value: string, max: number): string {
-  return shown(shopText(value.replace(/\s+/g, ' '), Number.POSITIVE_INFINITY), max);
+  return shown(oneLine(value), max);
 }
 
 /** The most characters of a sender's value an answer or a log line quotes (`quoted`). */
@@ -44,7 +44,12 @@ const MAX_QUOTED = 64;
  * line quote it: `displayed`, without white space at either end, at most 64 characters by default.
  */
 export function quoted(value: string, max = MAX_QUOTED): string {
-  return shown(shopText(value.replace(/\s+/g, ' '), Number.POSITIVE_INFINITY).trim(), max);
+  return shown(oneLine(value).trim(), max);
+}
+
+/** `value` on one line (each run of white space one space), without control characters, uncut. */
+function oneLine(value: string): string {
+  return shopText(value.replace(/\s+/g, ' '), Number.POSITIVE_INFINITY);
 }
 
 /** `text` with its bidirectional controls escaped, cut to `max` on a whole character or escape. */

@@ -165,24 +165,8 @@ async function processRecord(
       // too: the ledger keeps the order's lease and verification window for its replay.
       let parkRefused: string | undefined;
       if (deps.maxReceiveCount !== undefined && count >= deps.maxReceiveCount) {
-        const reason = exhaustedReason(error, count);
-        parkRefused = await toDlq(
-          deps,
-          record,
-          failureAttributes(deps, record, summary, error, count, reason),
-        );
-        if (parkRefused === undefined) {
-          deps.observe?.({
-            messageId: record.messageId,
-            receiveCount: count,
-            event: summary,
-            status: 'parked',
-            failureClass: failureClassOf(error),
-            reason,
-            platformStatus: isConnectorError(error) ? error.status : undefined,
-          });
-          return true;
-        }
+        parkRefused = await parkWith(deps, record, summary, error, count, exhaustedReason(error, count));
+        if (parkRefused === undefined) return true;
       }
       // Give the message back, hidden for a backoff that grows with its receive count; past the
       // queue's maxReceiveCount, SQS's redrive moves it to the DLQ.
@@ -251,31 +235,43 @@ async function park(
   error: unknown,
   count: number,
 ): Promise<true | GivenBack> {
-  const failureClass = failureClassOf(error);
-  const reason = reasonOf(error);
-  const platformStatus = isConnectorError(error) ? error.status : undefined;
+  const refused = await parkWith(deps, record, summary, error, count, reasonOf(error));
+  if (refused === undefined) return true;
+  deps.observe?.({
+    messageId: record.messageId,
+    receiveCount: count,
+    event: summary,
+    status: 'retry',
+    failureClass: 'transient',
+    reason: `could not park in the DLQ (${refused}); left in the queue`,
+  });
+  return {};
+}
+
+/**
+ * Parks the message in the DLQ with `reason` and its failure attributes, and reports it parked;
+ * the name of the error when the DLQ refused it (nothing reported then: the caller gives it back).
+ */
+async function parkWith(
+  deps: BatchDeps,
+  record: SQSRecord,
+  summary: RecordReport['event'],
+  error: unknown,
+  count: number,
+  reason: string,
+): Promise<string | undefined> {
   const refused = await toDlq(deps, record, failureAttributes(deps, record, summary, error, count, reason));
-  if (refused !== undefined) {
-    deps.observe?.({
-      messageId: record.messageId,
-      receiveCount: count,
-      event: summary,
-      status: 'retry',
-      failureClass: 'transient',
-      reason: `could not park in the DLQ (${refused}); left in the queue`,
-    });
-    return {};
-  }
+  if (refused !== undefined) return refused;
   deps.observe?.({
     messageId: record.messageId,
     receiveCount: count,
     event: summary,
     status: 'parked',
-    failureClass,
+    failureClass: failureClassOf(error),
     reason,
-    platformStatus,
+    platformStatus: isConnectorError(error) ? error.status : undefined,
   });
-  return true;
+  return undefined;
 }
 
 /** What `dlq list`/`show` read on a parked message, and what `dlq replay` carries on. */
