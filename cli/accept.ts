@@ -131,7 +131,7 @@ async function accept(ctx: CliContext, flags: AcceptFlags): Promise<void> {
     return;
   }
   const total = plan.items.filter((i) => i.result === 'would_accept').length;
-  const progress = rowProgress(io, total, 'accept');
+  const progress = rowProgress(io, total, 'accept', 'text');
   let summary: AcceptSummary;
   try {
     summary = await runAccept(deps, {

@@ -5,6 +5,7 @@ import { SqsEventQueue } from '../shared/adapters/sqs.ts';
 import { type BackfillSummary, backfill } from '../shared/backfill/backfill.ts';
 import { type Delivery, genericDeliveries, readShop } from '../shared/backfill/deliveries.ts';
 import type { SourceConfig } from '../shared/config/sources.ts';
+import type { SourcePlatform } from '../shared/domain/platforms.ts';
 import { ConfigurationError, describeError, isConnectorError } from '../shared/errors.ts';
 import { adapterFor } from '../shared/platforms/registry.ts';
 import type { EventQueue, SecretStore } from '../shared/ports.ts';
@@ -69,6 +70,17 @@ class CliShopSecrets implements SecretStore {
     );
   }
 }
+
+/**
+ * Where backfill reads a platform's changes: its shop API over a period, or a file of Generic
+ * webhook bodies. A record, so a new platform must say.
+ */
+const READS_FROM: Readonly<Record<SourcePlatform, 'shop API' | 'file'>> = {
+  shopify: 'shop API',
+  woocommerce: 'shop API',
+  stripe: 'shop API',
+  generic: 'file',
+};
 
 function sourceOf(ctx: CliContext, id: string | undefined): SourceConfig {
   const sources = ctx.sources();
@@ -157,14 +169,14 @@ Exit codes: 0 done (skipped changes included), 1 the shop or the queue failed, 2
       await withContext(io, flags, async (ctx) => {
         const now = nowOf(io);
         const source = sourceOf(ctx, flags.source);
-        const isGeneric = source.platform === 'generic';
-        if (isGeneric && flags.file === undefined) {
+        const readsFile = READS_FROM[source.platform] === 'file';
+        if (readsFile && flags.file === undefined) {
           throw new CliError(`--file: required for the generic source ${source.id} (it has no API to read)`);
         }
-        if (!isGeneric && flags.file !== undefined) {
+        if (!readsFile && flags.file !== undefined) {
           throw new CliError(`--file: only for generic sources; ${source.id} is read from its shop API`);
         }
-        if (!isGeneric && flags.from === undefined) throw new CliError('--from: required');
+        if (!readsFile && flags.from === undefined) throw new CliError('--from: required');
         const from = flags.from === undefined ? now : periodBound(flags.from, '--from', now, false);
         const to = flags.to === undefined ? now : periodBound(flags.to, '--to', now, true);
         if (from.getTime() > to.getTime()) throw new CliError('--from: must not be after --to');
@@ -193,11 +205,7 @@ Exit codes: 0 done (skipped changes included), 1 the shop or the queue failed, 2
         }
         const period =
           flags.file === undefined ? `${from.toISOString()} to ${to.toISOString()}` : `file ${flags.file}`;
-        const progress = rowProgress(
-          flags.json ? { ...io, stdout: { write: () => true } } : io,
-          0,
-          'backfill',
-        );
+        const progress = rowProgress(io, 0, 'backfill', flags.json ? 'json' : 'text');
         // A dry run sends nothing, so it needs no queue URL.
         const queue: EventQueue = flags.dryRun
           ? { send: () => Promise.reject(new Error('a dry run sends nothing')) }

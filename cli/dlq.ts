@@ -403,7 +403,7 @@ async function replayCommand(
 
   // Messages behind the ones read come up as those leave: the total so far is then a lower bound.
   const more = hidden > 0 && (options.limit === undefined || candidates.length < options.limit);
-  const progress = rowProgress(io, candidates.length, 'replay', { more });
+  const progress = rowProgress(io, candidates.length, 'replay', 'text', { more });
   let stopRequested = false;
   // Ctrl-C finishes the message in hand (sent and deleted) instead of leaving it half-way.
   const onSigint = () => {

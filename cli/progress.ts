@@ -1,11 +1,13 @@
 import { MultiBar, Presets, SingleBar } from 'cli-progress';
-import { type CliIo, printable, writeLine } from './io.ts';
+import { type CliIo, type OutputStream, printable, writeLine } from './io.ts';
 
 /**
  * Progress of a run over rows or messages. On a terminal (stderr is a TTY) a cli-progress bar on
  * stderr, with each row's outcome printed above it; otherwise (a pipe, a log file, CI) one plain
- * line per row on stdout, prefixed `[i/n]`, and no control characters. Either way a row's line is
- * made `printable`: it carries ids and reasons shops wrote.
+ * line per row, prefixed `[i/n]`, and no control characters. Either way a row's line is made
+ * `printable`: it carries ids and reasons shops wrote. Where the rows' lines go is decided by the
+ * command's output format, which every caller states: a `text` report takes them on stdout (the
+ * plain log CI keeps); `json` or `csv` keeps stdout for the data alone, and they go to stderr.
  */
 export interface RowProgress {
   /** One row is done; `line` is its outcome. */
@@ -15,7 +17,11 @@ export interface RowProgress {
   stop(): void;
 }
 
+/** What the command prints on stdout: a report for people (`text`), or data for a program. */
+export type OutputFormat = 'text' | 'json' | 'csv';
+
 /**
+ * `format`: the command's output on stdout; anything but `text` gets no row line there.
  * `more`: rows may come up that the total does not count yet (DLQ messages behind the ones read);
  * the plain lines then show the total so far as a lower bound, `[2/2+]`, instead of claiming it.
  */
@@ -23,16 +29,19 @@ export function rowProgress(
   io: CliIo,
   total: number,
   label: string,
+  format: OutputFormat,
   options: { readonly more?: boolean } = {},
 ): RowProgress {
   let done = 0;
   let expected = total;
   const open = options.more === true ? '+' : '';
+  const report = format === 'text';
   if (!io.stderr.isTTY) {
+    const lines: OutputStream = report ? io.stdout : io.stderr;
     return {
       row(line) {
         done++;
-        writeLine(io.stdout, `[${done}/${Math.max(expected, done)}${open}] ${printable(line)}`);
+        writeLine(lines, `[${done}/${Math.max(expected, done)}${open}] ${printable(line)}`);
       },
       grow(next) {
         expected = Math.max(expected, next);
@@ -56,8 +65,9 @@ export function rowProgress(
     row(unsafeLine) {
       done++;
       const line = printable(unsafeLine);
-      // On a shared terminal the outcome goes above the bar; redirected stdout gets it unchanged.
-      if (io.stdout.isTTY) bars.log(`${line}\n`);
+      // Above the bar on a shared terminal, or when stdout holds data; a report's redirected stdout
+      // gets it unchanged.
+      if (!report || io.stdout.isTTY) bars.log(`${line}\n`);
       else writeLine(io.stdout, line);
       if (done > expected) {
         expected = done;

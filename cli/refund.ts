@@ -420,7 +420,7 @@ async function refund(ctx: CliContext, options: RefundOptions): Promise<void> {
 
   const url = `${ctx.require('connectorUrl').replace(/\/+$/, '')}/refunds`;
   const key = await ctx.requireSecret('financeApiKey');
-  const progress = options.csv !== undefined ? rowProgress(io, rows.length, 'refunds') : undefined;
+  const progress = options.csv !== undefined ? rowProgress(io, rows.length, 'refunds', 'text') : undefined;
   let queued = 0;
   let failed = 0;
   let stopped: string | undefined;

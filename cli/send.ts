@@ -61,6 +61,29 @@ Samples are the platforms' documentation examples (test/fixtures/samples/). The 
 --secret, else the source's secret (env <PLATFORM>_WEBHOOK_SECRET, or .local-stack.json), else, for
 a connector on this machine, the documented local default.`;
 
+/** Where a platform's delivery carries what `send` is told. */
+interface DeliveryShape {
+  /** `--event-id`: in the body (Stripe's event id, Generic's `eventId`) or in a delivery header. */
+  readonly eventId: 'body' | 'header';
+  /**
+   * The topic: in a header (Shopify, WooCommerce), as the event's `type` in the body (Stripe), or
+   * `own`: the body carries its own type, no topic is sent, and `--topic` only picks a sample (`own`
+   * says why it does not go with `--file`).
+   */
+  readonly topic: 'header' | 'type' | { readonly own: string };
+}
+
+/** Per platform: a record, so a new platform must say. */
+const DELIVERY_SHAPE: Readonly<Record<Platform, DeliveryShape>> = {
+  shopify: { eventId: 'header', topic: 'header' },
+  woocommerce: { eventId: 'header', topic: 'header' },
+  stripe: { eventId: 'body', topic: 'type' },
+  generic: {
+    eventId: 'body',
+    topic: { own: 'a Generic body carries its own type ("order", "refund", "cancel")' },
+  },
+};
+
 /** `connector send <platform>`: a signed sample webhook, posted to the connector. */
 export function registerSend(program: Command, io: CliIo): void {
   const command = program
@@ -109,8 +132,9 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
     throw new CliError(`--source: ${sourceId} is a ${source.platform} source, not ${platform}`);
   }
   if (options.file && options.sample) throw new CliError('--sample and --file: choose one');
-  if (options.file && platform === 'generic' && options.topic !== undefined) {
-    throw new CliError('--topic: a Generic body carries its own type ("order", "refund", "cancel")');
+  const shape = DELIVERY_SHAPE[platform];
+  if (options.file && typeof shape.topic === 'object' && options.topic !== undefined) {
+    throw new CliError(`--topic: ${shape.topic.own}`);
   }
   const sample = options.file ? undefined : findSample(platform, options.sample, options.topic);
   if (!options.file && !sample) {
@@ -121,7 +145,7 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
     );
   }
   const topic =
-    platform === 'generic'
+    typeof shape.topic === 'object'
       ? undefined
       : (options.topic ??
         (sample?.kind === 'order' || !sample ? defaultTopic(platform, source) : sample.topic));
@@ -130,13 +154,13 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
     ip: options.ip,
     trackingId: options.trackingId,
     orderId: options.orderId,
-    eventId: platform === 'stripe' || platform === 'generic' ? options.eventId : undefined,
+    eventId: shape.eventId === 'body' ? options.eventId : undefined,
     clickIdAttribute: source?.clickIdAttributes[0] ?? 'aecid',
     trackingIdAttribute: source?.trackingIdAttributes[0] ?? 'affiliate_tracking_id',
   };
   checkChanges({
     ...changes,
-    deliveryId: platform === 'shopify' || platform === 'woocommerce' ? options.eventId : undefined,
+    deliveryId: shape.eventId === 'header' ? options.eventId : undefined,
   });
 
   let raw: string;
@@ -161,7 +185,7 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
       throw new CliError(`--file: ${options.file} is not a JSON object`);
     }
     const input = json as Record<string, unknown>;
-    if (!options.file && platform === 'stripe' && topic) input['type'] = topic;
+    if (!options.file && shape.topic === 'type' && topic) input['type'] = topic;
     const withEventId = {
       ...changes,
       eventId: changes.eventId ?? (options.file ? undefined : freshEventId(platform)),
@@ -180,7 +204,7 @@ async function send(ctx: CliContext, platform: Platform, options: SendOptions): 
   const secret = await signingSecret(ctx, platform, sourceId, source, options.secret, url);
   const headers = signedHeaders(platform, body, secret, {
     topic,
-    eventId: platform === 'shopify' || platform === 'woocommerce' ? options.eventId : undefined,
+    eventId: shape.eventId === 'header' ? options.eventId : undefined,
     now: nowOf(io),
   });
   const target = `${url}/webhooks/${encodeURIComponent(sourceId)}`;

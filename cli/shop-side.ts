@@ -1,5 +1,6 @@
 import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import type { SourceConfig } from '../shared/config/sources.ts';
+import { hasShopApi } from '../shared/domain/platforms.ts';
 import { ConfigurationError } from '../shared/errors.ts';
 import { subscriptionTopics } from '../shared/platforms/registry.ts';
 import type { SecretStore } from '../shared/ports.ts';
@@ -10,7 +11,7 @@ import { StripeClient } from '../shared/shops/stripe.ts';
 import { WooCommerceClient } from '../shared/shops/woocommerce.ts';
 import type { CheckResult } from './check-result.ts';
 import { awsCall, type CliContext } from './context.ts';
-import { CliError, explain, printable } from './io.ts';
+import { CliError, explain, printable, unreachableHint } from './io.ts';
 import {
   describeProblem,
   diagnose,
@@ -30,7 +31,7 @@ import {
 
 /** The sources whose shop API the CLI can read. */
 export function shopSources(ctx: CliContext): SourceConfig[] {
-  return ctx.sources().filter((s) => s.shopApi !== undefined && s.platform !== 'generic');
+  return ctx.sources().filter((s) => s.shopApi !== undefined && hasShopApi(s.platform));
 }
 
 /**
@@ -166,6 +167,17 @@ export async function shopSide(ctx: CliContext, source: SourceConfig, address: s
   };
 }
 
+/**
+ * The fix when the shop's API failed. The state file's sources (`npm start`'s) read the sandbox's
+ * shop fakes, served by the local stack: nothing answering there means the stack is not running.
+ */
+function shopFix(ctx: CliContext, source: SourceConfig, error: unknown): string {
+  if (!sourcesFromEnv(ctx) && unreachableHint(error) !== undefined) {
+    return `the shop API of source ${source.id} is the local stack's shop fakes: is the local stack running? Start it with npm start`;
+  }
+  return `check shopApi.url of source ${source.id}, and that the shop is up`;
+}
+
 /** `connector subscribe --source <id>`: the fix hint of every shop-side problem. */
 export function subscribeHint(source: SourceConfig): string {
   return `connector subscribe --source ${source.id} (add --dry-run to see what it would change)`;
@@ -214,7 +226,7 @@ export async function shopWebhookChecks(ctx: CliContext): Promise<CheckResult[]>
         detail: printable(credentials ? error.message : `${source.shopApi?.url ?? ''}: ${explain(error)}`),
         hint: credentials
           ? `set ${source.shopApi?.credentialsRef ?? 'the shopApi credentials'} (docs/backfill.md): the key needs read access to webhooks`
-          : `check shopApi.url of source ${source.id}, and that the shop is up`,
+          : shopFix(ctx, source, error),
       });
       continue;
     }

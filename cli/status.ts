@@ -75,7 +75,7 @@ Examples:
 The platform token comes from AFFILIATE_TOKEN (or .local-stack.json), else from the Secrets Manager
 secret AFFILIATE_TOKEN_SECRET names. For an add without a clear answer, the main queue (QUEUE_URL,
 optional) tells whether a message is left to retry it, and ADD_VERIFY_SECONDS, when set as for the
-worker, the verification window in effect.`,
+worker (against the local stack, .local-stack.json holds it), the verification window in effect.`,
     )
     .action(async (externalId: string, options: StatusOptions) => {
       await withContext(io, options, async (ctx) => {
@@ -166,7 +166,9 @@ async function notesOf(ctx: CliContext, status: OrderStatus): Promise<StatusNote
   const record = status.record;
   if (record?.state !== 'adding' || record.unclearAddAt === undefined) return {};
   const setting = ctx.io.env['ADD_VERIFY_SECONDS']?.trim();
-  const seconds = setting ? Number(setting) : Number.NaN;
+  // As the other settings: the environment, else the local stack's file (its worker's window).
+  const fromFile = ctx.localState()?.['addVerifySeconds'];
+  const seconds = setting ? Number(setting) : typeof fromFile === 'number' ? fromFile : Number.NaN;
   const queueUrl = ctx.get('queueUrl');
   let queuedMessages: number | undefined;
   if (queueUrl !== undefined) {

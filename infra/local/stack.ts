@@ -22,6 +22,7 @@ import { subscriptionTopics } from '../../shared/platforms/registry.ts';
 import type { Ledger } from '../../shared/ports.ts';
 import { EnvSecretStore } from '../../shared/secrets.ts';
 import type { RecordReport } from '../../shared/worker/batch.ts';
+import { DEFAULT_VERIFY_MS } from '../../shared/worker/flow.ts';
 import { WORKER_DEFAULTS } from '../deploy-config.ts';
 import { type EmulatorOptions, type Emulators, startEmulators } from './emulators.ts';
 import { functionClients } from './function-clients.ts';
@@ -84,6 +85,8 @@ export interface LocalStack {
   readonly sources: ReadonlyMap<string, SourceConfig>;
   readonly secrets: Readonly<Record<string, string>>;
   readonly ledger: Ledger;
+  /** The worker's verification window after an add without a clear answer (ADD_VERIFY_SECONDS). */
+  readonly addVerifySeconds: number;
   startPolling(): void;
   stopPolling(): Promise<void>;
   /** Resolves when the main queue has no message left (ready, in flight or delayed). */
@@ -298,6 +301,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     sources,
     secrets: Object.fromEntries(Object.keys(LOCAL_SECRETS).map((k) => [k, env[k] ?? ''])),
     ledger,
+    addVerifySeconds: (workerDeps.verifyMs ?? DEFAULT_VERIFY_MS) / 1000,
     startPolling: () => pollers.start(),
     stopPolling: () => pollers.stop(),
     waitForIdle: (timeoutMs = 30_000) => waitForIdle(emulators, timeoutMs),
@@ -354,6 +358,8 @@ export function localState(
     affiliateBaseUrl: stack.platformUrl,
     affiliateToken,
     sources: [...stack.sources.values()],
+    // `connector status` words an unclear add's window with it.
+    addVerifySeconds: stack.addVerifySeconds,
   };
 }
 

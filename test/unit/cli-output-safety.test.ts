@@ -122,7 +122,7 @@ describe('progress lines (dlq replay, refund --csv, backfill, accept)', () => {
       env: {},
       cwd: '.',
     };
-    const progress = rowProgress(io, 1, 'replay');
+    const progress = rowProgress(io, 1, 'replay', 'text');
     // Act
     progress.row('m-1  1001\u202efdp.exe\u001b[2J  OrderRefunded\nreplayed as m-2');
     progress.stop();
