@@ -5,6 +5,7 @@ import {
   type AskedRefund,
   FinanceRefundRequest,
   overRefundMessage,
+  refundAmountOf,
   refundedInFullMessage,
   reservedAlongside,
   reserveRefund,
@@ -340,10 +341,13 @@ CSV header: ${CSV_COLUMNS.join(',')} (any order)
   field) and nothing is sent. A refund id counts once, so sending a file twice is harmless.
 A partial refund larger than what is left of its order (after the refunds requested and not yet
 applied) is refused before anything is sent (it would refuse the conversion): give --full to refund
-the whole order. So is a partial refund of an order being refunded in full, and a refund id the
-ledger holds at another amount (the worker applies a refund id once): give another refund id. This
-is checked against the ledger (--ledger-table, LEDGER_TABLE or .local-stack.json) when it can be
-read, else by the connector.
+the whole order. So is a partial refund of an order being refunded in full, a refund id the ledger
+holds at another amount (the worker applies a refund id once): give another refund id, a currency
+other than the order's, and a decimal amount without --currency (or a currency column) for an order
+the ledger does not know. This is checked against the ledger (--ledger-table, LEDGER_TABLE or
+.local-stack.json) when it can be read, else by the connector as each row arrives; a partial
+refund after a full refund of its order in the same file is refused either way. The ledger is read
+once, before the first row is sent: a change made meanwhile is answered by the connector.
 The key: --api-key, FINANCE_API_KEY, .local-stack.json, else the current version of the Secrets
 Manager secret FINANCE_API_KEY_SECRET names (the stack's financeApiKeySecret). A key from a variable
 or Secrets Manager goes only to a URL given by --url or CONNECTOR_URL, not one from .local-stack.json.
@@ -402,6 +406,8 @@ async function refund(ctx: CliContext, options: RefundOptions): Promise<void> {
   }
 
   const checked = await checkRemaining(ctx, rows);
+  // Said before any problem too: rows fixed from the list may still fail at the connector.
+  if (checked.note) writeLine(io.stderr, checked.note);
   if (checked.issues.length > 0) {
     reportIssues(
       io,
@@ -409,7 +415,6 @@ async function refund(ctx: CliContext, options: RefundOptions): Promise<void> {
       options.csv === undefined ? 'nothing sent' : `${options.csv}: nothing sent`,
     );
   }
-  if (checked.note) writeLine(io.stderr, checked.note);
 
   if (options.dryRun) {
     for (const row of rows)
@@ -479,67 +484,136 @@ function requestFromFlags(io: CliIo, options: RefundOptions): FinanceRefundReque
 
 /**
  * Each row is checked against the ledger before anything is sent (dry run too), with the rules
- * `POST /refunds` applies (`reserveRefund`, the door's own): a refund id the ledger holds (recorded,
- * or reserved by the connector) at another amount or `full` flag would be dropped by the worker as a
- * duplicate; a partial refund of an order being refunded in full would never be applied; a partial
- * refund larger than what is left of its order, after the refunds reserved and not yet recorded,
- * would refuse the whole conversion, which cannot be undone.
- * When the ledger cannot be read from here, the rows are not held back (the connector checks them on
- * arrival) and `note` says why, when there are amounts to check.
+ * `POST /refunds` applies (`refundAmountOf` and `reserveRefund`, the door's own): a currency other
+ * than the order's, or none for a decimal amount of an order the ledger does not know; a refund id the
+ * ledger holds (recorded, or reserved by the connector) at another amount or `full` flag would be
+ * dropped by the worker as a duplicate; a partial refund of an order being refunded in full would
+ * never be applied; a partial refund larger than what is left of its order, after the refunds reserved
+ * and not yet recorded, would refuse the whole conversion, which cannot be undone.
+ * When the ledger cannot be read from here, the rows are still judged against the file's earlier rows
+ * (a partial refund after a full one of its order), the rest is left to the connector on arrival,
+ * and `note` says so, when there are amounts or currencies to check.
  */
 async function checkRemaining(
   ctx: CliContext,
   rows: readonly RefundRow[],
 ): Promise<{ issues: RefundIssue[]; note?: string }> {
-  const anyPartial = rows.some((r) => r.request.full !== true);
-  const unchecked = (why: string) =>
-    anyPartial
-      ? `amounts not checked against the ledger (${why}): neither what is left of each order (refunds ` +
-        'requested and not yet applied included) nor an order being refunded in full; the connector ' +
-        'checks them when they arrive'
-      : undefined;
-  const issues: RefundIssue[] = [];
-  const uncheckedResult = (why: string) => {
-    const note = unchecked(why);
-    return note === undefined ? { issues } : { issues, note };
-  };
-  if (ctx.get('ledgerTable') === undefined) return uncheckedResult(missingMessage('ledgerTable'));
-  const ledger = ctx.ledger();
   const now = nowOf(ctx.io);
+  const withoutLedger = async (why: string) => {
+    const issues = await judgeRows(rows, fileOnly(ctx, rows), now);
+    const checked = rows.some((r) => r.request.full !== true || r.request.currency !== undefined);
+    if (!checked) return { issues };
+    const exceptFile = rows.some((r) => r.line !== undefined)
+      ? ' other than by an earlier row of this file'
+      : '';
+    const note =
+      `amounts not checked against the ledger (${why}): neither what is left of each order (refunds ` +
+      `requested and not yet applied included), nor an order being refunded in full${exceptFile}, nor ` +
+      "the order's currency; the connector checks them when they arrive";
+    return { issues, note };
+  };
+  if (ctx.get('ledgerTable') === undefined) return withoutLedger(missingMessage('ledgerTable'));
+  try {
+    return { issues: await judgeRows(rows, fromLedger(ctx, ctx.ledger()), now) };
+  } catch (error) {
+    if (error instanceof LedgerUnread) return withoutLedger(error.message);
+    throw error;
+  }
+}
+
+/** Why the ledger could not be read for the pre-check (the message is the note's reason). */
+class LedgerUnread extends Error {
+  override readonly name = 'LedgerUnread';
+}
+
+/** Where the pre-check finds a row's order: its view, read once a run, and whether the ledger told. */
+interface OrderLookup {
+  /** False when nothing was read: the order's record and currency are unknown, not absent. */
+  readonly ledgerRead: boolean;
+  orderOf(request: FinanceRefundRequest): Promise<OrderView>;
+}
+
+/** Each row's order as the ledger holds it; `LedgerUnread` when it cannot be read. */
+function fromLedger(
+  ctx: CliContext,
+  ledger: Pick<Ledger, 'get'> & Pick<ReservationLedger, 'reservationsOf'>,
+): OrderLookup {
+  const orders = new Map<string, OrderView>();
+  return {
+    ledgerRead: true,
+    orderOf: async (request) => {
+      let programs: string[];
+      try {
+        programs = ctx.programs(undefined, request.source);
+      } catch (error) {
+        if (error instanceof CliError) throw new LedgerUnread(error.message);
+        throw error;
+      }
+      try {
+        return await viewOf(ledger, orders, programs, request.externalId);
+      } catch (error) {
+        throw new LedgerUnread(`the ledger could not be read: ${explain(error)}`);
+      }
+    },
+  };
+}
+
+/** A ledger that holds nothing: the pre-check without one sees only the file's own rows. */
+const NOTHING_READ: Pick<Ledger, 'get'> & Pick<ReservationLedger, 'reservationsOf'> = {
+  get: async () => undefined,
+  reservationsOf: async () => undefined,
+};
+
+/**
+ * Each row's order as the file alone tells it. The configured sources' programs when known; else
+ * rows naming one source, or none, are taken as one order of their `externalId` (most connectors run
+ * one program), and rows naming two different sources as two (they may be of two programs).
+ */
+function fileOnly(ctx: CliContext, rows: readonly RefundRow[]): OrderLookup {
+  const orders = new Map<string, OrderView>();
+  const named = [...new Set(rows.flatMap((r) => (r.request.source ? [`source ${r.request.source}`] : [])))];
+  return {
+    ledgerRead: false,
+    orderOf: (request) => {
+      let programs: string[];
+      try {
+        programs = ctx.programs(undefined, request.source);
+      } catch (error) {
+        if (!(error instanceof CliError)) throw error;
+        programs = request.source ? [`source ${request.source}`, ''] : ['', ...named];
+      }
+      return viewOf(NOTHING_READ, orders, programs, request.externalId);
+    },
+  };
+}
+
+/** The problems the rows will meet at `POST /refunds`, each judged after the file's earlier rows. */
+async function judgeRows(rows: readonly RefundRow[], lookup: OrderLookup, now: Date): Promise<RefundIssue[]> {
+  const issues: RefundIssue[] = [];
   // Rows of one order sent one after the other are all queued before the worker records the first,
   // and the door reserves each one it queues: each row is judged as the door will judge it, after
   // the file's earlier rows, not against the ledger alone.
-  const orders = new Map<string, OrderView>();
   for (const row of rows) {
     const { request } = row;
-    let programs: string[];
-    try {
-      programs = ctx.programs(undefined, request.source);
-    } catch (error) {
-      if (error instanceof CliError) return uncheckedResult(error.message);
-      throw error;
-    }
-    let order: OrderView;
-    try {
-      order = await viewOf(ledger, orders, programs, request.externalId);
-    } catch (error) {
-      return uncheckedResult(`the ledger could not be read: ${explain(error)}`);
-    }
+    const order = await lookup.orderOf(request);
     const field = request.amountCents === undefined ? 'amount' : 'amountCents';
-    const currency = order.record?.currency ?? request.currency;
-    const minor = request.full === true ? 'full' : minorOf(request, currency);
-    if (typeof minor === 'object') {
-      issues.push({ line: row.line, field, message: minor.problem });
+    // Without the ledger the order's currency is unknown, so a decimal amount given without one is
+    // not read in minor units here (the door reads it in the order's currency).
+    const unread = !lookup.ledgerRead && request.amount !== undefined && request.currency === undefined;
+    const read: ReturnType<typeof refundAmountOf> | { amount: undefined; currency?: undefined } = unread
+      ? { amount: undefined }
+      : refundAmountOf(order.record, request);
+    if ('field' in read) {
+      issues.push({ line: row.line, field: read.field, message: read.message.replace(/^amount: /, '') });
       continue;
     }
-    if (minor === undefined) continue;
     const judged = judgeAsSent(
       order,
       {
         externalId: request.externalId,
         refundId: request.refundId,
-        amount: minor,
-        ...(currency ? { currency } : {}),
+        amount: read.amount,
+        ...(read.currency ? { currency: read.currency } : {}),
       },
       now,
     );
@@ -548,7 +622,7 @@ async function checkRemaining(
     else if (judged.reservation && row.line !== undefined)
       order.fromFile.push({ reservation: judged.reservation, line: row.line });
   }
-  return { issues };
+  return issues;
 }
 
 /** One order as the ledger holds it (read once a run), and what the file's earlier rows add to it. */
@@ -593,6 +667,9 @@ async function viewOf(
   return first;
 }
 
+/** A row's refund as judged here: `amount` undefined for a partial refund not read in minor units. */
+type RowRefund = Omit<AskedRefund, 'amount'> & { readonly amount: AskedRefund['amount'] | undefined };
+
 /**
  * How `POST /refunds` will answer `asked` once the file's earlier rows are sent: the door's own
  * `reserveRefund` on the refunds the ledger holds reserved and those the earlier rows will reserve.
@@ -602,12 +679,18 @@ async function viewOf(
  */
 function judgeAsSent(
   order: OrderView,
-  asked: AskedRefund,
+  asked: RowRefund,
   now: Date,
 ): { conflict: string } | { refused: string } | { reservation?: RefundReservation } {
   const fromFile = order.fromFile.map((f) => f.reservation);
+  if (asked.amount === undefined) {
+    // A partial refund whose minor units are unknown here: the door's one rule that needs none.
+    const held = unrecordedReservations(order.record, order.held);
+    const refused = refundedInFullMessage(order.record, [...held, ...fromFile], asked.externalId);
+    return refused ? { refused: refusalNamingFile(order, asked, refused) } : {};
+  }
   const withFile = { ...order.held, refunds: [...order.held.refunds, ...fromFile] };
-  const judged = reserveRefund(order.record, withFile, asked, now);
+  const judged = reserveRefund(order.record, withFile, { ...asked, amount: asked.amount }, now);
   if ('conflict' in judged) return judged;
   if ('refused' in judged) return { refused: refusalNamingFile(order, asked, judged.refused) };
   const reservation = judged.reservations?.refunds.find((r) => r.refundId === asked.refundId);
@@ -619,7 +702,7 @@ function judgeAsSent(
  * would call them refunds "requested and not yet applied", which they are not yet). The rule applied
  * is the door's (`refused`); only its words change.
  */
-function refusalNamingFile(order: OrderView, asked: AskedRefund, refused: string): string {
+function refusalNamingFile(order: OrderView, asked: RowRefund, refused: string): string {
   if (order.fromFile.length === 0 || asked.amount === 'full') return refused;
   const held = unrecordedReservations(order.record, order.held).filter((r) => r.refundId !== asked.refundId);
   const fromFile = order.fromFile.map((f) => f.reservation);
@@ -634,7 +717,7 @@ function refusalNamingFile(order: OrderView, asked: AskedRefund, refused: string
     );
   }
   const rows = order.fromFile.filter((f) => !f.reservation.full);
-  if (rows.length === 0) return refused;
+  if (rows.length === 0 || asked.amount === undefined) return refused;
   const inFile = `${rows.length === 1 ? 'line' : 'lines'} ${rows.map((f) => f.line).join(', ')} of this file`;
   const reserved = reservedAlongside(held);
   const alongside = {
@@ -642,25 +725,6 @@ function refusalNamingFile(order: OrderView, asked: AskedRefund, refused: string
     what: reserved ? `${reserved.what}, and ${inFile}` : inFile,
   };
   return overRefundMessage(order.record, asked.refundId, asked.amount, alongside) ?? refused;
-}
-
-/**
- * The refund's amount in minor units when it can be read in the order's currency (undefined when
- * that is unknown), or why it cannot: more decimals than the currency has is a bad row, like on the
- * server, and found here before any row is sent.
- */
-function minorOf(
-  request: FinanceRefundRequest,
-  currency: string | undefined,
-): number | undefined | { problem: string } {
-  if (request.amountCents !== undefined) return request.amountCents;
-  if (request.amount === undefined || currency === undefined) return undefined;
-  try {
-    return parseMoney(request.amount, currency);
-  } catch (error) {
-    if (error instanceof BadInputError) return { problem: error.message.replace(/^amount: /, '') };
-    throw error;
-  }
 }
 
 function reportIssues(io: CliIo, issues: readonly RefundIssue[], closing: string): never {

@@ -240,24 +240,10 @@ async function submit(
   if ('error' in located) return { result: located.error };
   const { source, record } = located;
 
-  const currency = record?.currency ?? request.currency;
-  if (request.currency && record?.currency && request.currency !== record.currency) {
-    return { result: bad('currency', `the order is in ${record.currency}, not ${request.currency}`) };
-  }
-  let amount: number | undefined;
-  if (request.amountCents !== undefined) amount = request.amountCents;
-  if (request.amount !== undefined) {
-    if (!currency) {
-      return { result: bad('currency', 'the ledger does not know this order: give its currency') };
-    }
-    try {
-      amount = parseMoney(request.amount, currency, { field: 'amount' });
-    } catch (error) {
-      if (error instanceof BadInputError) return { result: bad('amount', error.message) };
-      throw error;
-    }
-    if (amount <= 0) return { result: bad('amount', 'must be greater than zero') };
-  }
+  const read = refundAmountOf(record, request);
+  if ('field' in read) return { result: bad(read.field, read.message) };
+  const { currency } = read;
+  const amount = read.amount === 'full' ? undefined : read.amount;
 
   // A refund is reserved before it is queued, and kept should the send fail: its retry (the same
   // refund id) is not counted against itself, and a send that failed after SQS stored the message
@@ -309,6 +295,39 @@ async function submit(
   } catch (error) {
     return { result: unavailable('queue unavailable, retry later', 'queue', error) };
   }
+}
+
+/**
+ * A refund's amount as `POST /refunds` reads it against the order's ledger record (undefined for an
+ * order the ledger does not know): minor units of a partial refund, or `full`, and the currency (the
+ * record's, else the request's). Or why it is a 400, naming `currency` (not the order's; missing for a
+ * decimal `amount` of an order the ledger does not know, whose decimals depend on it) or `amount`
+ * (more decimals than the currency has, or zero). Shared by `POST /refunds` and `connector refund`.
+ */
+export function refundAmountOf(
+  record: OrderRecord | undefined,
+  request: FinanceRefundRequest,
+):
+  | { readonly amount: number | 'full'; readonly currency?: string }
+  | { readonly field: 'currency' | 'amount'; readonly message: string } {
+  const currency = record?.currency ?? request.currency;
+  const known = currency === undefined ? {} : { currency };
+  if (request.currency && record?.currency && request.currency !== record.currency) {
+    return { field: 'currency', message: `the order is in ${record.currency}, not ${request.currency}` };
+  }
+  if (request.amountCents !== undefined) return { amount: request.amountCents, ...known };
+  if (request.amount === undefined) return { amount: 'full', ...known };
+  if (!currency)
+    return { field: 'currency', message: 'the ledger does not know this order: give its currency' };
+  let amount: number;
+  try {
+    amount = parseMoney(request.amount, currency, { field: 'amount' });
+  } catch (error) {
+    if (error instanceof BadInputError) return { field: 'amount', message: error.message };
+    throw error;
+  }
+  if (amount <= 0) return { field: 'amount', message: 'must be greater than zero' };
+  return { amount, currency };
 }
 
 /** Ledger states whose `originalAmount` is the conversion's (added, being added, or to be replayed). */
