@@ -17,9 +17,15 @@ import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { ACCEPT_DUE_INDEX, RESERVATIONS_PREFIX } from '../shared/adapters/dynamo-ledger.ts';
 import { SourceConfig } from '../shared/config/sources.ts';
-import { longestQueueStaySeconds } from '../shared/worker/batch.ts';
 import { WAITING_REFUNDS_CHECK } from '../shared/worker/waiting.ts';
-import { type DeployConfig, workerInitialRatePerSecond, workerRatePerSecond } from './deploy-config.ts';
+import {
+  type DeployConfig,
+  MAIN_QUEUE_VISIBILITY_TIMEOUT_SECONDS,
+  oldestMessageAgeDefaultSeconds,
+  WORKER_TIMEOUT_SECONDS,
+  workerInitialRatePerSecond,
+  workerRatePerSecond,
+} from './deploy-config.ts';
 import { FifoQueuePair } from './fifo-queue-pair.ts';
 import { FinanceKeyCheck } from './finance-key-check.ts';
 import { ConnectorMonitoring } from './monitoring.ts';
@@ -66,7 +72,7 @@ export const CONNECTOR_FUNCTIONS: Readonly<Record<ConnectorFunctionName, Connect
   worker: {
     entry: 'functions/worker.ts',
     memorySize: 512,
-    timeout: Duration.seconds(30),
+    timeout: Duration.seconds(WORKER_TIMEOUT_SECONDS),
     description: 'Delivers queued order events to the affiliate platform',
   },
   // Hourly, up to accept.maxPerRun accept calls paced like the worker's (a few per second at the
@@ -207,7 +213,7 @@ export class ConnectorStack extends Stack {
     const logRetention = config.logRetentionDays as logs.RetentionDays;
 
     this.pipeline = new FifoQueuePair(this, 'Pipeline', {
-      visibilityTimeout: Duration.seconds(6 * CONNECTOR_FUNCTIONS.worker.timeout.toSeconds()),
+      visibilityTimeout: Duration.seconds(MAIN_QUEUE_VISIBILITY_TIMEOUT_SECONDS),
       maxReceiveCount: config.queue.maxReceiveCount,
       retentionPeriod: Duration.days(config.queue.retentionDays),
     });
@@ -428,8 +434,9 @@ export class ConnectorStack extends Stack {
       catchUp: this.catchUp,
       functions: this.functions,
       oldestMessageAge: Duration.seconds(
-        config.alarms.oldestMessageAgeSeconds ?? oldestMessageAgeDefault(config),
+        config.alarms.oldestMessageAgeSeconds ?? oldestMessageAgeDefaultSeconds(config.queue.maxReceiveCount),
       ),
+      deadLetterAge: Duration.days(config.alarms.deadLetterAgeDays),
       rateLimitedPer5Minutes:
         config.alarms.rateLimitedPer5Minutes ?? Math.ceil(config.affiliate.rateLimitPerSecond * 300 * 0.01),
       refundWaitingForOrder: Duration.hours(config.alarms.refundWaitingHours),
@@ -646,19 +653,4 @@ function pascal(id: string): string {
     .filter((part) => part.length > 0)
     .map((part) => part[0]!.toUpperCase() + part.slice(1))
     .join('');
-}
-
-/**
- * The `OldestMessageAge` alarm's threshold when the config gives none: 30 minutes, or, when longer,
- * the longest one message failing transiently stays in the main queue before the worker parks it
- * (it grows with `queue.maxReceiveCount`) and 10 minutes more: the alarm means a stalled worker,
- * not one bad message.
- */
-function oldestMessageAgeDefault(config: DeployConfig): number {
-  const stay = longestQueueStaySeconds({
-    maxReceiveCount: config.queue.maxReceiveCount,
-    visibilityTimeoutSeconds: 6 * CONNECTOR_FUNCTIONS.worker.timeout.toSeconds(),
-    invocationSeconds: CONNECTOR_FUNCTIONS.worker.timeout.toSeconds(),
-  });
-  return Math.max(1800, stay + 600);
 }

@@ -4,6 +4,7 @@ import * as z from 'zod';
 import { ROUTE_NAMES, type RouteName, resolveRoutes } from '../shared/affiliate/routes.ts';
 import { SourcesFile } from '../shared/config/sources.ts';
 import { firstIssue } from '../shared/validation.ts';
+import { longestQueueStaySeconds } from '../shared/worker/batch.ts';
 
 /**
  * The deploy configuration: everything that differs between two installations of the connector.
@@ -43,6 +44,48 @@ const Throttle = (rateLimit: number, burstLimit: number) =>
     });
 
 const HttpsUrl = z.url({ protocol: /^https$/, message: 'must be an https:// URL' });
+
+/** The worker function's timeout (`CONNECTOR_FUNCTIONS.worker` in infra/connector-stack.ts). */
+export const WORKER_TIMEOUT_SECONDS = 30;
+/**
+ * The main queue's visibility timeout: Lambda's guidance for an SQS event source is at least six
+ * times the consumer's timeout, so a batch still in a retrying invocation is not handed out twice.
+ */
+export const MAIN_QUEUE_VISIBILITY_TIMEOUT_SECONDS = 6 * WORKER_TIMEOUT_SECONDS;
+/**
+ * How long the DLQ keeps a message before SQS deletes it: the SQS maximum. A FIFO queue resets a
+ * message's enqueue time when the redrive moves it, and a park is a new message, so it counts from
+ * the park or the move, as the DLQ's ApproximateAgeOfOldestMessage does.
+ */
+export const DEAD_LETTER_RETENTION_DAYS = 14;
+
+/**
+ * How long one message failing transiently stays in the main queue on the worker's own backoffs
+ * before the worker parks it, as deployed with `queue.maxReceiveCount`: the least the
+ * OldestMessageAge threshold may be, or one bad message pages. Not the longest stay
+ * (`longestQueueStaySeconds` with its waits, which `reservations --drop` keeps to): a platform asking
+ * for 10-minute waits on every receive, or adds that keep getting no clear answer, can keep a
+ * message up to an hour, and the alarm then pages because the platform is in trouble.
+ */
+export function longestMainQueueStaySeconds(maxReceiveCount: number): number {
+  return longestQueueStaySeconds({
+    maxReceiveCount,
+    visibilityTimeoutSeconds: MAIN_QUEUE_VISIBILITY_TIMEOUT_SECONDS,
+    invocationSeconds: WORKER_TIMEOUT_SECONDS,
+    longestWaitSeconds: 0,
+  });
+}
+
+/**
+ * The `OldestMessageAge` alarm's threshold when the config gives none: 30 minutes, or, when longer,
+ * one failing message's longest stay in the main queue and 10 minutes more: the alarm means a
+ * stalled worker, not one bad message.
+ */
+export function oldestMessageAgeDefaultSeconds(maxReceiveCount: number): number {
+  return Math.max(1800, longestMainQueueStaySeconds(maxReceiveCount) + 600);
+}
+
+const DEAD_LETTER_AGE_DAYS = `must be whole days from 1 to ${DEAD_LETTER_RETENTION_DAYS - 1}: SQS deletes a message ${DEAD_LETTER_RETENTION_DAYS} days after it was parked, and the alarm must come before that`;
 
 /** CloudWatch Logs accepts only these retention periods. */
 const LOG_RETENTION_DAYS = [
@@ -215,13 +258,27 @@ export const DeployConfig = z
     alarms: z
       .strictObject({
         /**
-         * Age of the oldest message in the main queue. A failing message stays there for up to
-         * `longestQueueStaySeconds` (about 18 minutes at the default 6 receives, an hour at 10)
-         * before the worker parks it, so the default sits above that: 30 minutes, or that stay and
-         * 10 minutes more when longer. This alarm means a stalled worker, not one bad message.
+         * Age of the oldest message in the main queue. A failing message stays there on the
+         * worker's backoffs (`longestMainQueueStaySeconds`: about 18 minutes at the default 6
+         * receives, an hour at 10) before the worker parks it, so the default sits above that: 30
+         * minutes, or that stay and 10 minutes more when longer. This alarm means a stalled worker
+         * (or a platform asking for long waits), not one bad message: a value below that stay is
+         * refused.
          * @default 1800, or more for a maxReceiveCount above 6
          */
         oldestMessageAgeSeconds: z.number().int().positive().optional(),
+        /**
+         * Days a message may sit in the DLQ before the `DeadLetterExpiring` alarm fires: the second
+         * warning after `DeadLetterMessages`, while there is time to act before SQS deletes it at
+         * DEAD_LETTER_RETENTION_DAYS. 10 leaves four days, a long weekend and a working day.
+         * @default 10
+         */
+        deadLetterAgeDays: z
+          .number()
+          .int(DEAD_LETTER_AGE_DAYS)
+          .min(1, DEAD_LETTER_AGE_DAYS)
+          .max(DEAD_LETTER_RETENTION_DAYS - 1, DEAD_LETTER_AGE_DAYS)
+          .default(10),
         /**
          * 429 answers from the platform counted over 5 minutes before the alarm fires. The adaptive
          * pacing probes the limit and draws a few 429s (under 1% of calls) by design.
@@ -294,6 +351,16 @@ export const DeployConfig = z
         code: 'custom',
         path: ['legacy', 'credentialsSecret'],
         message: 'required because a source uses backend "legacy"',
+      });
+    }
+    const age = config.alarms.oldestMessageAgeSeconds;
+    const receives = config.queue.maxReceiveCount;
+    const stay = longestMainQueueStaySeconds(receives);
+    if (age !== undefined && age < stay) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['alarms', 'oldestMessageAgeSeconds'],
+        message: `${age} s is below ${stay} s, how long one message failing transiently stays in the main queue on the worker's backoffs before it parks it (queue.maxReceiveCount ${receives}, visibility timeout ${MAIN_QUEUE_VISIBILITY_TIMEOUT_SECONDS} s), so one bad message would page: give at least ${stay}, or leave it out (default ${oldestMessageAgeDefaultSeconds(receives)})`,
       });
     }
     const rate = workerRatePerSecond(config);

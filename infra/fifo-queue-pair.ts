@@ -2,6 +2,7 @@ import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { SQS_MAX_MESSAGE_BYTES } from '../shared/queueing.ts';
+import { DEAD_LETTER_RETENTION_DAYS } from './deploy-config.ts';
 
 export interface FifoQueuePairProps {
   /**
@@ -47,8 +48,8 @@ export class FifoQueuePair extends Construct {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       // SQS's maximum; FIFO queues reset the enqueue time when a message is moved, so it is 14 days
-      // from the move, not from the order.
-      retentionPeriod: Duration.days(14),
+      // from the move, not from the order (the DeadLetterExpiring alarm warns days before).
+      retentionPeriod: Duration.days(DEAD_LETTER_RETENTION_DAYS),
       // The size ingest checks every event against (413 above it), so a parked message always fits.
       maxMessageSizeBytes: SQS_MAX_MESSAGE_BYTES,
       removalPolicy: RemovalPolicy.RETAIN,

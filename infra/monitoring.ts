@@ -7,6 +7,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { DEAD_LETTER_RETENTION_DAYS } from './deploy-config.ts';
 
 /** The metrics the functions emit with Powertools (EMF), dimension `service`. */
 const ORDER_METRICS = [
@@ -71,6 +72,12 @@ export interface ConnectorMonitoringProps {
   readonly functions: Readonly<Record<string, lambda.IFunction>>;
   /** Alarm when the oldest message in the main queue is older than this. */
   readonly oldestMessageAge: Duration;
+  /**
+   * Alarm (`DeadLetterExpiring`) when a message has been in the DLQ this long: SQS deletes it at
+   * DEAD_LETTER_RETENTION_DAYS, so this must leave time to act before then.
+   * @default Duration.days(10)
+   */
+  readonly deadLetterAge?: Duration;
   /** Alarm when the platform answered 429 more often than this in 5 minutes. */
   readonly rateLimitedPer5Minutes: number;
   /**
@@ -88,7 +95,7 @@ export interface ConnectorMonitoringProps {
 
 /**
  * Alarms and a dashboard for the connector. Missing data is "not breaching" everywhere but on the
- * DLQ: no orders means no metrics, which is not a fault.
+ * DLQ's count: no orders means no metrics, which is not a fault.
  */
 export class ConnectorMonitoring extends Construct {
   readonly alarms: readonly cloudwatch.Alarm[];
@@ -117,11 +124,14 @@ export class ConnectorMonitoring extends Construct {
         threshold: 0,
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         evaluationPeriods: 1,
-        // SQS reports a queue's metrics only for six hours after the last call on it, and nothing
-        // calls the DLQ between a park and the operator's `dlq list`: "not breaching" would turn the
-        // alarm OK, and e-mail OK, with the orders still parked. The next call reports the count again.
+        // SQS reports a queue's metrics while it is active: while it holds messages, or for six
+        // hours after a call on it (AWS: "active for up to six hours if it contains any messages,
+        // or if any action accesses it"). A DLQ holding parked orders keeps reporting their count;
+        // only an empty one nothing calls goes quiet. Should data still go missing, "ignore" keeps
+        // the state instead of turning OK, and e-mailing OK, with orders possibly still parked.
         treatMissingData: cloudwatch.TreatMissingData.IGNORE,
       }),
+      deadLetterExpiring(this, props.deadLetterQueue, props.deadLetterAge ?? Duration.days(10)),
       new cloudwatch.Alarm(this, 'OldestMessageAge', {
         alarmDescription:
           'The main queue is not draining: the worker is failing, throttled or rate limited for longer than retries explain.',
@@ -275,6 +285,30 @@ export class ConnectorMonitoring extends Construct {
 }
 
 const FIVE_MINUTES = { statistic: cloudwatch.Stats.SUM, period: Duration.minutes(5) };
+
+/**
+ * The second warning for parked orders: `DeadLetterMessages` fires once, at the first park, and SQS
+ * deletes a message DEAD_LETTER_RETENTION_DAYS after it (a FIFO DLQ's age and retention both count
+ * from the park or the move). Missing data is "not breaching": SQS reports this metric while the
+ * queue holds a message, so it is missing only when the DLQ is empty, nothing left to expire, and
+ * the alarm turns OK (and e-mails OK) once the DLQ is dealt with. SQS leaves a message received
+ * repeatedly and never deleted (a "poison pill") out of this metric; every `dlq list` receives each
+ * message once, so one listed many times may no longer count here: the runbook says so.
+ */
+function deadLetterExpiring(scope: Construct, deadLetterQueue: sqs.IQueue, age: Duration): cloudwatch.Alarm {
+  const days = age.toDays({ integral: false });
+  return new cloudwatch.Alarm(scope, 'DeadLetterExpiring', {
+    alarmDescription: `A message has been in the dead-letter queue for more than ${days} days: SQS deletes it ${DEAD_LETTER_RETENTION_DAYS} days after it was parked, and the order or refund is then lost for good. \`connector dlq list\` shows it and why it was parked; fix the cause and replay it (\`connector dlq replay\`), or settle it by hand and discard it (\`connector dlq discard\`), before then (docs/runbook.md).`,
+    metric: deadLetterQueue.metricApproximateAgeOfOldestMessage({
+      statistic: cloudwatch.Stats.MAXIMUM,
+      period: Duration.hours(1),
+    }),
+    threshold: age.toSeconds(),
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+    evaluationPeriods: 1,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
+}
 
 /** An alarm on any count of `metric` in one period, for the functions whose failures queue nothing. */
 function anyInFiveMinutes(scope: Construct) {

@@ -6,9 +6,10 @@ import {
   type FailureClass,
   failureClassOf,
   isConnectorError,
+  TransientError,
 } from '../errors.ts';
 import type { FailureAttributes, FailureQueue } from '../ports.ts';
-import type { Outcome, WorkerDeps } from './flow.ts';
+import { DEFAULT_VERIFY_MS, type Outcome, settleMsFor, type WorkerDeps } from './flow.ts';
 import { processEvent } from './process-event.ts';
 
 export interface BatchDeps extends WorkerDeps {
@@ -21,7 +22,8 @@ export interface BatchDeps extends WorkerDeps {
   readonly inlineRetries?: number;
   /**
    * The main queue's redrive `maxReceiveCount`. On that receive a message still failing transiently
-   * is parked with a reason, not left to SQS's redrive (which moves it with no attributes).
+   * is parked with a reason, not left to SQS's redrive (which moves it with no attributes); so is one
+   * held back on that receive behind a failed message of its order, after that message.
    * @default undefined: left to the redrive
    */
   readonly maxReceiveCount?: number;
@@ -47,7 +49,9 @@ export interface RecordReport {
  * message of a group fails, the rest of that group in this batch is reported failed unprocessed (so
  * the order of one order's events is kept). Permanent failures are parked in the DLQ with readable
  * attributes and then count as handled, and so are transient ones on the queue's last receive; if
- * parking fails, the message stays in the queue.
+ * parking fails, the message stays in the queue. A message held back on its last receive would be
+ * moved by SQS's redrive with no reason, ahead of the failed one it waited behind: the failed one is
+ * then parked at once, and the rest of its group in the batch after it, in order.
  *
  * Not Powertools' `SqsFifoPartialProcessorAsync`: it runs a batch one record at a time, so one
  * slow order would hold up every other order of the batch; and its `skipGroupOnError` fails the
@@ -70,11 +74,19 @@ export async function processBatch(
   await Promise.all(
     [...groups.values()].map(async (group) => {
       for (const [index, record] of group.entries()) {
-        const result = await processRecord(deps, record, deadline);
+        const behind = group.slice(index + 1);
+        // SQS counts a receive for the messages given back unprocessed too: one on its last receive
+        // would next be moved by the redrive, with no reason and ahead of this one.
+        const onLastBehind = behind.find((rest) => isLastReceive(deps, rest));
+        const result = await processRecord(deps, record, deadline, onLastBehind);
         if (result === true) continue;
-        for (const rest of group.slice(index)) {
+        if ('parkedAhead' in result) {
+          failed.push(...(await parkBehind(deps, record, result.parkedAhead, behind)));
+          return;
+        }
+        failed.push(record.messageId);
+        for (const rest of behind) {
           failed.push(rest.messageId);
-          if (rest === record) continue;
           // A FIFO group stays blocked while any of its messages is in flight: the ones behind the
           // failed message are hidden for the same backoff, so the group comes back when it does
           // (not after the queue's whole visibility timeout).
@@ -85,6 +97,7 @@ export async function processBatch(
             messageId: rest.messageId,
             receiveCount: receiveCount(rest),
             status: 'skipped_after_group_failure',
+            reason: isLastReceive(deps, rest) ? leftToRedrive(deps, rest, record) : undefined,
           });
         }
         return;
@@ -98,17 +111,31 @@ function receiveCount(record: SQSRecord): number {
   return Number(record.attributes.ApproximateReceiveCount ?? '1') || 1;
 }
 
+function isLastReceive(deps: BatchDeps, record: SQSRecord): boolean {
+  return deps.maxReceiveCount !== undefined && receiveCount(record) >= deps.maxReceiveCount;
+}
+
 /** Not done with: left in the queue, hidden for this backoff when one was set. */
 interface GivenBack {
   readonly hiddenForSeconds?: number;
 }
 
-/** True when the message is done with (applied, duplicate, or parked in the DLQ). */
+/** Parked before its last receive, for a message of its group held back behind it on its last. */
+interface ParkedAhead {
+  readonly parkedAhead: { readonly eventType?: string; readonly still: string };
+}
+
+/**
+ * True when the message is done with (applied, duplicate, or parked in the DLQ). `onLastBehind`: a
+ * message of its group after it in the batch, on its last receive; a transient failure is then
+ * parked at once, as on its own last receive.
+ */
 async function processRecord(
   deps: BatchDeps,
   record: SQSRecord,
   deadline: number,
-): Promise<true | GivenBack> {
+  onLastBehind?: SQSRecord,
+): Promise<true | GivenBack | ParkedAhead> {
   const count = receiveCount(record);
   let event: ConnectorEvent;
   try {
@@ -162,17 +189,30 @@ async function processRecord(
       }
       // This invocation is done with it. On the queue's last receive SQS's redrive would move it to
       // the DLQ with no word of why: parked with its last error instead. Safe after an unclear add
-      // too: the ledger keeps the order's lease and verification window for its replay.
+      // too: the ledger keeps the order's lease and verification window for its replay. So is it
+      // when a message held back behind it is on its last receive: parked first, that one follows
+      // it into the DLQ in order, and a replay of the order gives both back in order.
       let parkRefused: string | undefined;
-      if (deps.maxReceiveCount !== undefined && count >= deps.maxReceiveCount) {
-        parkRefused = await parkWith(deps, record, summary, error, count, exhaustedReason(error, count));
-        if (parkRefused === undefined) return true;
+      const max = deps.maxReceiveCount;
+      if (max !== undefined && (count >= max || onLastBehind !== undefined)) {
+        const head =
+          count >= max
+            ? `gave up after ${count} receives (the queue's maxReceiveCount)`
+            : `parked on receive ${count} of the queue's ${max}, before its last, ahead of message ${onLastBehind?.messageId} of its order, held back behind it on its last receive (so that it reaches the DLQ after this one, with a reason)`;
+        parkRefused = await parkWith(deps, record, summary, error, count, exhaustedReason(error, head));
+        if (parkRefused === undefined) {
+          return count >= max
+            ? true
+            : { parkedAhead: { eventType: summary.type, still: stillFailing(error) } };
+        }
       }
       // Give the message back, hidden for a backoff that grows with its receive count; past the
-      // queue's maxReceiveCount, SQS's redrive moves it to the DLQ.
+      // queue's maxReceiveCount, SQS's redrive moves it to the DLQ. A wait asked for (a retry-after,
+      // a lease, the verification window) is honoured up to the longest the worker itself asks for,
+      // which `longestQueueStaySeconds` counts: a platform asking for hours does not hide it for 12.
       const ceiling = backoffCeiling(count, deps.visibilityBaseSeconds, deps.visibilityCapSeconds);
       const seconds = Math.max(
-        Math.ceil((hinted ?? 0) / 1000),
+        Math.min(Math.ceil((hinted ?? 0) / 1000), longestWaitSeconds(deps)),
         Math.round(ceiling / 2 + (random() * ceiling) / 2),
       );
       const delayed = await deps.failures.delay(record.receiptHandle, seconds).then(
@@ -205,12 +245,27 @@ function backoffCeiling(count: number, base = 5, cap = 900): number {
 }
 
 /**
+ * The longest the worker hides a message for on a wait it was asked for (`retryAfterMs`): the
+ * longest wait it asks for itself, of the add's lease (a lease held by another worker), the settle
+ * period and the verification window after an unclear add. A platform's `retry-after` is honoured
+ * up to that too (inline, it is bounded by the invocation's deadline).
+ */
+export function longestWaitSeconds(deps: Pick<WorkerDeps, 'leaseMs' | 'settleMs' | 'verifyMs'>): number {
+  const settleMs = deps.settleMs ?? settleMsFor(5_000);
+  return Math.ceil(Math.max(deps.leaseMs, settleMs, deps.verifyMs ?? DEFAULT_VERIFY_MS) / 1000);
+}
+
+/**
  * The longest a message failing transiently stays in the main queue before the worker parks it, or
  * SQS's redrive moves it to the DLQ: on each of its `maxReceiveCount` receives, the invocation's
- * whole time then the longest backoff after it, or the queue's visibility timeout when that is longer
- * (an invocation that died, or a backoff that could not be set, leaves it hidden that long). The
- * last receive counts its backoff too: when its park fails, the redrive moves it at the next receive.
- * Waits the platform asks for (`retry-after`) beyond those backoffs are not counted.
+ * whole time (inline retries and their waits included) then the longest it is hidden after it, or
+ * the queue's visibility timeout when that is longer (an invocation that died, or a backoff that
+ * could not be set, leaves it hidden that long). It is hidden for the longest backoff, or for a wait
+ * it was asked for, up to `longestWaitSeconds`: a platform's `retry-after` (on every receive, the
+ * invocation's deadline having cut the wait short inline), or the rest of the verification window
+ * after an add that got no clear answer (every other receive: an add, then the wait for its window).
+ * The last receive counts too: when its park fails, the redrive moves it at the next receive.
+ * One message's own stay: one held back behind others of its order waits for theirs too.
  */
 export function longestQueueStaySeconds(queue: {
   /** The main queue's redrive `maxReceiveCount`. */
@@ -219,13 +274,71 @@ export function longestQueueStaySeconds(queue: {
   readonly visibilityTimeoutSeconds: number;
   /** The longest an invocation holds a message. @default 30: the worker function's timeout (infra/connector-stack.ts) */
   readonly invocationSeconds?: number;
+  /**
+   * The worker's `longestWaitSeconds`. @default 600: the deployed worker's, its verification window
+   * (ADD_VERIFY_SECONDS unset), longer than its lease (LEASE_MS unset: 120 s) and settle period (10 s)
+   */
+  readonly longestWaitSeconds?: number;
 }): number {
   const invocation = queue.invocationSeconds ?? 30;
+  const wait = queue.longestWaitSeconds ?? DEFAULT_VERIFY_MS / 1000;
   let total = 0;
   for (let count = 1; count <= queue.maxReceiveCount; count++) {
-    total += Math.max(queue.visibilityTimeoutSeconds, invocation + backoffCeiling(count));
+    total += Math.max(queue.visibilityTimeoutSeconds, invocation + Math.max(backoffCeiling(count), wait));
   }
   return total;
+}
+
+/**
+ * Parks `behind`, the messages of a group held back behind `ahead` (just parked before its last
+ * receive), in their order after it; the ids of those left in the queue when the DLQ refuses one
+ * (that one and the ones after it, so that none reaches the DLQ ahead of another).
+ */
+async function parkBehind(
+  deps: BatchDeps,
+  ahead: SQSRecord,
+  parked: ParkedAhead['parkedAhead'],
+  behind: readonly SQSRecord[],
+): Promise<string[]> {
+  for (const [index, record] of behind.entries()) {
+    const count = receiveCount(record);
+    const reason = `held back on receive ${count} of the queue's ${deps.maxReceiveCount} behind message ${ahead.messageId} of its order (${parked.eventType ?? 'an event'}, ${parked.still}), and parked right after it: replay it with or after that one, never before`;
+    const refused = await parkWith(
+      deps,
+      record,
+      summaryOf(record),
+      new TransientError(reason),
+      count,
+      reason,
+    );
+    if (refused === undefined) continue;
+    const left = behind.slice(index);
+    for (const rest of left) {
+      deps.observe?.({
+        messageId: rest.messageId,
+        receiveCount: receiveCount(rest),
+        status: 'skipped_after_group_failure',
+        reason: `held back behind message ${ahead.messageId} of its order, parked in the DLQ; could not park this one after it (${refused}): left in the queue`,
+      });
+    }
+    return left.map((rest) => rest.messageId);
+  }
+  return [];
+}
+
+/** Why a message held back on its last receive is left to SQS's redrive (its log line says it). */
+function leftToRedrive(deps: BatchDeps, record: SQSRecord, ahead: SQSRecord): string {
+  return `held back on its last receive (${receiveCount(record)} of the queue's ${deps.maxReceiveCount}) behind message ${ahead.messageId} of its order, which stays in the queue: left to the queue's redrive, which moves it to the DLQ without a reason (the log lines of ${ahead.messageId} say why it failed)`;
+}
+
+/** The event a record carries, as reports name it; none when its body is not a connector event. */
+function summaryOf(record: SQSRecord): RecordReport['event'] {
+  try {
+    const event = ConnectorEvent.parse(JSON.parse(record.body));
+    return { type: event.type, externalId: event.externalId, source: event.source };
+  } catch {
+    return undefined;
+  }
 }
 
 async function park(
@@ -324,12 +437,18 @@ async function toDlq(
   }
 }
 
+/** How a message parked still failing was failing, in the words `exhaustedReason` uses for it. */
+function stillFailing(error: unknown): string {
+  if (isConnectorError(error)) return 'still failing transiently';
+  return isAwsError(error) ? 'still failing on an AWS call' : 'still failing on an unexpected error';
+}
+
 /**
- * Why a message still failing transiently on the queue's last receive was parked: for an error the
- * connector did not classify (a bug, or an AWS call), so said, not left to read as the platform's.
+ * Why a message still failing transiently was parked (`head`: on the queue's last receive, or
+ * before it): for an error the connector did not classify (a bug, or an AWS call), so said, not
+ * left to read as the platform's.
  */
-function exhaustedReason(error: unknown, count: number): string {
-  const head = `gave up after ${count} receives (the queue's maxReceiveCount)`;
+function exhaustedReason(error: unknown, head: string): string {
   const described = describeError(error);
   // Cut so that what follows it, the advice, always fits in the reason.
   const last = `last: ${described.length > 700 ? `${described.slice(0, 700)}…` : described}`;

@@ -85,9 +85,9 @@ describe('alarm notifications (alarmEmail)', () => {
 
 describe('the dead-letter queue alarm', () => {
   it('keeps its state while SQS reports nothing, so it does not turn OK with orders still parked', () => {
-    // SQS reports a queue's metrics only while it is active: for six hours after the last call on it.
-    // Nothing calls the DLQ between a park and the operator's `dlq list`, so "not breaching" for
-    // missing data would turn the alarm OK (and e-mail OK) six hours later, orders still parked.
+    // SQS reports a queue's metrics while it is active: while it holds messages, or for six hours
+    // after a call on it. A DLQ holding parked orders keeps reporting, but should data go missing
+    // anyway, "not breaching" would turn the alarm OK (and e-mail OK) with orders still parked.
     const alarms = template.findResources('AWS::CloudWatch::Alarm', {
       Properties: {
         Namespace: 'AWS/SQS',

@@ -392,7 +392,7 @@ describe('ConnectorStack (example config)', () => {
         ],
         ComparisonOperator: 'GreaterThanThreshold',
         Threshold: 0,
-        // SQS stops reporting an untouched queue's metrics: test/infra/alarm-delivery.test.ts
+        // Keeps its state should SQS report nothing: test/infra/alarm-delivery.test.ts
         TreatMissingData: 'ignore',
       });
     });
@@ -404,6 +404,8 @@ describe('ConnectorStack (example config)', () => {
         Dimensions: [
           { Name: 'QueueName', Value: { 'Fn::GetAtt': [s.id(s.stack.pipeline.queue), 'QueueName'] } },
         ],
+        // The default at 6 receives: 30 minutes, above one failing message's stay on the worker's
+        // backoffs (longestMainQueueStaySeconds, infra/deploy-config.ts: 1090 s).
         Threshold: 1800,
       });
     });
@@ -429,10 +431,11 @@ describe('ConnectorStack (example config)', () => {
         Period: 300,
         Threshold: 300,
       });
-      // Six, the webhook and refunds functions' three each (errors, throttles, 503s answered with a
-      // dependency out of reach: test/infra/intake-alarms.test.ts) and the accept job's three
+      // Seven (with the DLQ's age: test/infra/dead-letter-age-alarm.test.ts), the webhook and
+      // refunds functions' three each (errors, throttles, 503s answered with a dependency out of
+      // reach: test/infra/intake-alarms.test.ts) and the accept job's three
       // (test/infra/accept-stack.test.ts).
-      s.template.resourceCountIs('AWS::CloudWatch::Alarm', 15);
+      s.template.resourceCountIs('AWS::CloudWatch::Alarm', 16);
     });
 
     it('alarms when a refund has waited a day for its order, measured by an hourly run of the worker', () => {

@@ -11,6 +11,7 @@ import {
   workerInitialRatePerSecond,
   workerRatePerSecond,
 } from '../../infra/deploy-config.ts';
+import { longestQueueStaySeconds } from '../../shared/worker/batch.ts';
 
 const SOURCE = {
   id: 'shop',
@@ -187,10 +188,34 @@ describe('loadDeployConfig', () => {
       { ...MINIMAL, apiThrottle: { refunds: { rateLimit: 50, burstLimit: 10 } } },
       /apiThrottle\.refunds\.burstLimit: must be at least rateLimit/,
     ],
+    [
+      'an OldestMessageAge threshold one failing message would cross',
+      { ...MINIMAL, alarms: { oldestMessageAgeSeconds: 600 } },
+      /alarms\.oldestMessageAgeSeconds: 600 s is below \d+ s, .*queue\.maxReceiveCount 6.*at least \d+/,
+    ],
+    [
+      'a DLQ age alarm no sooner than SQS deletes the message',
+      { ...MINIMAL, alarms: { deadLetterAgeDays: 14 } },
+      /alarms\.deadLetterAgeDays: .*14 days/,
+    ],
   ])('refuses %s, naming the setting', (_, config, message) => {
     write(config);
 
     expect(failure()).toMatch(message);
+  });
+
+  it('names the receives that make a given OldestMessageAge threshold too low', () => {
+    // Prepare: enough for one failing message's stay on the backoffs at 6 receives (visibility 180 s), not at 10.
+    const stay = (maxReceiveCount: number) =>
+      longestQueueStaySeconds({ maxReceiveCount, visibilityTimeoutSeconds: 180, longestWaitSeconds: 0 });
+    const seconds = stay(6);
+    write({ ...MINIMAL, alarms: { oldestMessageAgeSeconds: seconds } });
+
+    // Act, Assess
+    expect(load().config.alarms.oldestMessageAgeSeconds).toBe(seconds);
+    expect(failure({ 'queue.maxReceiveCount': '10' })).toBe(
+      `${DEFAULT_CONFIG_FILE}: alarms.oldestMessageAgeSeconds: ${seconds} s is below ${stay(10)} s, how long one message failing transiently stays in the main queue on the worker's backoffs before it parks it (queue.maxReceiveCount 10, visibility timeout 180 s), so one bad message would page: give at least ${stay(10)}, or leave it out (default ${Math.max(1800, stay(10) + 600)})`,
+    );
   });
 
   it('names the file and the -c key when a context override is wrong', () => {

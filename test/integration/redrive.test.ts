@@ -12,7 +12,8 @@ import { localStateDir, runCli } from '../support/cli.ts';
  * The worker parks a message itself on the queue's last receive, with its last error
  * (test/integration/last-receive-parked.test.ts). Here it is told a higher count than the queue's, as
  * when it cannot park (the DLQ refused the send) or never processed the message on that receive (held
- * behind a failed message of its group): SQS's redrive is then what moves it.
+ * behind a failed message of its group that could not be parked either): SQS's redrive is then what
+ * moves it.
  *
  * visibilityBaseSeconds 1 keeps the test short and still shows the growth: receive 1 is hidden 1 s,
  * receive 2 1–2 s, receive 3 2–4 s.

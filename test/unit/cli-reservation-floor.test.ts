@@ -17,11 +17,21 @@ const policy = (maxReceiveCount: unknown) =>
   JSON.stringify({ deadLetterTargetArn: DLQ_ARN, maxReceiveCount });
 
 describe('dropFloorOf', () => {
-  it('is 30 minutes for the stack’s default of 6 receives', () => {
-    // Act
-    const floor = dropFloorOf(URL, { RedrivePolicy: policy(6), VisibilityTimeout: DEPLOYED_VISIBILITY });
+  it('is 30 minutes when the longest stay and the margin are shorter', () => {
+    // Act: one receive, 30 s in the worker and up to 10 minutes hidden after it.
+    const floor = dropFloorOf(URL, { RedrivePolicy: policy(1), VisibilityTimeout: DEPLOYED_VISIBILITY });
     // Assess
     expect(floor).toMatchObject({ ms: DROP_AFTER_MS });
+  });
+
+  it('is 73 minutes for the stack’s default of 6 receives: a wait of up to 10 minutes after each', () => {
+    // Act
+    const floor = dropFloorOf(URL, { RedrivePolicy: policy(6), VisibilityTimeout: DEPLOYED_VISIBILITY });
+    // Assess: 6 × (30 + 600) s, and the margin.
+    expect(floor).toEqual({
+      ms: 3_780_000 + DROP_MARGIN_MS,
+      why: "the main queue's maxReceiveCount 6: a refund failing transiently may stay in it up to 63 minutes",
+    });
   });
 
   it('is the longest stay in the queue plus the margin when that is longer, the count given as a number or a string', () => {
@@ -36,7 +46,7 @@ describe('dropFloorOf', () => {
     // Assess
     expect(asNumber).toEqual({
       ms: stayMs + DROP_MARGIN_MS,
-      why: "the main queue's maxReceiveCount 10: a refund failing transiently may stay in it up to 67 minutes",
+      why: "the main queue's maxReceiveCount 10: a refund failing transiently may stay in it up to 116 minutes",
     });
     expect(asString).toEqual(asNumber);
   });

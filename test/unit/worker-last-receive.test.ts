@@ -1,6 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { SQSRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
+import type { ConnectorEventInput } from '../../shared/domain/events.ts';
 import { TransientError } from '../../shared/errors.ts';
 import { ledgerKey } from '../../shared/ledger.ts';
 import { METRIC, observeWorker } from '../../shared/observability.ts';
@@ -16,6 +17,7 @@ import {
   batchHarness,
   orderPlaced,
   PROGRAM,
+  SOURCE,
   START,
   sqsRecord,
   unavailable,
@@ -355,5 +357,175 @@ describe('the worker’s metrics for a message parked on its last receive', () =
     // Assess
     expect(h.failures.parked).toHaveLength(1);
     expect(counts).toEqual({ [METRIC.transientFailures]: 1 });
+  });
+});
+
+/** A refund of order `externalId` by the shop, `amount` minor units. */
+function orderRefunded(externalId: string, refundId: string, amount: number): ConnectorEventInput {
+  return {
+    type: 'OrderRefunded',
+    eventId: `evt-${refundId}`,
+    source: SOURCE.id,
+    platform: 'shopify',
+    externalId,
+    receivedAt: new Date(START - 30_000).toISOString(),
+    refundId,
+    amount,
+    currency: 'EUR',
+  };
+}
+
+/** The SQS message id a parked copy was made from (its dedup id is that id and a time stamp). */
+const parkedFrom = (h: Harness) => h.failures.parked.map((p) => p.message.deduplicationId.split('-')[0]);
+
+/**
+ * SQS counts a receive for every message of a batch, the ones the worker gives back unprocessed
+ * behind a failed message of their order too. On such a message's last receive its next receive is
+ * SQS's redrive: it would reach the DLQ with no reason, while the message it waited behind stays in
+ * the queue and, failing on, is parked after it, so that a replay would apply the two in the wrong
+ * order. The worker parks the failed message ahead of it early instead, then the held-back ones, in
+ * their order, each with a reason.
+ */
+describe('processBatch: a message held back on the queue’s last receive behind a failed one of its order', () => {
+  it('parks the failed one early and the held-back one after it, in order, with reasons that name each other', async () => {
+    // Prepare: order 1001's add fails (503) on its 3rd receive; its refund behind it is on its 6th
+    // (the last); order 2002 in the same batch goes through.
+    const h = harness((input) => (input.externalId === '1001' ? unavailable() : undefined));
+    const records = [
+      sqsRecord('m1', orderPlaced('1001'), { receiveCount: 3 }),
+      sqsRecord('o2', orderPlaced('2002')),
+      sqsRecord('m2', orderRefunded('1001', 'RF-1', 500), { receiveCount: MAX_RECEIVES }),
+    ];
+
+    // Act
+    const response = await h.clock.run(processBatch(h.deps, records, START + 30_000));
+
+    // Assess: nothing given back, nothing hidden; both in the DLQ in their order, in their group.
+    expect(response).toEqual({ batchItemFailures: [] });
+    expect(h.failures.delays).toEqual([]);
+    expect(parkedFrom(h)).toEqual(['m1', 'm2']);
+    const [first, second] = h.failures.parked;
+    expect(second?.message.groupId).toBe(first?.message.groupId);
+    expect(first?.failure).toMatchObject({
+      failureClass: 'transient',
+      reason:
+        "parked on receive 3 of the queue's 6, before its last, ahead of message m2 of its order, held back behind it on its last receive (so that it reaches the DLQ after this one, with a reason), still failing transiently; last: TransientError: conversions.add answered 503: Service Unavailable",
+      platformStatus: '503',
+      attempts: '3',
+      eventType: 'OrderPlaced',
+      externalId: '1001',
+    });
+    expect(second?.failure).toMatchObject({
+      failureClass: 'transient',
+      reason:
+        "held back on receive 6 of the queue's 6 behind message m1 of its order (OrderPlaced, still failing transiently), and parked right after it: replay it with or after that one, never before",
+      attempts: '6',
+      eventType: 'OrderRefunded',
+      externalId: '1001',
+    });
+    // Not the platform's answer: `dlq list` shows the reason itself for it.
+    expect(second?.failure.platformStatus).toBeUndefined();
+    expect(second?.failure.platformMessage).toBeUndefined();
+    // The refund was not applied ahead of its order: the worker never took it.
+    const statuses = (messageId: string) =>
+      h.reports.filter((r) => r.messageId === messageId).map((r) => r.status);
+    expect(statuses('m1')).toEqual(['parked']);
+    expect(statuses('m2')).toEqual(['parked']);
+    expect(statuses('o2')).toEqual(['done']);
+    expect((await h.ledger.get(ledgerKey(PROGRAM, '1001')))?.refunds ?? {}).toEqual({});
+  });
+
+  it('parks every message of the order behind it in this batch, in order, not only the one on its last receive', async () => {
+    // Prepare
+    const h = harness(unavailable);
+    const records = [
+      sqsRecord('m1', orderPlaced('1001'), { receiveCount: 3 }),
+      sqsRecord('m2', orderRefunded('1001', 'RF-1', 500), { receiveCount: MAX_RECEIVES }),
+      sqsRecord('m3', orderRefunded('1001', 'RF-2', 300), { receiveCount: 4 }),
+    ];
+
+    // Act
+    const response = await h.clock.run(processBatch(h.deps, records, START + 30_000));
+
+    // Assess: m3 given back would be applied before m1 and m2 are replayed.
+    expect(response.batchItemFailures).toEqual([]);
+    expect(parkedFrom(h)).toEqual(['m1', 'm2', 'm3']);
+    expect(h.failures.parked[2]?.failure.reason).toBe(
+      "held back on receive 4 of the queue's 6 behind message m1 of its order (OrderPlaced, still failing transiently), and parked right after it: replay it with or after that one, never before",
+    );
+  });
+
+  it('does not park the held-back one ahead of a failed one that could not be parked: both are left to the redrive, in order', async () => {
+    // Prepare: both on their last receive; the DLQ refuses the first park.
+    const h = harness(unavailable);
+    h.failures.parkError = Object.assign(new Error('throttled'), { name: 'RequestThrottled' });
+    const records = [
+      sqsRecord('m1', orderPlaced('1001'), { receiveCount: MAX_RECEIVES }),
+      sqsRecord('m2', orderRefunded('1001', 'RF-1', 500), { receiveCount: MAX_RECEIVES }),
+    ];
+
+    // Act
+    const response = await h.clock.run(processBatch(h.deps, records, START + 30_000));
+
+    // Assess: given back, hidden together; the log line says why m2 has no reason in the DLQ.
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }]);
+    expect(h.failures.delays).toEqual([
+      { receiptHandle: 'rh-m1-6', seconds: 80 },
+      { receiptHandle: 'rh-m2-6', seconds: 80 },
+    ]);
+    expect(h.reports.find((r) => r.messageId === 'm2')).toMatchObject({
+      status: 'skipped_after_group_failure',
+      reason:
+        "held back on its last receive (6 of the queue's 6) behind message m1 of its order, which stays in the queue: left to the queue's redrive, which moves it to the DLQ without a reason (the log lines of m1 say why it failed)",
+    });
+  });
+
+  it('gives both back as before when the early park of the failed one is refused', async () => {
+    // Prepare
+    const h = harness(unavailable);
+    h.failures.parkError = Object.assign(new Error('throttled'), { name: 'RequestThrottled' });
+    const records = [
+      sqsRecord('m1', orderPlaced('1001'), { receiveCount: 3 }),
+      sqsRecord('m2', orderRefunded('1001', 'RF-1', 500), { receiveCount: MAX_RECEIVES }),
+    ];
+
+    // Act
+    const response = await h.clock.run(processBatch(h.deps, records, START + 30_000));
+
+    // Assess: m1 hidden for its 3rd receive's backoff (10 to 20 s), m2 with it.
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }]);
+    expect(h.failures.parked).toEqual([]);
+    expect(h.failures.delays).toEqual([
+      { receiptHandle: 'rh-m1-3', seconds: 10 },
+      { receiptHandle: 'rh-m2-6', seconds: 10 },
+    ]);
+    expect(h.reports.find((r) => r.messageId === 'm1')).toMatchObject({
+      status: 'retry',
+      reason: expect.stringMatching(/could not park in the DLQ \(RequestThrottled\)/),
+    });
+    expect(h.reports.find((r) => r.messageId === 'm2')?.reason).toMatch(
+      /^held back on its last receive \(6 of the queue's 6\) behind message m1 of its order, which stays in the queue: left to the queue's redrive/,
+    );
+  });
+
+  it('parks nothing early when the failed one goes through on an inline retry: the held-back one is processed', async () => {
+    // Prepare: the add fails once, then is answered.
+    let failuresLeft = 1;
+    const h = harness(() => (failuresLeft-- > 0 ? unavailable() : undefined));
+    const records = [
+      sqsRecord('m1', orderPlaced('1001'), { receiveCount: 3 }),
+      sqsRecord('m2', orderRefunded('1001', 'RF-1', 500), { receiveCount: MAX_RECEIVES }),
+    ];
+
+    // Act
+    const response = await h.clock.run(processBatch(h.deps, records, START + 30_000));
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([]);
+    expect(h.failures.parked).toEqual([]);
+    expect(h.reports.map((r) => [r.messageId, r.status])).toEqual([
+      ['m1', 'done'],
+      ['m2', 'done'],
+    ]);
   });
 });
