@@ -80,10 +80,6 @@ export function nextStep(entry: DlqEntry): string {
   if (settledByHand(entry)) return 'settle by hand, then discard';
   switch (entry.failureClass) {
     case 'transient':
-      // Parked behind a failed message of its order (shared/worker/batch.ts): replayed before that
-      // one, it would be applied ahead of it.
-      if (entry.reason.startsWith('held back on receive '))
-        return 'replay with or after the one it waited behind';
       // Parked on the queue's last receive (shared/worker/batch.ts): its reason says what failed.
       if (/ on an unexpected error /.test(entry.reason))
         return "read the worker's logs (a bug?); replay once fixed";
@@ -182,8 +178,7 @@ REASON is the platform's status and message when it answered, cut to fit: dlq sh
 (or --json) has the whole reason. NEXT is what to do: "fix the cause, then replay", "fix the
 setting, then replay", "replay once the platform is healthy" (or, when the worker gave up on an
 AWS call or an unexpected error, "check the AWS service, then replay" or "read the worker's logs
-(a bug?); replay once fixed"; for one parked behind a failed message of its order, "replay with
-or after the one it waited behind"), "settle by hand, then discard" (the
+(a bug?); replay once fixed"), "settle by hand, then discard" (the
 reason says how), "act on the platform, then discard" (an accept: replaying it accepts nothing),
 "keep it for a bug report".`;
 

@@ -6,7 +6,6 @@ import {
   type FailureClass,
   failureClassOf,
   isConnectorError,
-  TransientError,
 } from '../errors.ts';
 import type { FailureAttributes, FailureQueue } from '../ports.ts';
 import { DEFAULT_VERIFY_MS, type Outcome, settleMsFor, type WorkerDeps } from './flow.ts';
@@ -22,8 +21,7 @@ export interface BatchDeps extends WorkerDeps {
   readonly inlineRetries?: number;
   /**
    * The main queue's redrive `maxReceiveCount`. On that receive a message still failing transiently
-   * is parked with a reason, not left to SQS's redrive (which moves it with no attributes); so is one
-   * held back on that receive behind a failed message of its order, after that message.
+   * is parked with a reason, not left to SQS's redrive (which moves it with no attributes).
    * @default undefined: left to the redrive
    */
   readonly maxReceiveCount?: number;
@@ -49,9 +47,10 @@ export interface RecordReport {
  * message of a group fails, the rest of that group in this batch is reported failed unprocessed (so
  * the order of one order's events is kept). Permanent failures are parked in the DLQ with readable
  * attributes and then count as handled, and so are transient ones on the queue's last receive; if
- * parking fails, the message stays in the queue. A message held back on its last receive would be
- * moved by SQS's redrive with no reason, ahead of the failed one it waited behind: the failed one is
- * then parked at once, and the rest of its group in the batch after it, in order.
+ * parking fails, the message stays in the queue. A message held back is never on a later receive
+ * than the failed one ahead of it (a FIFO queue hands out a group's later message only with the
+ * earlier ones or once they are deleted; a replay joins the end of its group): when it is on its
+ * last receive, so is the failed one, parked then, and the rest of its group is processed after it.
  *
  * Not Powertools' `SqsFifoPartialProcessorAsync`: it runs a batch one record at a time, so one
  * slow order would hold up every other order of the batch; and its `skipGroupOnError` fails the
@@ -74,18 +73,10 @@ export async function processBatch(
   await Promise.all(
     [...groups.values()].map(async (group) => {
       for (const [index, record] of group.entries()) {
-        const behind = group.slice(index + 1);
-        // SQS counts a receive for the messages given back unprocessed too: one on its last receive
-        // would next be moved by the redrive, with no reason and ahead of this one.
-        const onLastBehind = behind.find((rest) => isLastReceive(deps, rest));
-        const result = await processRecord(deps, record, deadline, onLastBehind);
+        const result = await processRecord(deps, record, deadline);
         if (result === true) continue;
-        if ('parkedAhead' in result) {
-          failed.push(...(await parkBehind(deps, record, result.parkedAhead, behind)));
-          return;
-        }
         failed.push(record.messageId);
-        for (const rest of behind) {
+        for (const rest of group.slice(index + 1)) {
           failed.push(rest.messageId);
           // A FIFO group stays blocked while any of its messages is in flight: the ones behind the
           // failed message are hidden for the same backoff, so the group comes back when it does
@@ -93,6 +84,8 @@ export async function processBatch(
           if (result.hiddenForSeconds !== undefined) {
             await deps.failures.delay(rest.receiptHandle, result.hiddenForSeconds).catch(() => undefined);
           }
+          // SQS counts this receive too. On its last, the failed one ahead of it, on its last as well,
+          // could not be parked: the redrive moves both, in order, this one with no reason.
           deps.observe?.({
             messageId: rest.messageId,
             receiveCount: receiveCount(rest),
@@ -120,22 +113,12 @@ interface GivenBack {
   readonly hiddenForSeconds?: number;
 }
 
-/** Parked before its last receive, for a message of its group held back behind it on its last. */
-interface ParkedAhead {
-  readonly parkedAhead: { readonly eventType?: string; readonly still: string };
-}
-
-/**
- * True when the message is done with (applied, duplicate, or parked in the DLQ). `onLastBehind`: a
- * message of its group after it in the batch, on its last receive; a transient failure is then
- * parked at once, as on its own last receive.
- */
+/** True when the message is done with (applied, duplicate, or parked in the DLQ). */
 async function processRecord(
   deps: BatchDeps,
   record: SQSRecord,
   deadline: number,
-  onLastBehind?: SQSRecord,
-): Promise<true | GivenBack | ParkedAhead> {
+): Promise<true | GivenBack> {
   const count = receiveCount(record);
   let event: ConnectorEvent;
   try {
@@ -189,22 +172,11 @@ async function processRecord(
       }
       // This invocation is done with it. On the queue's last receive SQS's redrive would move it to
       // the DLQ with no word of why: parked with its last error instead. Safe after an unclear add
-      // too: the ledger keeps the order's lease and verification window for its replay. So is it
-      // when a message held back behind it is on its last receive: parked first, that one follows
-      // it into the DLQ in order, and a replay of the order gives both back in order.
+      // too: the ledger keeps the order's lease and verification window for its replay.
       let parkRefused: string | undefined;
-      const max = deps.maxReceiveCount;
-      if (max !== undefined && (count >= max || onLastBehind !== undefined)) {
-        const head =
-          count >= max
-            ? `gave up after ${count} receives (the queue's maxReceiveCount)`
-            : `parked on receive ${count} of the queue's ${max}, before its last, ahead of message ${onLastBehind?.messageId} of its order, held back behind it on its last receive (so that it reaches the DLQ after this one, with a reason)`;
-        parkRefused = await parkWith(deps, record, summary, error, count, exhaustedReason(error, head));
-        if (parkRefused === undefined) {
-          return count >= max
-            ? true
-            : { parkedAhead: { eventType: summary.type, still: stillFailing(error) } };
-        }
+      if (isLastReceive(deps, record)) {
+        parkRefused = await parkWith(deps, record, summary, error, count, exhaustedReason(error, count));
+        if (parkRefused === undefined) return true;
       }
       // Give the message back, hidden for a backoff that grows with its receive count; past the
       // queue's maxReceiveCount, SQS's redrive moves it to the DLQ. A wait asked for (a retry-after,
@@ -289,56 +261,9 @@ export function longestQueueStaySeconds(queue: {
   return total;
 }
 
-/**
- * Parks `behind`, the messages of a group held back behind `ahead` (just parked before its last
- * receive), in their order after it; the ids of those left in the queue when the DLQ refuses one
- * (that one and the ones after it, so that none reaches the DLQ ahead of another).
- */
-async function parkBehind(
-  deps: BatchDeps,
-  ahead: SQSRecord,
-  parked: ParkedAhead['parkedAhead'],
-  behind: readonly SQSRecord[],
-): Promise<string[]> {
-  for (const [index, record] of behind.entries()) {
-    const count = receiveCount(record);
-    const reason = `held back on receive ${count} of the queue's ${deps.maxReceiveCount} behind message ${ahead.messageId} of its order (${parked.eventType ?? 'an event'}, ${parked.still}), and parked right after it: replay it with or after that one, never before`;
-    const refused = await parkWith(
-      deps,
-      record,
-      summaryOf(record),
-      new TransientError(reason),
-      count,
-      reason,
-    );
-    if (refused === undefined) continue;
-    const left = behind.slice(index);
-    for (const rest of left) {
-      deps.observe?.({
-        messageId: rest.messageId,
-        receiveCount: receiveCount(rest),
-        status: 'skipped_after_group_failure',
-        reason: `held back behind message ${ahead.messageId} of its order, parked in the DLQ; could not park this one after it (${refused}): left in the queue`,
-      });
-    }
-    return left.map((rest) => rest.messageId);
-  }
-  return [];
-}
-
 /** Why a message held back on its last receive is left to SQS's redrive (its log line says it). */
 function leftToRedrive(deps: BatchDeps, record: SQSRecord, ahead: SQSRecord): string {
   return `held back on its last receive (${receiveCount(record)} of the queue's ${deps.maxReceiveCount}) behind message ${ahead.messageId} of its order, which stays in the queue: left to the queue's redrive, which moves it to the DLQ without a reason (the log lines of ${ahead.messageId} say why it failed)`;
-}
-
-/** The event a record carries, as reports name it; none when its body is not a connector event. */
-function summaryOf(record: SQSRecord): RecordReport['event'] {
-  try {
-    const event = ConnectorEvent.parse(JSON.parse(record.body));
-    return { type: event.type, externalId: event.externalId, source: event.source };
-  } catch {
-    return undefined;
-  }
 }
 
 async function park(
@@ -437,18 +362,12 @@ async function toDlq(
   }
 }
 
-/** How a message parked still failing was failing, in the words `exhaustedReason` uses for it. */
-function stillFailing(error: unknown): string {
-  if (isConnectorError(error)) return 'still failing transiently';
-  return isAwsError(error) ? 'still failing on an AWS call' : 'still failing on an unexpected error';
-}
-
 /**
- * Why a message still failing transiently was parked (`head`: on the queue's last receive, or
- * before it): for an error the connector did not classify (a bug, or an AWS call), so said, not
- * left to read as the platform's.
+ * Why a message still failing transiently on the queue's last receive was parked: for an error the
+ * connector did not classify (a bug, or an AWS call), so said, not left to read as the platform's.
  */
-function exhaustedReason(error: unknown, head: string): string {
+function exhaustedReason(error: unknown, count: number): string {
+  const head = `gave up after ${count} receives (the queue's maxReceiveCount)`;
   const described = describeError(error);
   // Cut so that what follows it, the advice, always fits in the reason.
   const last = `last: ${described.length > 700 ? `${described.slice(0, 700)}…` : described}`;

@@ -39,19 +39,6 @@ describe('dlq list: what to do with a message parked on its last receive', () =>
       "gave up after 6 receives (the queue's maxReceiveCount) on an unexpected error (a bug? the worker's logs have each one; replay once it is fixed); last: TypeError: x is undefined",
       "read the worker's logs (a bug?); replay once fixed",
     ],
-    [
-      "parked on receive 3 of the queue's 6, before its last, ahead of message m2 of its order, held back behind it on its last receive (so that it reaches the DLQ after this one, with a reason), still failing transiently; last: conversions.add answered 503",
-      'replay once the platform is healthy',
-    ],
-    // Parked behind the one above: replayed first, it would be applied ahead of it.
-    [
-      "held back on receive 6 of the queue's 6 behind message m1 of its order (OrderPlaced, still failing transiently), and parked right after it: replay it with or after that one, never before",
-      'replay with or after the one it waited behind',
-    ],
-    [
-      "held back on receive 6 of the queue's 6 behind message m1 of its order (OrderPlaced, still failing on an unexpected error), and parked right after it: replay it with or after that one, never before",
-      'replay with or after the one it waited behind',
-    ],
   ])('%s → %s', (reason, next) => {
     expect(nextStep(parkedTransient(reason))).toBe(next);
   });

@@ -380,19 +380,19 @@ const parkedFrom = (h: Harness) => h.failures.parked.map((p) => p.message.dedupl
 
 /**
  * SQS counts a receive for every message of a batch, the ones the worker gives back unprocessed
- * behind a failed message of their order too. On such a message's last receive its next receive is
- * SQS's redrive: it would reach the DLQ with no reason, while the message it waited behind stays in
- * the queue and, failing on, is parked after it, so that a replay would apply the two in the wrong
- * order. The worker parks the failed message ahead of it early instead, then the held-back ones, in
- * their order, each with a reason.
+ * behind a failed message of their order too. A FIFO queue hands out a group's later message only
+ * together with the earlier ones or once they are deleted, never while one of them is in flight,
+ * and a replay from the DLQ joins the end of its group: a message held back is never on a later
+ * receive than the failed one ahead of it. So when one held back is on the queue's last receive,
+ * the failed one is on its own last receive too, and is parked as such.
  */
-describe('processBatch: a message held back on the queue’s last receive behind a failed one of its order', () => {
-  it('parks the failed one early and the held-back one after it, in order, with reasons that name each other', async () => {
-    // Prepare: order 1001's add fails (503) on its 3rd receive; its refund behind it is on its 6th
-    // (the last); order 2002 in the same batch goes through.
+describe('processBatch: messages of an order behind a failed one on the queue’s last receive', () => {
+  it('parks the failed one, then processes the rest of its order in this batch, in order', async () => {
+    // Prepare: order 1001's add fails (503) on the last receive; its refund behind it is on that
+    // receive too; order 2002 in the same batch goes through.
     const h = harness((input) => (input.externalId === '1001' ? unavailable() : undefined));
     const records = [
-      sqsRecord('m1', orderPlaced('1001'), { receiveCount: 3 }),
+      sqsRecord('m1', orderPlaced('1001'), { receiveCount: MAX_RECEIVES }),
       sqsRecord('o2', orderPlaced('2002')),
       sqsRecord('m2', orderRefunded('1001', 'RF-1', 500), { receiveCount: MAX_RECEIVES }),
     ];
@@ -400,120 +400,79 @@ describe('processBatch: a message held back on the queue’s last receive behind
     // Act
     const response = await h.clock.run(processBatch(h.deps, records, START + 30_000));
 
-    // Assess: nothing given back, nothing hidden; both in the DLQ in their order, in their group.
+    // Assess: nothing given back, nothing hidden; the failed one parked with its own reason.
     expect(response).toEqual({ batchItemFailures: [] });
     expect(h.failures.delays).toEqual([]);
-    expect(parkedFrom(h)).toEqual(['m1', 'm2']);
-    const [first, second] = h.failures.parked;
-    expect(second?.message.groupId).toBe(first?.message.groupId);
-    expect(first?.failure).toMatchObject({
+    expect(h.failures.parked[0]?.failure).toMatchObject({
       failureClass: 'transient',
       reason:
-        "parked on receive 3 of the queue's 6, before its last, ahead of message m2 of its order, held back behind it on its last receive (so that it reaches the DLQ after this one, with a reason), still failing transiently; last: TransientError: conversions.add answered 503: Service Unavailable",
-      platformStatus: '503',
-      attempts: '3',
+        "gave up after 6 receives (the queue's maxReceiveCount), still failing transiently; last: TransientError: conversions.add answered 503: Service Unavailable",
+      attempts: '6',
       eventType: 'OrderPlaced',
       externalId: '1001',
     });
-    expect(second?.failure).toMatchObject({
-      failureClass: 'transient',
-      reason:
-        "held back on receive 6 of the queue's 6 behind message m1 of its order (OrderPlaced, still failing transiently), and parked right after it: replay it with or after that one, never before",
-      attempts: '6',
-      eventType: 'OrderRefunded',
-      externalId: '1001',
-    });
-    // Not the platform's answer: `dlq list` shows the reason itself for it.
-    expect(second?.failure.platformStatus).toBeUndefined();
-    expect(second?.failure.platformMessage).toBeUndefined();
-    // The refund was not applied ahead of its order: the worker never took it.
-    const statuses = (messageId: string) =>
-      h.reports.filter((r) => r.messageId === messageId).map((r) => r.status);
-    expect(statuses('m1')).toEqual(['parked']);
-    expect(statuses('m2')).toEqual(['parked']);
-    expect(statuses('o2')).toEqual(['done']);
-    expect((await h.ledger.get(ledgerKey(PROGRAM, '1001')))?.refunds ?? {}).toEqual({});
-  });
-
-  it('parks every message of the order behind it in this batch, in order, not only the one on its last receive', async () => {
-    // Prepare
-    const h = harness(unavailable);
-    const records = [
-      sqsRecord('m1', orderPlaced('1001'), { receiveCount: 3 }),
-      sqsRecord('m2', orderRefunded('1001', 'RF-1', 500), { receiveCount: MAX_RECEIVES }),
-      sqsRecord('m3', orderRefunded('1001', 'RF-2', 300), { receiveCount: 4 }),
-    ];
-
-    // Act
-    const response = await h.clock.run(processBatch(h.deps, records, START + 30_000));
-
-    // Assess: m3 given back would be applied before m1 and m2 are replayed.
-    expect(response.batchItemFailures).toEqual([]);
-    expect(parkedFrom(h)).toEqual(['m1', 'm2', 'm3']);
-    expect(h.failures.parked[2]?.failure.reason).toBe(
-      "held back on receive 4 of the queue's 6 behind message m1 of its order (OrderPlaced, still failing transiently), and parked right after it: replay it with or after that one, never before",
+    // The refund is then taken, not held back: its order's add never finished, so it fails on its
+    // own last receive and is parked after its order, with its own reason, for the order's replay.
+    expect(h.reports.filter((r) => r.messageId !== 'o2').map((r) => [r.messageId, r.status])).toEqual([
+      ['m1', 'parked'],
+      ['m2', 'parked'],
+    ]);
+    expect(parkedFrom(h)).toEqual(['m1', 'm2']);
+    expect(h.failures.parked[1]?.message.groupId).toBe(h.failures.parked[0]?.message.groupId);
+    expect(h.failures.parked[1]?.failure.reason).toMatch(
+      /^gave up after 6 receives \(the queue's maxReceiveCount\), still failing transiently; last: TransientError: the order’s conversion is still being added/,
     );
+    expect(h.reports.find((r) => r.messageId === 'o2')?.status).toBe('done');
   });
 
-  it('does not park the held-back one ahead of a failed one that could not be parked: both are left to the redrive, in order', async () => {
-    // Prepare: both on their last receive; the DLQ refuses the first park.
+  it('parks nothing ahead of a failed one that could not be parked: the rest is left to the redrive, in order, the log saying why', async () => {
+    // Prepare: the DLQ refuses the park; m3 came later, and is on an earlier receive.
     const h = harness(unavailable);
     h.failures.parkError = Object.assign(new Error('throttled'), { name: 'RequestThrottled' });
     const records = [
       sqsRecord('m1', orderPlaced('1001'), { receiveCount: MAX_RECEIVES }),
       sqsRecord('m2', orderRefunded('1001', 'RF-1', 500), { receiveCount: MAX_RECEIVES }),
+      sqsRecord('m3', orderRefunded('1001', 'RF-2', 300), { receiveCount: 2 }),
     ];
 
     // Act
     const response = await h.clock.run(processBatch(h.deps, records, START + 30_000));
 
-    // Assess: given back, hidden together; the log line says why m2 has no reason in the DLQ.
-    expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }]);
+    // Assess: all given back, hidden together; none parked, so none reaches the DLQ ahead of m1.
+    expect(response.batchItemFailures).toEqual([
+      { itemIdentifier: 'm1' },
+      { itemIdentifier: 'm2' },
+      { itemIdentifier: 'm3' },
+    ]);
+    expect(h.failures.parked).toEqual([]);
     expect(h.failures.delays).toEqual([
       { receiptHandle: 'rh-m1-6', seconds: 80 },
       { receiptHandle: 'rh-m2-6', seconds: 80 },
+      { receiptHandle: 'rh-m3-2', seconds: 80 },
     ]);
+    expect(h.reports.find((r) => r.messageId === 'm1')).toMatchObject({
+      status: 'retry',
+      reason: expect.stringMatching(
+        /could not park in the DLQ \(RequestThrottled\): left to the queue's redrive$/,
+      ),
+    });
+    // The one the redrive moves next, with no reason in the DLQ, is logged with why.
     expect(h.reports.find((r) => r.messageId === 'm2')).toMatchObject({
       status: 'skipped_after_group_failure',
       reason:
         "held back on its last receive (6 of the queue's 6) behind message m1 of its order, which stays in the queue: left to the queue's redrive, which moves it to the DLQ without a reason (the log lines of m1 say why it failed)",
     });
+    const m3 = h.reports.find((r) => r.messageId === 'm3');
+    expect(m3?.status).toBe('skipped_after_group_failure');
+    expect(m3?.reason).toBeUndefined();
   });
 
-  it('gives both back as before when the early park of the failed one is refused', async () => {
-    // Prepare
-    const h = harness(unavailable);
-    h.failures.parkError = Object.assign(new Error('throttled'), { name: 'RequestThrottled' });
-    const records = [
-      sqsRecord('m1', orderPlaced('1001'), { receiveCount: 3 }),
-      sqsRecord('m2', orderRefunded('1001', 'RF-1', 500), { receiveCount: MAX_RECEIVES }),
-    ];
-
-    // Act
-    const response = await h.clock.run(processBatch(h.deps, records, START + 30_000));
-
-    // Assess: m1 hidden for its 3rd receive's backoff (10 to 20 s), m2 with it.
-    expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }]);
-    expect(h.failures.parked).toEqual([]);
-    expect(h.failures.delays).toEqual([
-      { receiptHandle: 'rh-m1-3', seconds: 10 },
-      { receiptHandle: 'rh-m2-6', seconds: 10 },
-    ]);
-    expect(h.reports.find((r) => r.messageId === 'm1')).toMatchObject({
-      status: 'retry',
-      reason: expect.stringMatching(/could not park in the DLQ \(RequestThrottled\)/),
-    });
-    expect(h.reports.find((r) => r.messageId === 'm2')?.reason).toMatch(
-      /^held back on its last receive \(6 of the queue's 6\) behind message m1 of its order, which stays in the queue: left to the queue's redrive/,
-    );
-  });
-
-  it('parks nothing early when the failed one goes through on an inline retry: the held-back one is processed', async () => {
+  it('parks nothing when the failed one goes through on an inline retry: the rest of its order is processed', async () => {
     // Prepare: the add fails once, then is answered.
     let failuresLeft = 1;
     const h = harness(() => (failuresLeft-- > 0 ? unavailable() : undefined));
     const records = [
-      sqsRecord('m1', orderPlaced('1001'), { receiveCount: 3 }),
+      sqsRecord('m1', orderPlaced('1001'), { receiveCount: MAX_RECEIVES }),
       sqsRecord('m2', orderRefunded('1001', 'RF-1', 500), { receiveCount: MAX_RECEIVES }),
     ];
 
