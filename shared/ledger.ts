@@ -96,6 +96,8 @@ export interface RefundRecord {
    * operator settling a refund of the order by hand clears it (`confirmSends`).
    */
   unconfirmedSend?: true;
+  /** Which workers' calls the mark stands for, and until when (see `UnconfirmedSends`). */
+  unconfirmedBy?: Record<string, number>;
 }
 
 export interface OrderRecord {
@@ -147,6 +149,8 @@ export interface OrderRecord {
    * (docs/exactly-once.md, rule 4).
    */
   unconfirmedSend?: true;
+  /** Which workers' calls the mark stands for, and until when (see `UnconfirmedSends`). */
+  unconfirmedBy?: Record<string, number>;
   /** The record was created from the platform's data (order placed before the connector). */
   imported?: boolean;
   /**
@@ -224,9 +228,57 @@ export function countedRefunds(record: OrderRecord): RefundRecord[] {
  */
 export function confirmSends(record: OrderRecord): void {
   for (const refund of Object.values(record.refunds)) {
-    if (refund.status !== 'pending') delete refund.unconfirmedSend;
+    if (refund.status === 'pending') continue;
+    delete refund.unconfirmedSend;
+    delete refund.unconfirmedBy;
   }
   delete record.unconfirmedSend;
+  delete record.unconfirmedBy;
+}
+
+/**
+ * What carries a mark of sends left unconfirmed: a refund (for its own message's calls) or the record
+ * (for the order's own message's). `unconfirmedSend` says that some worker's calls may be; `unconfirmedBy`
+ * says whose, each until the epoch ms its hold ends: its write of the mark, before its first call, plus
+ * the lease time, which outlasts any invocation. Two deliveries of one message can run side by side
+ * (a batch the event source invoked late, when SQS hands the message out again): each marks its own
+ * calls and confirms only those, and those of workers whose hold has ended, so one of them confirming
+ * never hides the other's send still in flight. A mark written before holds were kept has no
+ * `unconfirmedBy`: the next confirming write clears it.
+ */
+export interface UnconfirmedSends {
+  unconfirmedSend?: true;
+  unconfirmedBy?: Record<string, number>;
+}
+
+/** Marks `workerId`'s calls on `holder` unconfirmed until `until` (epoch ms): written before it makes them. */
+export function markUnconfirmed(holder: UnconfirmedSends, workerId: string, until: number): void {
+  holder.unconfirmedSend = true;
+  // A computed key is defined on the copy, whatever the id (`__proto__` included).
+  holder.unconfirmedBy = { ...holder.unconfirmedBy, [workerId]: until };
+}
+
+/** Whether `holder` carries `workerId`'s own mark (written by this worker, not yet confirmed). */
+export function markedBy(holder: UnconfirmedSends, workerId: string): boolean {
+  return holder.unconfirmedBy !== undefined && Object.hasOwn(holder.unconfirmedBy, workerId);
+}
+
+/**
+ * Confirms `workerId`'s calls on `holder`, in the write that records what it sent: its own mark goes,
+ * and the marks of workers whose hold has ended by `now` (their calls are over, and this worker's came
+ * after them). The mark stays while another worker may still be sending.
+ */
+export function confirmUnconfirmed(holder: UnconfirmedSends, workerId: string, now: number): void {
+  const left = Object.entries(holder.unconfirmedBy ?? {}).filter(
+    ([by, until]) => by !== workerId && until > now,
+  );
+  if (left.length === 0) {
+    delete holder.unconfirmedSend;
+    delete holder.unconfirmedBy;
+    return;
+  }
+  holder.unconfirmedSend = true;
+  holder.unconfirmedBy = Object.fromEntries(left);
 }
 
 /**

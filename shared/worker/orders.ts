@@ -2,7 +2,14 @@ import { acceptDueAt } from '../accept/due.ts';
 import type { SourceConfig } from '../config/sources.ts';
 import type { OrderPlaced } from '../domain/events.ts';
 import { isConnectorError, PermanentError, TransientError } from '../errors.ts';
-import { clearLease, countedRefunds, ledgerKey, type OrderRecord } from '../ledger.ts';
+import {
+  clearLease,
+  countedRefunds,
+  ledgerKey,
+  markedBy,
+  markUnconfirmed,
+  type OrderRecord,
+} from '../ledger.ts';
 import { otherCurrency } from '../money.ts';
 import type { CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
 import { type AttributionDecision, decideAttribution, toApiDate } from './attribution.ts';
@@ -66,8 +73,8 @@ export async function placeOrder(
         // recorded them applied since: its target may have reached the platform after the ledger's,
         // so this delivery sends the ledger's again (`applyRefunds`). The mark goes in a write
         // before any call (a record written before it existed has none yet).
-        if (!existing.unconfirmedSend) {
-          existing.unconfirmedSend = true;
+        if (!markedBy(existing, deps.workerId)) {
+          markUnconfirmed(existing, deps.workerId, deps.now() + deps.leaseMs);
           if (!(await deps.ledger.update(existing))) continue;
         }
         const outcome = await applyRefunds(deps, backend, source, existing, undefined, call);
@@ -466,7 +473,7 @@ async function adoptFromPlatform(
   record.currentAmount = found.amount ?? record.originalAmount;
   // The refunds held for the order are applied below, with calls this message has no refund of its
   // own to mark: the record is marked instead, in the write before them (see `applyRefunds`).
-  if (hasPendingRefunds(record)) record.unconfirmedSend = true;
+  if (hasPendingRefunds(record)) markUnconfirmed(record, deps.workerId, deps.now() + deps.leaseMs);
   const outcome = await settleAdded(deps, record, found.id, 'reconciled');
   if (outcome.result === 'reconciled' && hasPendingRefunds(record)) {
     return applyRefunds(deps, backend, source, record, undefined, call);

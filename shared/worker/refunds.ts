@@ -10,9 +10,12 @@ import {
   TransientError,
 } from '../errors.ts';
 import {
+  confirmUnconfirmed,
   countedRefunds,
   type LateRefund,
   ledgerKey,
+  markedBy,
+  markUnconfirmed,
   type OrderRecord,
   type RefundRecord,
   recordRefund,
@@ -131,7 +134,7 @@ export async function refundOrder(
         entry.outcome = NO_PLATFORM_AMOUNT;
       }
       // In the write before any call: should this worker die after a call, the record says so.
-      if (entry.status === 'pending') entry.unconfirmedSend = true;
+      if (entry.status === 'pending') markUnconfirmed(entry, deps.workerId, deps.now() + deps.leaseMs);
       recordRefund(record, entry);
       if (!(await deps.ledger.update(record))) continue;
       if (entry.status === 'skipped') return { result: 'refund_skipped', detail: entry.outcome };
@@ -239,16 +242,25 @@ export async function applyRefunds(
         const reason = described
           ? refundReason(described, recorded === 'refused', record.currentAmount, record.currency)
           : 'refunds recorded before the order';
+        if (!(await markOwn(deps, record, event))) {
+          record = await readAgain(deps, record.key);
+          continue;
+        }
         try {
           await setConversion(backend, source, record.externalId, conversionId, recorded, reason, call);
         } catch (error) {
           if (!isConnectorError(error) || error.failureClass !== 'permanent') throw error;
+          const fresh = await movedOn(deps, record);
+          if (fresh) {
+            record = fresh;
+            continue;
+          }
           refused = await unchanging(backend, source, record, conversionId, recorded, error, call);
         }
         if (!refused?.off) sent = recorded;
       }
       // Confirmed even when the conversion no longer changes: a delivery again could send nothing to it.
-      confirmOwn(record, event);
+      confirmOwn(deps, record, event);
       if (await deps.ledger.update(record)) {
         if (refused?.off) {
           throw new PermanentError(refused.off, {
@@ -284,12 +296,21 @@ export async function applyRefunds(
         conversionId ??= (await backend.find(source.program, record.externalId, call))?.id;
         if (!conversionId) throw new PermanentError(`no conversion for externalId ${record.externalId}`);
         record.conversionId = conversionId;
+        if (!(await markOwn(deps, record, event))) {
+          record = await readAgain(deps, record.key);
+          continue;
+        }
         try {
           await setConversion(backend, source, record.externalId, conversionId, wanted, reason, call);
         } catch (error) {
           if (!isConnectorError(error) || error.failureClass !== 'permanent') throw error;
+          const fresh = await movedOn(deps, record);
+          if (fresh) {
+            record = fresh;
+            continue;
+          }
           // A conversion that no longer changes: no call of this worker's can leave it off the ledger.
-          confirmOwn(record, event);
+          confirmOwn(deps, record, event);
           return lateOrThrow(deps, backend, source, record, conversionId, refuse, error, call);
         }
         sent = wanted;
@@ -309,7 +330,7 @@ export async function applyRefunds(
       record.awaitingSince = undefined;
       if (refuse) record.state = 'refused';
       // Written on the version this worker's target came from: its call is confirmed.
-      confirmOwn(record, event);
+      confirmOwn(deps, record, event);
       if (await deps.ledger.update(record)) {
         return refuse
           ? { result: 'refused', conversionId, amount: 0, detail: reason }
@@ -317,12 +338,21 @@ export async function applyRefunds(
       }
     }
     // Another worker wrote the record since this one read it: read it again and look.
-    const fresh = await deps.ledger.get(record.key);
-    if (!fresh)
-      throw new TransientError('ledger record vanished while recording an applied refund; will re-check');
-    record = fresh;
+    record = await readAgain(deps, record.key);
   }
   throw new TransientError('ledger changed while recording an applied refund; will re-check');
+}
+
+/**
+ * The record as another worker wrote it since this one read it, else undefined: for a send the
+ * platform refused for good. A worker beside this one (a refund of the same order, its cancellation)
+ * records its refund before it calls, so a conversion it refused meanwhile (422 to this worker's
+ * update, or to its refusal) shows in the record as a newer version, and what that records decides:
+ * this worker's target is stale, not a reason to park its message.
+ */
+async function movedOn(deps: WorkerDeps, record: OrderRecord): Promise<OrderRecord | undefined> {
+  const fresh = await deps.ledger.get(record.key);
+  return fresh && fresh.version !== record.version ? fresh : undefined;
 }
 
 /** A send again refused for good by a conversion that shows the ledger's target, or no longer changes. */
@@ -380,17 +410,46 @@ async function unchanging(
 }
 
 /**
- * Whether the mark of this message's own calls is set (`unconfirmedSend`): its refund's, or the
- * record's for the order's own message (no event).
+ * Whether the mark of this message's calls is set (`unconfirmedSend`), by this worker or another: its
+ * refund's, or the record's for the order's own message (no event).
  */
 function ownMark(record: OrderRecord, event: OrderRefunded | undefined): boolean {
   return (event ? refundOf(record, event.refundId) : record)?.unconfirmedSend === true;
 }
 
-/** Clears the mark of this message's own calls: the write it goes in confirms what this worker sent. */
-function confirmOwn(record: OrderRecord, event: OrderRefunded | undefined): void {
+/**
+ * Marks this worker's calls for the message unconfirmed (`markUnconfirmed`) in a write before it
+ * sends, unless its mark is there (written with the refund, or before an earlier call). A worker that
+ * found the refund recorded by another delivery of its message, perhaps still running beside it, has
+ * its own calls to answer for: that delivery's confirming write must not hide them. False when the
+ * write lost.
+ */
+async function markOwn(
+  deps: WorkerDeps,
+  record: OrderRecord,
+  event: OrderRefunded | undefined,
+): Promise<boolean> {
+  const holder = event ? refundOf(record, event.refundId) : record;
+  if (!holder || markedBy(holder, deps.workerId)) return true;
+  markUnconfirmed(holder, deps.workerId, deps.now() + deps.leaseMs);
+  return deps.ledger.update(record);
+}
+
+/**
+ * Confirms this worker's calls for the message (`confirmUnconfirmed`): the write it goes in records
+ * what this worker sent. Another worker's mark stays while its calls may still be going out.
+ */
+function confirmOwn(deps: WorkerDeps, record: OrderRecord, event: OrderRefunded | undefined): void {
   const marked = event ? refundOf(record, event.refundId) : record;
-  if (marked) delete marked.unconfirmedSend;
+  if (marked) confirmUnconfirmed(marked, deps.workerId, deps.now());
+}
+
+/** The record again, after a write of this worker's lost to another's. */
+async function readAgain(deps: WorkerDeps, key: string): Promise<OrderRecord> {
+  const fresh = await deps.ledger.get(key);
+  if (!fresh)
+    throw new TransientError('ledger record vanished while recording an applied refund; will re-check');
+  return fresh;
 }
 
 /** Where the record says the conversion is (refused, or at its current amount); undefined before it is added. */
@@ -502,7 +561,12 @@ async function refuseOnce(
   } catch (error) {
     // A refusal repeated after a crash is answered as an error by the platform: check before failing.
     if (isConnectorError(error) && error.failureClass === 'permanent') {
-      const current = await backend.find(program, externalId, call).catch(() => undefined);
+      // A lookup that fails transiently tells nothing either way: the refusal is tried again later,
+      // its message not parked for the platform's 422.
+      const current = await backend.find(program, externalId, call).catch((lookup: unknown) => {
+        if (failureClassOf(lookup) === 'transient') throw lookup;
+        return undefined;
+      });
       if (current?.id === conversionId && current.status === 'refused') return;
     }
     throw error;

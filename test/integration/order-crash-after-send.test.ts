@@ -63,10 +63,11 @@ describe("an order's message that died after a stale send applying a held refund
     await staleSendThenCrash({ ledger, platform: world.platform, worker }, order);
     const stale = sandboxAmount();
 
-    // Act: the visibility timeout passed; the same message again, then a duplicate of it
-    const again = await processEvent(live, order);
+    // Act: the visibility timeout (3 minutes) passed; the same message again, then a duplicate of it
+    const later = workersOf(SOURCE, () => Date.now() + 180_000)(ledger, world.platform, 'w-live');
+    const again = await processEvent(later, order);
     const updatesBefore = updates();
-    const duplicate = await processEvent(live, order);
+    const duplicate = await processEvent(later, order);
 
     // Assess: the crash left the order's 30.00 on the sandbox; the delivery again set the ledger's 20.00
     const record = await ledger.get(ledgerKey(PROGRAM, '1001'));

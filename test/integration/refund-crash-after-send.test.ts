@@ -48,10 +48,11 @@ describe('a refund whose worker died after a stale Update conversion amount, aga
     await staleSendThenCrash({ ledger, platform: world.platform, worker }, r1);
     const stale = sandboxAmount();
 
-    // Act: the visibility timeout passed; the same message again, then a duplicate of it
-    const again = await processEvent(live, r1);
+    // Act: the visibility timeout (3 minutes) passed; the same message again, then a duplicate of it
+    const later = workersOf(SOURCE, () => Date.now() + 180_000)(ledger, world.platform, 'w-live');
+    const again = await processEvent(later, r1);
     const updatesBefore = updates();
-    const duplicate = await processEvent(live, r1);
+    const duplicate = await processEvent(later, r1);
 
     // Assess: the crash left r1's 30.00 on the sandbox; the delivery again set the ledger's 20.00
     const record = await ledger.get(ledgerKey(PROGRAM, '1001'));

@@ -90,13 +90,15 @@ describe("an order's message that died after a stale send applying the refunds h
   });
 
   it('is settled by that delivery: a later duplicate of the order sends nothing', async () => {
-    // Prepare
-    const { platform, live, order } = await adoptionCrash();
-    await processEvent(live, order);
+    // Prepare: that delivery comes once the visibility timeout (3 minutes) has run out, when the
+    // dead worker's calls are long over (a mark of a worker that may still be sending stays)
+    const { ledger, platform, order } = await adoptionCrash();
+    const later = workersOf(SOURCE, () => NOW + 180_000)(ledger, platform, 'w-live');
+    await processEvent(later, order);
     platform.calls.length = 0;
 
     // Act
-    const duplicate = await processEvent(live, order);
+    const duplicate = await processEvent(later, order);
 
     // Assess
     expect(duplicate.result).toBe('duplicate');

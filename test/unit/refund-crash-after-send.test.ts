@@ -84,13 +84,15 @@ describe('a refund whose worker died after a stale Update conversion amount', ()
   });
 
   it('is settled by the redelivery: a later duplicate of the refund sends nothing', async () => {
-    // Prepare
-    const { platform, live, r1 } = await refundCrash();
-    await processEvent(live, r1);
+    // Prepare: the redelivery comes once the visibility timeout (3 minutes) has run out, when the
+    // dead worker's calls are long over (a mark of a worker that may still be sending stays)
+    const { ledger, platform, r1 } = await refundCrash();
+    const later = workersOf(SOURCE, () => NOW + 180_000)(ledger, platform, 'w-live');
+    await processEvent(later, r1);
     platform.calls.length = 0;
 
     // Act
-    const duplicate = await processEvent(live, r1);
+    const duplicate = await processEvent(later, r1);
 
     // Assess
     expect(duplicate.result).toBe('refund_duplicate');
