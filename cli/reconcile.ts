@@ -12,11 +12,13 @@ import {
   CliError,
   type CliIo,
   cell,
+  explain,
   formatTable,
   isIsoDay,
   nowOf,
   parseWhen,
   terminalJson,
+  visibleText,
   writeLine,
 } from './io.ts';
 import { pageProgress } from './progress.ts';
@@ -81,11 +83,29 @@ export async function listAllConversions(
   }
 }
 
+/** Every conversion of one order on the platform, whenever created, oldest first. */
+async function conversionsOf(
+  client: Pick<AffiliateClient, 'listConversions'>,
+  program: string,
+  externalId: string,
+): Promise<Conversion[]> {
+  const page = await client.listConversions({
+    program,
+    externalId,
+    limit: PAGE,
+    orderBy: 'createdAt',
+    sort: 'asc',
+  });
+  return page.data;
+}
+
 /**
  * Compares the platform's conversions of the period with the ledger, both ways. Orders are matched
  * by externalId within a program. A ledger record of the period whose conversion is not in the
  * platform's list is looked up by externalId before being called missing (the platform dates a
- * conversion by its creation, which can fall just outside the period). `onPage` hears how many
+ * conversion by its creation, which can fall just outside the period); an order whose record is
+ * older than the period has its conversions listed whole, so that a second one is told a duplicate
+ * whichever side of the period's start the first fell. `onPage` hears how many
  * conversions were read so far, of how many, over all the programs.
  */
 export async function reconcile(
@@ -118,7 +138,17 @@ export async function reconcile(
     waiting.push(...waitingRefunds(records.values()));
 
     for (const [externalId, found] of byExternalId) {
-      differences.push(...compareOrder(program, externalId, records.get(externalId), found, now.getTime()));
+      const record = records.get(externalId);
+      // An order begun before the period may have had a conversion before it too: the period's list
+      // shows only the later one, and no period's list shows both, so its duplicate would never be
+      // told. Its conversions are listed whole (one call for each such order, not for every order).
+      const all =
+        record && Date.parse(record.createdAt) < from.getTime()
+          ? await conversionsOf(client, program, externalId)
+          : found;
+      differences.push(
+        ...compareOrder(program, externalId, record, all.length > found.length ? all : found, now.getTime()),
+      );
     }
     for (const record of records.values()) {
       const created = Date.parse(record.createdAt);
@@ -269,8 +299,9 @@ Examples:
   $ npx connector reconcile --from 7d --csv > differences.csv
   $ npx connector reconcile --from 7d --repair --dry-run
 
-Exit codes: 0 clean (or every stuck add repaired and nothing else differs), 1 differences found or
-a repair not confirmed, 2 a wrong option or setting.`,
+Exit codes: 0 clean (or every stuck add repaired, agreeing with the platform, and nothing else
+differs), 1 differences found, a repair not confirmed, not done or leaving a difference, 2 a wrong
+option or setting.`,
     )
     .action(async (options: ReconcileOptions) => {
       if (options.csv && options.json) throw new CliError('--csv and --json: choose one');
@@ -309,8 +340,9 @@ a repair not confirmed, 2 a wrong option or setting.`,
 
 /**
  * `reconcile --repair`: the plan first (a dry run through Conversion info), then, once confirmed,
- * the same again for real. True when every stuck add was repaired. Told on stdout after the table,
- * on stderr (with the prompt) when stdout carries the report as JSON or CSV for a script.
+ * the same again for real. True when every stuck add was repaired and agrees with the platform.
+ * Told on stdout after the table, on stderr (with the prompt) when stdout carries the report as JSON
+ * or CSV for a script.
  */
 async function repairStuck(
   io: CliIo,
@@ -348,20 +380,55 @@ async function repairStuck(
     if (!/^y(es)?$/i.test(answer.trim())) throw new CliError('not confirmed; nothing repaired', 1);
   }
   const done: StuckRepair[] = [];
-  for (const record of records) done.push(await repairStuckAdd(ledger, client, record, now.getTime(), true));
+  const notRepaired: string[] = [];
+  for (const record of records) {
+    // One order's lookup or write failing (a 429 or 503 past the client's retries, a timeout) stops
+    // nothing: the others are still repaired, and each is told, done or not.
+    try {
+      done.push(await repairStuckAdd(ledger, client, record, now.getTime(), true));
+    } catch (error) {
+      notRepaired.push(`${record.externalId}: not repaired: ${explain(error)}; run the repair again`);
+    }
+  }
   const unchanged = done.filter((r) => r.action === 'unchanged');
-  for (const r of unchanged) writeLine(out, `${r.externalId}: ${repairText(r)}`);
+  const differing = done.filter((r) => stillDiffers(r) !== undefined);
+  // Shop ids and the platform's words, escaped: a terminal shows a control sequence instead of obeying it.
+  for (const r of [...unchanged, ...differing])
+    writeLine(out, visibleText(`${r.externalId}: ${repairText(r)}`));
+  for (const line of notRepaired) writeLine(out, visibleText(line));
   writeLine(out, `repaired ${n(done.length - unchanged.length)}`);
-  return unchanged.length === 0;
+  return unchanged.length === 0 && differing.length === 0 && notRepaired.length === 0;
 }
 
 function repairText(r: StuckRepair): string {
   switch (r.action) {
-    case 'added':
-      return `added: the platform has conversion ${r.conversionId}`;
+    case 'added': {
+      const differs = stillDiffers(r);
+      return `added: the platform has conversion ${r.conversionId}${differs ? `; still differs: ${differs}` : ''}`;
+    }
     case 'failed':
       return 'failed: no conversion on the platform (send the order again or replay it to add it once)';
     case 'unchanged':
       return `unchanged: ${r.why}`;
   }
+}
+
+/**
+ * What a stuck add taken as added still leaves between the ledger and the platform (a conversion
+ * refused there), judged as `reconcile` judges an added order; and the refunds held for the order
+ * that the conversion found did not carry (the pixel's, at another amount): no message is left to
+ * apply them.
+ */
+function stillDiffers(r: StuckRepair): string | undefined {
+  if (r.action !== 'added') return undefined;
+  const told = compareOrder(r.record.program, r.externalId, r.record, [r.conversion]).map(
+    (d) => `${d.kind} (${d.detail})`,
+  );
+  const pending = Object.values(r.record.refunds).filter((refund) => refund.status === 'pending').length;
+  if (pending > 0) {
+    told.push(
+      `${pending} refund${pending === 1 ? '' : 's'} held for the order not applied: send the order again or replay it to apply ${pending === 1 ? 'it' : 'them'}`,
+    );
+  }
+  return told.length > 0 ? told.join('; ') : undefined;
 }

@@ -1,4 +1,5 @@
 import type { AffiliateClient } from '../shared/affiliate/client.ts';
+import type { Conversion } from '../shared/affiliate/schemas.ts';
 import type { OrderRecord } from '../shared/ledger.ts';
 import type { Ledger } from '../shared/ports.ts';
 import { otherCurrencyReason } from '../shared/worker/flow.ts';
@@ -20,7 +21,14 @@ export function addLeftAt(record: OrderRecord): number {
 }
 
 export type StuckRepair =
-  | { readonly action: 'added'; readonly externalId: string; readonly conversionId: string }
+  | {
+      readonly action: 'added';
+      readonly externalId: string;
+      readonly conversionId: string;
+      /** The record as repaired (as it would be, in a dry run), and the conversion it was given. */
+      readonly record: OrderRecord;
+      readonly conversion: Conversion;
+    }
   | { readonly action: 'failed'; readonly externalId: string }
   | { readonly action: 'unchanged'; readonly externalId: string; readonly why: string };
 
@@ -29,7 +37,8 @@ export type StuckRepair =
  * went through → `added` with its conversion; it did not → `failed`, so that the order sent again
  * (or replayed) is added once. A conversion in another currency than the order's is not its add
  * (`otherCurrencyReason`, as the worker decides): the record is left as it is, with the reason.
- * Nothing is written when `apply` is false (the dry run).
+ * Nothing is written when `apply` is false (the dry run). The record, lost to a writer meanwhile (a
+ * worker, or another repair run at once), is left to it.
  */
 export async function repairStuckAdd(
   ledger: Pick<Ledger, 'get' | 'update'>,
@@ -42,30 +51,44 @@ export async function repairStuckAdd(
   const found = await client.conversionInfo({ program: record.program, externalId });
   const current = await ledger.get(record.key);
   if (!current || !isStuckAdd(current, now)) {
-    return { action: 'unchanged', externalId, why: 'no longer stuck (a worker settled it)' };
+    return {
+      action: 'unchanged',
+      externalId,
+      why: 'no longer stuck (settled meanwhile by a worker or another repair)',
+    };
   }
   const otherMoney = found && otherCurrencyReason(current, found);
   if (otherMoney) return { action: 'unchanged', externalId, why: otherMoney.replace(/, then replay.*$/, '') };
-  if (apply) {
-    current.leaseOwner = undefined;
-    current.leaseUntil = undefined;
-    current.updatedAt = new Date(now).toISOString();
-    if (found) {
-      current.state = 'added';
-      current.conversionId = found.id;
-      current.lastError = undefined;
-      current.unclearAddAt = undefined;
-      if (found.amount === current.currentAmount) settleCarriedRefunds(current, now);
-    } else {
-      current.state = 'failed';
-      current.lastError =
-        'repaired a stuck add: the platform has no conversion; send the order again or replay it from the DLQ';
-    }
-    if (!(await ledger.update(current))) {
-      return { action: 'unchanged', externalId, why: 'changed by a worker meanwhile' };
-    }
+  // The dead worker's add may still land: the worker taking its lease over counts the verification
+  // window from the lease's end (`placeOrder`), which `failed` no longer shows; kept, its order sent
+  // again waits the window out as it would have.
+  const unclearAddAt = current.unclearAddAt ?? (current.leaseUntil || undefined);
+  current.leaseOwner = undefined;
+  current.leaseUntil = undefined;
+  current.updatedAt = new Date(now).toISOString();
+  if (found) {
+    current.state = 'added';
+    current.conversionId = found.id;
+    current.lastError = undefined;
+    current.unclearAddAt = undefined;
+    if (found.amount === current.currentAmount) settleCarriedRefunds(current, now);
+    // Not the add's amount (the pixel's conversion, a hand-made one): taken as the platform shows it,
+    // as the worker adopts a conversion it finds. The ledger's amount is where the platform stands
+    // for every later send: left at the add's, the order sent again would take its held refunds as
+    // applied already and send nothing.
+    else current.currentAmount = found.amount ?? current.originalAmount;
+  } else {
+    current.state = 'failed';
+    current.unclearAddAt = unclearAddAt;
+    current.lastError =
+      'repaired a stuck add: the platform has no conversion; send the order again or replay it from the DLQ';
   }
-  return found ? { action: 'added', externalId, conversionId: found.id } : { action: 'failed', externalId };
+  if (apply && !(await ledger.update(current))) {
+    return { action: 'unchanged', externalId, why: 'changed meanwhile by a worker or another repair' };
+  }
+  return found
+    ? { action: 'added', externalId, conversionId: found.id, record: current, conversion: found }
+    : { action: 'failed', externalId };
 }
 
 /**
@@ -73,7 +96,8 @@ export async function repairStuckAdd(
  * held for it, written before the call. When the platform shows that amount, those refunds went with
  * the add, and are recorded applied as the worker records them when it settles an add itself;
  * left pending, `status` would call them in flight and the accept job would hold the conversion.
- * At another amount they stay pending: the order sent again applies them (`placeOrder`).
+ * At another amount they stay pending, and no message is left to apply them: the repair says so, and
+ * the order sent again applies them (`placeOrder`).
  */
 function settleCarriedRefunds(record: OrderRecord, now: number): void {
   const at = new Date(now).toISOString();
