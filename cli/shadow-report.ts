@@ -3,7 +3,7 @@ import type { AffiliateClient } from '../shared/affiliate/client.ts';
 import type { Conversion } from '../shared/affiliate/schemas.ts';
 import type { SourceConfig } from '../shared/config/sources.ts';
 import type { OrderRecord } from '../shared/ledger.ts';
-import { formatMoney, sumMinor } from '../shared/money.ts';
+import { formatMoney, otherCurrency, sumMinor } from '../shared/money.ts';
 import type { Ledger } from '../shared/ports.ts';
 import { money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
@@ -17,10 +17,17 @@ import { listAllConversions, periodBound } from './reconcile.ts';
  * platform's browser pixel recorded, order by order (matched by externalId within a program).
  */
 
-export type ShadowKind = 'only_connector' | 'amount_differs' | 'amount_unknown' | 'only_pixel' | 'same';
+export type ShadowKind =
+  | 'only_connector'
+  | 'amount_differs'
+  | 'currency_differs'
+  | 'amount_unknown'
+  | 'only_pixel'
+  | 'same';
 const KINDS: readonly ShadowKind[] = [
   'only_connector',
   'amount_differs',
+  'currency_differs',
   'amount_unknown',
   'only_pixel',
   'same',
@@ -32,12 +39,21 @@ export interface ShadowRow {
   readonly externalId: string;
   readonly pixelConversionId?: string;
   readonly pixelStatus?: string;
-  /** The sum of the order's pixel conversions; absent when one of them has no amount. */
+  /**
+   * The sum of the order's pixel conversions, in `currency`; absent when one of them has no amount,
+   * or is in another currency than the order's (`currency_differs`: the detail gives it in its own).
+   */
   readonly pixelAmount?: number;
+  /** The pixel's currency, when it is another than the order's (`currency_differs`). */
+  readonly pixelCurrency?: string;
   /** What the connector's add would have sent: the order's amount, before refunds. */
   readonly connectorAmount?: number;
-  /** connector − pixel, a missing side counting 0; absent when the pixel's amount is unknown. */
+  /**
+   * connector − pixel, a missing side counting 0; absent when the pixel's amount is unknown or in
+   * another currency.
+   */
   readonly difference?: number;
+  /** The order's currency; the pixel's when the connector would send nothing (`only_pixel`). */
   readonly currency?: string;
   readonly detail: string;
 }
@@ -132,18 +148,28 @@ function compare(
 ): ShadowRow {
   const [conversion] = conversions;
   const sent = record?.state === 'shadowed' ? record.originalAmount : undefined;
+  // A conversion in another currency than the order's is other money, by the rule the worker adopts
+  // the pixel's conversion or parks the order by at the switch: its amount is compared with nothing.
+  const foreign =
+    sent === undefined ? undefined : conversions.find((c) => otherCurrency(record?.currency, c.currency));
   // The platform may omit a conversion's amount; a duplicate pixel fire is paid on each conversion.
   const amountUnknown = conversions.some((c) => c.amount === undefined);
   const pixelAmount =
-    !conversion || amountUnknown ? undefined : sumMinor(conversions.map((c) => c.amount ?? 0));
-  const currency = record?.currency ?? conversion?.currency;
+    !conversion || amountUnknown || foreign ? undefined : sumMinor(conversions.map((c) => c.amount ?? 0));
+  // A row of the pixel's money alone is in the pixel's currency.
+  const currency =
+    sent === undefined
+      ? (codeOf(conversion?.currency) ?? record?.currency)
+      : (record?.currency ?? codeOf(conversion?.currency));
+  const pixelCurrency = codeOf(foreign?.currency);
   const base = {
     program,
     externalId,
     ...(conversion ? { pixelConversionId: conversion.id, pixelStatus: String(conversion.status) } : {}),
     ...(pixelAmount === undefined ? {} : { pixelAmount }),
+    ...(pixelCurrency ? { pixelCurrency } : {}),
     ...(sent === undefined ? {} : { connectorAmount: sent }),
-    ...(amountUnknown ? {} : { difference: (sent ?? 0) - (pixelAmount ?? 0) }),
+    ...(amountUnknown || foreign ? {} : { difference: (sent ?? 0) - (pixelAmount ?? 0) }),
     ...(currency ? { currency } : {}),
   };
   const several =
@@ -162,9 +188,24 @@ function compare(
         : `ledger state ${record.state}`;
     return { ...base, kind: 'only_pixel', detail: `${why}${several}${unknown}` };
   }
+  if (foreign) {
+    const theirs = foreign.amount === undefined ? 'no amount given' : money(foreign.amount, pixelCurrency);
+    return {
+      ...base,
+      kind: 'currency_differs',
+      detail:
+        `the pixel's conversion is in ${pixelCurrency} (${theirs}), the order in ${currency}: once live, ` +
+        `the order is parked, not adopted, until the conversion is put right on the platform${several}`,
+    };
+  }
   if (amountUnknown) return { ...base, kind: 'amount_unknown', detail: `${unknown.slice(2)}${several}` };
   if (pixelAmount === sent) return { ...base, kind: 'same', detail: several.slice(2) };
   return { ...base, kind: 'amount_differs', detail: several.slice(2) || "the pixel's amount differs" };
+}
+
+/** A currency code as the platform gave it, compared and shown upper case; undefined when blank. */
+function codeOf(code: string | undefined): string | undefined {
+  return code?.trim().toUpperCase() || undefined;
 }
 
 function totalsOf(rows: readonly ShadowRow[]): ShadowTotal[] {
@@ -236,6 +277,9 @@ const SUMMARY: Record<ShadowKind, (n: string, t: ShadowTotal) => string> = {
   only_connector: (n, t) => `only the connector saw ${n} (${money(t.connectorAmount, t.currency)})`,
   amount_differs: (n, t) =>
     `amount differs for ${n} (connector ${money(t.connectorAmount, t.currency)}, pixel ${money(t.pixelAmount, t.currency)})`,
+  currency_differs: (n, t) =>
+    `the pixel's conversion in another currency for ${n} (connector ${money(t.connectorAmount, t.currency)}): ` +
+    'parked at the switch until put right on the platform',
   amount_unknown: (n, t) =>
     `the pixel's amount unknown for ${n} (connector ${money(t.connectorAmount, t.currency)})`,
   only_pixel: (n, t) => `only the pixel saw ${n} (${money(t.pixelAmount, t.currency)})`,
@@ -307,6 +351,10 @@ Kinds:
                   what server-side tracking adds
   amount_differs  both have it, with different amounts (the pixel often counts tax or shipping;
                   several pixel conversions for one order count with their sum)
+  currency_differs
+                  both have it, the pixel's conversion in another currency than the order's (the
+                  buyer's): once live the order is parked, not adopted, until the conversion is put
+                  right on the platform; not counted in the money at stake
   amount_unknown  both have it, the platform gave no amount for the pixel's conversion: not
                   counted in the money at stake
   only_pixel      the pixel has a conversion the connector would not have sent (the order never

@@ -24,7 +24,7 @@ import {
   type WorkerDeps,
 } from './flow.ts';
 import { netHeldRefunds } from './refund-net.ts';
-import { applyRefunds } from './refunds.ts';
+import { ALREADY_REFUSED, applyRefunds } from './refunds.ts';
 import { recordShadowed } from './shadow.ts';
 
 /**
@@ -456,7 +456,8 @@ async function releaseLease(deps: WorkerDeps, record: OrderRecord): Promise<void
  * absolute, so nothing is sent when it is there already. A conversion shown without an amount is
  * taken at the order's, so that the target is sent (harmless if the conversion has it). Undefined
  * when the platform has none; a failed lookup gives the lease back before it throws. A conversion in
- * another currency than the order's is not adopted: the order is parked (see `notAdopted`).
+ * another currency than the order's is not adopted: the order is parked (see `notAdopted`); a refused
+ * one is adopted as refused, its refunds closed (see `adoptRefused`).
  */
 async function adoptFromPlatform(
   deps: WorkerDeps,
@@ -470,6 +471,7 @@ async function adoptFromPlatform(
   if (!found) return undefined;
   const otherMoney = otherCurrencyReason(record, found);
   if (otherMoney) return notAdopted(deps, record, otherMoney);
+  if (found.status === 'refused') return adoptRefused(deps, record, found, detail);
   record.currentAmount = found.amount ?? record.originalAmount;
   // The refunds held for the order are applied below, with calls this message has no refund of its
   // own to mark: the record is marked instead, in the write before them (see `applyRefunds`).
@@ -479,6 +481,35 @@ async function adoptFromPlatform(
     return applyRefunds(deps, backend, source, record, undefined, call);
   }
   return { ...outcome, detail };
+}
+
+/**
+ * Adopts a conversion the platform has refused (the advertiser refused the pixel's, or the add that
+ * went through): the record says `refused`, with its id, and is never accepted; the refunds held for
+ * the order are closed, as nothing is sent to a refused conversion (an update of one is answered 422).
+ */
+async function adoptRefused(
+  deps: WorkerDeps,
+  record: OrderRecord,
+  found: PlatformConversion,
+  detail: string,
+): Promise<Outcome> {
+  record.state = 'refused';
+  record.conversionId = found.id;
+  record.currentAmount = found.amount ?? record.originalAmount;
+  record.acceptDueAt = undefined;
+  clearLease(record);
+  record.lastError = undefined;
+  record.unclearAddAt = undefined;
+  settleHeldRefunds(record, 'skipped', ALREADY_REFUSED, new Date(deps.now()).toISOString());
+  if (!(await deps.ledger.update(record))) {
+    return { result: 'duplicate', detail: LEASE_LOST, conversionId: found.id };
+  }
+  return {
+    result: 'already_refused',
+    conversionId: found.id,
+    detail: `${detail}; it is refused on the platform: nothing sent`,
+  };
 }
 
 /**

@@ -43,6 +43,9 @@ export const NO_PLATFORM_AMOUNT =
   "the platform's conversion has no amount: cannot compute the amount after a partial refund; apply it by hand " +
   '(a full refund or a cancellation can still refuse the conversion), then discard this message: connector dlq discard <message id>';
 
+/** Outcome of a refund of an order whose conversion is refused: nothing is sent to it. */
+export const ALREADY_REFUSED = 'conversion already refused';
+
 export async function refundOrder(
   deps: WorkerDeps,
   source: SourceConfig,
@@ -82,17 +85,24 @@ export async function refundOrder(
     // Why the platform's conversion was not taken as the order's: the refund is held all the same,
     // and its message parked with the reason.
     let notAdopted: string | undefined;
-    if (record.state === 'shadowed' && record.source === source.id) {
+    // Skipped in shadow mode (no affiliate signal), while the pixel, beside it, may have seen the
+    // click. An order a live source skipped has no conversion: it is never looked up.
+    const shadowSkipped = record.state === 'skipped' && record.shadow === true;
+    if ((record.state === 'shadowed' || shadowSkipped) && record.source === source.id) {
       // Recorded while the source was in shadow mode, now live: the pixel's conversion, when the
       // platform has one in the order's currency, becomes the order's; without one the refund waits
-      // for the order's replay.
+      // for the order's replay, or, the order skipped, is skipped with it.
       const found = await backend.find(source.program, event.externalId, call);
       notAdopted = found && otherCurrencyReason(record, found);
+      // Nothing held: no delivery of a skipped order adopts, so the replay of this message does.
+      if (notAdopted && shadowSkipped) throw new PermanentError(notAdopted);
       if (found && !notAdopted) {
         record.state = found.status === 'refused' ? 'refused' : 'added';
         record.conversionId = found.id;
         record.currentAmount = found.amount ?? record.originalAmount;
         record.shadow = undefined;
+        record.skipReason = undefined;
+        takeShadowRefunds(record, shadowSkipped, iso);
         if (!(await deps.ledger.update(record))) continue;
       }
     }
@@ -122,7 +132,7 @@ export async function refundOrder(
         entry.outcome = `order was skipped (${record.skipReason ?? 'no affiliate signal'}): no conversion to change`;
       } else if (record.state === 'refused') {
         entry.status = 'skipped';
-        entry.outcome = 'conversion already refused';
+        entry.outcome = ALREADY_REFUSED;
       } else if (event.currency && record.currency && !sameCurrency(event.currency, record.currency)) {
         entry.status = 'rejected';
         entry.outcome = `refund currency ${event.currency} differs from the order's ${record.currency}`;
@@ -178,6 +188,26 @@ function importFromPlatform(
     imported: true,
     ...(found.amount === undefined ? { amountUnknown: true } : {}),
   });
+}
+
+/**
+ * The refunds shadow mode recorded for an order whose conversion, the pixel's, is adopted: each
+ * counts against it, those closed with an order shadow mode `skipped` too (pending again, applied
+ * with the refund at hand). A refused conversion takes none: they are closed.
+ */
+function takeShadowRefunds(record: OrderRecord, skipped: boolean, at: string): void {
+  for (const refund of Object.values(record.refunds)) {
+    if (record.state === 'refused' && refund.status === 'pending') {
+      refund.status = 'skipped';
+      refund.outcome = ALREADY_REFUSED;
+      refund.appliedAt = at;
+    } else if (record.state === 'added' && skipped && refund.status === 'skipped') {
+      refund.status = 'pending';
+      refund.outcome = undefined;
+      refund.appliedAt = undefined;
+    }
+  }
+  record.awaitingSince = undefined;
 }
 
 /** What a conversion is set to: an absolute amount, or refused. */

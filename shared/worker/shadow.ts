@@ -67,6 +67,16 @@ export async function recordShadowRefund(
     const known = existing && refundOf(existing, event.refundId);
     if (known)
       return { result: 'refund_duplicate', detail: `refund ${event.refundId} already ${known.status}` };
+    if (existing?.state === 'added' && !existing.shadow) {
+      // A source switched back to shadow mode: the conversion is one the connector added or adopted
+      // while live, so no later delivery of the order applies a refund held here, and the pixel
+      // cannot take it back. Parked unrecorded: its replay once live goes through the live flow whole.
+      throw new PermanentError(
+        `source "${source.id}" is in shadow mode, but the conversion of order ${event.externalId} was added ` +
+          `by the connector while the source was live: refund ${event.refundId} is not sent in shadow mode ` +
+          'and nothing else would send it; replay this message once the source is live again',
+      );
+    }
     const record: OrderRecord =
       existing ??
       newRecord(deps, source, event.externalId, {
