@@ -14,7 +14,9 @@ export type DifferenceKind =
   | 'status_mismatch'
   | 'duplicate'
   /** `adding` long after its lease: see `stuck.ts`. */
-  | 'stuck_add';
+  | 'stuck_add'
+  /** `failed` with no conversion on the platform: see `failedAddDifference`. Told by `reconcile`. */
+  | 'failed_add';
 
 export interface Difference {
   readonly kind: DifferenceKind;
@@ -155,5 +157,27 @@ export function stuckAddDifference(program: string, record: OrderRecord, now: nu
     ledgerState: record.state,
     ...(record.currency ? { currency: record.currency } : {}),
     detail: `an add left unfinished ${minutes} min ago and no worker will settle it: connector reconcile --repair looks it up on the platform`,
+  };
+}
+
+/**
+ * The `failed_add` difference of a `failed` record the platform has no conversion of: the order is
+ * paid to no affiliate until it is added. The ledger writes `failed` when the platform refused the
+ * add for good (its message parked in the DLQ with the reason, until replayed or discarded; the DLQ
+ * keeps it 14 days) and when `reconcile --repair` found nothing for a stuck add (its message gone,
+ * or parked on its last receive). Which one holds, the CLI cannot tell without reading the DLQ: the
+ * detail gives both ways out, then the ledger's reason whole.
+ */
+export function failedAddDifference(program: string, record: OrderRecord): Difference {
+  return {
+    kind: 'failed_add',
+    program,
+    externalId: record.externalId,
+    ledgerState: record.state,
+    ledgerAmount: record.currentAmount,
+    ...(record.currency ? { currency: record.currency } : {}),
+    detail:
+      `no conversion on the platform: replay the order's message if it is parked (connector dlq list --external-id ${record.externalId}), ` +
+      `else send the order again (the shop, or connector backfill); the ledger holds it failed: ${record.lastError ?? 'no reason recorded'}`,
   };
 }

@@ -4,7 +4,7 @@ import type { Conversion } from '../shared/affiliate/schemas.ts';
 import { ledgerKey, type OrderRecord, type WaitingRefund, waitingRefunds } from '../shared/ledger.ts';
 import { formatMoney } from '../shared/money.ts';
 import type { Ledger } from '../shared/ports.ts';
-import { compareOrder, type Difference, money, stuckAddDifference } from './compare.ts';
+import { compareOrder, type Difference, failedAddDifference, money, stuckAddDifference } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
 import { csvCell } from './csv.ts';
 import {
@@ -105,8 +105,9 @@ async function conversionsOf(
  * platform's list is looked up by externalId before being called missing (the platform dates a
  * conversion by its creation, which can fall just outside the period); an order whose record is
  * older than the period has its conversions listed whole, so that a second one is told a duplicate
- * whichever side of the period's start the first fell. `onPage` hears how many
- * conversions were read so far, of how many, over all the programs.
+ * whichever side of the period's start the first fell. A `failed` record of the period with no
+ * conversion on the platform either is a `failed_add`: nothing else would ever show that order
+ * again. `onPage` hears how many conversions were read so far, of how many, over all the programs.
  */
 export async function reconcile(
   ledger: Pick<Ledger, 'list'>,
@@ -159,12 +160,22 @@ export async function reconcile(
         differences.push(stuckAddDifference(program, record, now.getTime()));
         continue;
       }
-      if (record.state !== 'added' && record.state !== 'refused') continue;
+      if (record.state !== 'added' && record.state !== 'refused' && record.state !== 'failed') continue;
       const elsewhere = await client.conversionInfo({ program, externalId: record.externalId });
-      differences.push(...compareOrder(program, record.externalId, record, elsewhere ? [elsewhere] : []));
+      if (!elsewhere && record.state === 'failed') differences.push(failedAddDifference(program, record));
+      else
+        differences.push(...compareOrder(program, record.externalId, record, elsewhere ? [elsewhere] : []));
     }
   }
-  const order = ['stuck_add', 'missing', 'unexpected', 'duplicate', 'status_mismatch', 'amount_mismatch'];
+  const order = [
+    'stuck_add',
+    'failed_add',
+    'missing',
+    'unexpected',
+    'duplicate',
+    'status_mismatch',
+    'amount_mismatch',
+  ];
   differences.sort(
     (a, b) => order.indexOf(a.kind) - order.indexOf(b.kind) || a.externalId.localeCompare(b.externalId),
   );
@@ -293,15 +304,18 @@ Differences:
   stuck_add        "adding" long after its lease: the worker died mid-add and its message is gone;
                    --repair asks the platform (Conversion info): added there → added, else failed
                    (send the order again or replay it from the DLQ to add it once)
+  failed_add       failed in the ledger, no conversion on the platform: the add was refused for
+                   good (its message parked: connector dlq list --external-id <id>) or --repair
+                   found nothing for a stuck add; replay it or send the order again
 
 Examples:
   $ npx connector reconcile --from 2026-05-01 --to 2026-05-31
   $ npx connector reconcile --from 7d --csv > differences.csv
   $ npx connector reconcile --from 7d --repair --dry-run
 
-Exit codes: 0 clean (or every stuck add repaired, agreeing with the platform, and nothing else
-differs), 1 differences found, a repair not confirmed, not done or leaving a difference, 2 a wrong
-option or setting.`,
+Exit codes: 0 clean (or every stuck add repaired to added, agreeing with the platform, and nothing
+else differs), 1 differences found, a repair not confirmed, not done, leaving a difference or
+leaving an order failed (no conversion), 2 a wrong option or setting.`,
     )
     .action(async (options: ReconcileOptions) => {
       if (options.csv && options.json) throw new CliError('--csv and --json: choose one');
@@ -340,7 +354,10 @@ option or setting.`,
 
 /**
  * `reconcile --repair`: the plan first (a dry run through Conversion info), then, once confirmed,
- * the same again for real. True when every stuck add was repaired and agrees with the platform.
+ * the same again for real. True when every stuck add was repaired to `added` and agrees with the
+ * platform. One repaired to `failed` is not clean: the order has no conversion until it is sent
+ * again or replayed, and a scheduled `reconcile --from 1d --repair --yes || notify` may never have
+ * it in its period again.
  * Told on stdout after the table, on stderr (with the prompt) when stdout carries the report as JSON
  * or CSV for a script.
  */
@@ -392,12 +409,13 @@ async function repairStuck(
   }
   const unchanged = done.filter((r) => r.action === 'unchanged');
   const differing = done.filter((r) => stillDiffers(r) !== undefined);
+  const failed = done.filter((r) => r.action === 'failed');
   // Shop ids and the platform's words, escaped: a terminal shows a control sequence instead of obeying it.
-  for (const r of [...unchanged, ...differing])
+  for (const r of [...unchanged, ...differing, ...failed])
     writeLine(out, visibleText(`${r.externalId}: ${repairText(r)}`));
   for (const line of notRepaired) writeLine(out, visibleText(line));
   writeLine(out, `repaired ${n(done.length - unchanged.length)}`);
-  return unchanged.length === 0 && differing.length === 0 && notRepaired.length === 0;
+  return unchanged.length === 0 && differing.length === 0 && failed.length === 0 && notRepaired.length === 0;
 }
 
 function repairText(r: StuckRepair): string {
@@ -407,7 +425,7 @@ function repairText(r: StuckRepair): string {
       return `added: the platform has conversion ${r.conversionId}${differs ? `; still differs: ${differs}` : ''}`;
     }
     case 'failed':
-      return 'failed: no conversion on the platform (send the order again or replay it to add it once)';
+      return 'failed: no conversion on the platform (send the order again or replay it to add it once; reconcile lists it as failed_add until then)';
     case 'unchanged':
       return `unchanged: ${r.why}`;
   }

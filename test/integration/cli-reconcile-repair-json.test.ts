@@ -88,13 +88,14 @@ describe('reconcile --repair for scripts', () => {
       '--yes',
     );
 
-    // Assess
-    expect(repaired.code, repaired.stderr).toBe(0);
+    // Assess: done, yet both orders are left without a conversion (failed): exit 1.
+    expect(repaired.code, repaired.stderr).toBe(1);
     expect(JSON.parse(repaired.stdout).differences.map((d: { kind: string }) => d.kind)).toEqual([
       'stuck_add',
       'stuck_add',
     ]);
     expect(repaired.stderr).toContain('repaired 2 stuck adds');
+    expect(repaired.stderr).toMatch(/^7201: failed: no conversion on the platform/m);
     expect((await stack.ledger.get(ledgerKey(program, '7201')))?.state).toBe('failed');
   });
 });

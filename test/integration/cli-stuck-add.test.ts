@@ -105,17 +105,22 @@ describe('an add left unfinished for good', () => {
     expect(await stateOf('7001')).toBe('adding');
   });
 
-  it('is settled by reconcile --repair through the platform lookup', async () => {
+  it('is settled by reconcile --repair through the platform lookup, exit 1 for the order left without a conversion', async () => {
     // Act
     const repaired = await cli(['reconcile', '--from', startedAt, '--repair', '--yes']);
     // Assess
-    expect(repaired.code, repaired.stdout + repaired.stderr).toBe(0);
+    expect(repaired.code, repaired.stdout + repaired.stderr).toBe(1);
     expect(repaired.stdout).toContain('repaired 2 stuck adds');
+    expect(repaired.stdout).toMatch(/^7002: failed: no conversion on the platform/m);
     const first = await stack.ledger.get(ledgerKey(program, '7001'));
     const conversion = stack.sandbox?.control.conversions().find((c) => c.externalId === '7001');
     expect(first).toMatchObject({ state: 'added', conversionId: conversion?.id });
     expect(await stateOf('7002')).toBe('failed');
     expect((await cli(['status', '7001'])).code).toBe(0);
-    expect((await cli(['reconcile', '--from', startedAt])).code).toBe(0);
+    // 7002 still has no conversion: it stays in sight until it is sent again or replayed.
+    const after = await cli(['reconcile', '--from', startedAt]);
+    expect(after.code).toBe(1);
+    expect(after.stdout).toMatch(/^failed_add\s+7002\s/m);
+    expect(after.stdout).not.toMatch(/^\S+\s+7001\s/m);
   });
 });
