@@ -5,7 +5,8 @@ import type { Ledger } from '../shared/ports.ts';
 import { money } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
 import { csvCell } from './csv.ts';
-import { CliError, type CliIo, formatTable, terminalJson, writeLine } from './io.ts';
+import { CliError, type CliIo, cell, formatTable, nowOf, terminalJson, writeLine } from './io.ts';
+import { periodBound } from './reconcile.ts';
 
 /**
  * `connector late-refunds`: the refunds the platform could no longer apply (the conversion locked, or
@@ -19,7 +20,10 @@ export interface LateRefundRow {
   readonly externalId: string;
   readonly source: string;
   readonly refundId: string;
-  /** The refunded amount; for a full refund, the conversion's amount. */
+  /**
+   * The refunded amount; for a full refund, what the conversion's earlier late refunds left of its
+   * amount.
+   */
   readonly refundAmount: number;
   readonly full: boolean;
   readonly currency?: string;
@@ -28,10 +32,17 @@ export interface LateRefundRow {
   readonly conversionAmount: number;
   readonly commission?: number;
   /**
-   * `commissionShare(commission, refundAmount, conversionAmount)`, capped at what the conversion's
-   * earlier late refunds left of its commission; absent without a commission.
+   * `commissionShare(commission, refundAmount, conversionAmount)` (a full refund: the whole
+   * commission), capped at what the conversion's earlier late refunds left of its commission; 0 once
+   * the conversion is refused (`refusedBy`); absent without a commission.
    */
   readonly commissionShare?: number;
+  /**
+   * The refund that refused the conversion after this one came late (an accepted conversion can
+   * still be refused until it locks): the refusal took the whole commission back on the platform,
+   * so there is nothing left to take back for this one.
+   */
+  readonly refusedBy?: string;
   readonly recordedAt: string;
   readonly origin: RefundRecord['origin'];
 }
@@ -47,24 +58,36 @@ export function commissionShare(commission: number, refund: number, conversionAm
 
 /**
  * The late refunds of these records, oldest first. The shares of one conversion add up to its
- * commission at most: each share is rounded on its own, so a later one gets only what is left.
+ * commission at most: each share is rounded on its own, so a later one gets only what is left. A
+ * full refund after late partial ones is what they left of the conversion's amount. A conversion
+ * refused since (a full refund or a cancellation of an accepted one) gave its whole commission back:
+ * its late refunds' shares are 0, naming the refund that refused it.
  */
 export function lateRefunds(records: Iterable<OrderRecord>): LateRefundRow[] {
   const out: LateRefundRow[] = [];
   for (const record of records) {
     const taken = new Map<string, number>();
+    const refunded = new Map<string, number>();
     const refunds = Object.values(record.refunds).sort(
       (a, b) => recordedAt(a).localeCompare(recordedAt(b)) || a.refundId.localeCompare(b.refundId),
     );
+    const refusal = record.state === 'refused' ? refusedBy(refunds) : undefined;
     for (const refund of refunds) {
       if (refund.status !== 'late' || !refund.late) continue;
       const { late } = refund;
-      const refundAmount = refund.full ? late.conversionAmount : refund.amount;
+      const refundedBefore = refunded.get(late.conversionId) ?? 0;
+      const refundAmount = refund.full ? Math.max(0, late.conversionAmount - refundedBefore) : refund.amount;
+      refunded.set(late.conversionId, refundedBefore + refundAmount);
+      const refused =
+        refusal && (record.conversionId === undefined || record.conversionId === late.conversionId)
+          ? refusal
+          : undefined;
       let share: number | undefined;
       if (late.commission !== undefined) {
         const before = taken.get(late.conversionId) ?? 0;
-        const left = Math.max(0, late.commission - before);
-        share = Math.min(commissionShare(late.commission, refundAmount, late.conversionAmount), left);
+        const left = refused === undefined ? Math.max(0, late.commission - before) : 0;
+        const whole = refund.full ? late.conversionAmount : refund.amount;
+        share = Math.min(commissionShare(late.commission, whole, late.conversionAmount), left);
         taken.set(late.conversionId, before + share);
       }
       out.push({
@@ -83,6 +106,7 @@ export function lateRefunds(records: Iterable<OrderRecord>): LateRefundRow[] {
           : { commission: late.commission, commissionShare: share }),
         recordedAt: recordedAt(refund),
         origin: refund.origin,
+        ...(refused === undefined ? {} : { refusedBy: refused }),
       });
     }
   }
@@ -93,6 +117,24 @@ export function lateRefunds(records: Iterable<OrderRecord>): LateRefundRow[] {
 
 function recordedAt(refund: RefundRecord): string {
   return refund.appliedAt ?? refund.receivedAt;
+}
+
+/**
+ * The id of the refund the conversion was refused for (full, or leaving nothing; by the worker, or
+ * settled by hand), of a record in state `refused`; the refunds in the order they were recorded.
+ */
+function refusedBy(refunds: readonly RefundRecord[]): string | undefined {
+  return refunds.find(
+    (r) => (r.status === 'applied' || r.status === 'manual') && (r.full || r.resultingAmount === 0),
+  )?.refundId;
+}
+
+/** The rows recorded from `from` to `to` (ISO timestamps, both included); all of them without either. */
+export function inPeriod(rows: readonly LateRefundRow[], from?: Date, to?: Date): LateRefundRow[] {
+  return rows.filter((r) => {
+    const at = Date.parse(r.recordedAt);
+    return (from === undefined || at >= from.getTime()) && (to === undefined || at <= to.getTime());
+  });
 }
 
 /** The late refunds of these programs' ledger records, oldest first. */
@@ -119,6 +161,7 @@ const CSV_HEADER = [
   'recordedAt',
   'source',
   'program',
+  'refusedBy',
 ];
 
 function decimal(amount: number | undefined, currency: string | undefined): string {
@@ -142,6 +185,7 @@ export function lateRefundsCsv(rows: readonly LateRefundRow[]): string {
       r.recordedAt,
       r.source,
       r.program,
+      r.refusedBy ?? '',
     ].map(csvCell),
   );
   return [CSV_HEADER, ...lines].map((r) => r.join(',')).join('\n');
@@ -168,9 +212,17 @@ function lateRefundsText(rows: readonly LateRefundRow[]): string {
     shares.set(r.currency ?? '', (shares.get(r.currency ?? '') ?? 0) + r.commissionShare);
   }
   const total = [...shares].map(([currency, amount]) => money(amount, currency || undefined)).join(', ');
+  const refused = rows.flatMap((r) =>
+    r.refusedBy === undefined
+      ? []
+      : [
+          `${cell(r.externalId)} ${cell(r.refundId)}: conversion refused since by refund ${cell(r.refusedBy)}, which took its whole ` +
+            'commission back: nothing to take back (reverse an adjustment already made for it)',
+        ],
+  );
   const n = rows.length;
   return (
-    `${table}\n${n} late refund${n === 1 ? '' : 's'}` +
+    `${table}\n${refused.map((line) => `${line}\n`).join('')}${n} late refund${n === 1 ? '' : 's'}` +
     `${total ? `: commission to take back ${total}` : ''} (settle each with a commission adjustment; see docs/runbook.md)`
   );
 }
@@ -178,6 +230,8 @@ function lateRefundsText(rows: readonly LateRefundRow[]): string {
 interface LateRefundsOptions {
   program?: string;
   source?: string;
+  from?: string;
+  to?: string;
   csv?: boolean;
   json?: boolean;
 }
@@ -194,6 +248,8 @@ export function registerLateRefunds(program: Command, io: CliIo): void {
     )
     .option('--program <id>', 'one program (default: every configured source program)')
     .option('--source <id>', 'the program of this source')
+    .option('--from <date>', 'only those recorded from then: 2026-05-01, an ISO timestamp, or 30d')
+    .option('--to <date>', 'only those recorded until then (a date counts to its end)')
     .option('--csv', 'print CSV (amounts as decimals)')
     .option('--json', 'print JSON (amounts in minor units)');
   settingOptions(command, ['ledgerTable', 'dynamoEndpoint', 'region']);
@@ -205,17 +261,26 @@ Commission share = commission × refund amount / conversion amount, in minor uni
 from zero (half a cent up); a full refund's share is the whole commission. The shares of one
 conversion add up to its commission at most (a later one gets what is left). The amount and commission
 are the platform's when the refund came; "-" when the platform gave no commission (legacy programs).
+A full refund after late partial ones counts what they left. An accepted conversion refused since
+(a full refund, a cancellation) gave its whole commission back: its late refunds' shares are 0.
+--from and --to (both included) take the refunds recorded late in that period, with the shares of the
+whole list: consecutive periods (--to 2026-05-31, then --from 2026-06-01) list each refund once.
 
 Examples:
   $ npx connector late-refunds
-  $ npx connector late-refunds --csv > late-refunds.csv
+  $ npx connector late-refunds --from 2026-05-01 --to 2026-05-31 --csv > late-refunds-may.csv
 
 Exit codes: 0 listed (even when there are none), 1 the ledger unreachable, 2 a wrong option or setting.`,
     )
     .action(async (options: LateRefundsOptions) => {
       if (options.csv && options.json) throw new CliError('--csv and --json: choose one');
+      const now = nowOf(io);
+      const from = options.from === undefined ? undefined : periodBound(options.from, '--from', now, false);
+      const to = options.to === undefined ? undefined : periodBound(options.to, '--to', now, true);
+      if (from && to && from.getTime() > to.getTime()) throw new CliError('--from: must not be after --to');
       await withContext(io, options, async (ctx) => {
-        const rows = await listLateRefunds(ctx.ledger(), ctx.programs(options.program, options.source));
+        const all = await listLateRefunds(ctx.ledger(), ctx.programs(options.program, options.source));
+        const rows = inPeriod(all, from, to);
         if (options.json) writeLine(io.stdout, terminalJson({ lateRefunds: rows }));
         else if (options.csv) writeLine(io.stdout, lateRefundsCsv(rows));
         else writeLine(io.stdout, lateRefundsText(rows));

@@ -177,9 +177,16 @@ export function netRefund(
   else delete refund.lines;
 }
 
-/** The counted refunds of `record` other than `refund`: those a new refund's shares follow. */
+/**
+ * The refunds of `record` other than `refund` that paid lines back, those a new refund's shares
+ * follow: the counted ones, and the late ones, which the buyer got back though the platform's
+ * amount could not follow.
+ */
 export function refundsBefore(record: OrderRecord, refund: RefundRecord): RefundRecord[] {
-  return countedRefunds(record).filter((r) => r.refundId !== refund.refundId);
+  return [
+    ...countedRefunds(record),
+    ...Object.values(record.refunds).filter((r) => r.status === 'late'),
+  ].filter((r) => r.refundId !== refund.refundId);
 }
 
 /**

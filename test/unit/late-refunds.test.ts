@@ -43,7 +43,7 @@ describe('commissionShare', () => {
 });
 
 describe('lateRefunds', () => {
-  it('lists only late refunds, a full one at the conversion’s amount, without a share when the commission is unknown', () => {
+  it('lists only late refunds, a full one at what the earlier late ones left of the conversion’s amount, without a share when the commission is unknown', () => {
     // Prepare
     const records = [
       record({
@@ -82,7 +82,7 @@ describe('lateRefunds', () => {
     // Assess
     expect(rows.map((r) => [r.refundId, r.refundAmount, r.commission, r.commissionShare])).toEqual([
       ['a', 5_000, 2_000, 500],
-      ['b', 20_000, undefined, undefined],
+      ['b', 15_000, undefined, undefined],
     ]);
     expect(rows[0]).toMatchObject({ externalId: '1001', currency: 'EUR', because: 'locked', source: 'shop' });
   });
