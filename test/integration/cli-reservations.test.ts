@@ -11,12 +11,13 @@ import { postRefund, postRefundWithQueueDown } from '../support/finance-refunds.
  * drops one, only when its refund was never queued as far as the connector can tell.
  */
 
-const HOUR_LATER = () => new Date(Date.now() + 60 * 60_000);
+// Past the local queue's floor: 6 receives of up to 30 s and a 10-minute wait each, and 10 minutes (73).
+const TWO_HOURS_LATER = () => new Date(Date.now() + 120 * 60_000);
 
 const local = localStackForCli();
 const cli = (...argv: string[]) => runCli(argv, { cwd: local.dir });
-/** The CLI run an hour after now: the reservations made by the test are an hour old to it. */
-const cliLater = (...argv: string[]) => runCli(argv, { cwd: local.dir, now: HOUR_LATER });
+/** The CLI run two hours after now: the reservations made by the test are two hours old to it. */
+const cliLater = (...argv: string[]) => runCli(argv, { cwd: local.dir, now: TWO_HOURS_LATER });
 const program = () => [...local.stack.sources.values()][0]?.program ?? '';
 
 /** A EUR 49.90 Generic order (the built-in sample), added as a conversion. */
@@ -190,13 +191,13 @@ describe('connector reservations <externalId> --drop <refundId>', () => {
     expect(
       await financeRefundWithQueueDown({ externalId: '5505', refundId: 'RF-5505-lost', amount: '10.00' }),
     ).toBe(503);
-    // Act: now, not an hour later
+    // Act: now, not two hours later
     const early = await cli('reservations', '5505', '--drop', 'RF-5505-lost', '--yes');
     const listed = await cli('reservations', '5505', '--json');
     // Assess
     expect(early.code).toBe(2);
     expect(early.stderr).toMatch(/reserved \d+[sm] ago/);
-    expect(early.stderr).toContain('30 minutes');
+    expect(early.stderr).toContain('73 minutes');
     expect(reservedIds(listed.stdout)).toEqual(['RF-5505-lost']);
   });
 

@@ -18,9 +18,9 @@ const COUNTS_ONCE = 'a refund id counts once; send another refund id for another
 
 const local = localStackForCli();
 const cli = (...argv: string[]) => runCli(argv, { cwd: local.dir });
-/** The CLI run an hour after now: the reservations made by the test are an hour old to it. */
+/** The CLI run two hours after now, past the local queue's drop floor (73 minutes). */
 const cliLater = (...argv: string[]) =>
-  runCli(argv, { cwd: local.dir, now: () => new Date(Date.now() + 60 * 60_000) });
+  runCli(argv, { cwd: local.dir, now: () => new Date(Date.now() + 120 * 60_000) });
 const program = () => local.stack.sources.get('generic')?.program ?? '';
 
 /** The Generic sample order (EUR 49.90) as `orderId`, added as a conversion. */
