@@ -240,11 +240,13 @@ export function confirmSends(record: OrderRecord): void {
  * What carries a mark of sends left unconfirmed: a refund (for its own message's calls) or the record
  * (for the order's own message's). `unconfirmedSend` says that some worker's calls may be; `unconfirmedBy`
  * says whose, each until the epoch ms its hold ends: its write of the mark, before its first call, plus
- * the lease time, which outlasts any invocation. Two deliveries of one message can run side by side
- * (a batch the event source invoked late, when SQS hands the message out again): each marks its own
- * calls and confirms only those, and those of workers whose hold has ended, so one of them confirming
- * never hides the other's send still in flight. A mark written before holds were kept has no
- * `unconfirmedBy`: the next confirming write clears it.
+ * the lease time, which outlasts any invocation. Two deliveries of one refund can run side by side in
+ * two workers (a batch the event source invoked late, when SQS hands the message out again; one
+ * worker's batch runs the messages of one order one after another): one that finds the other's hold running
+ * sends nothing until it ends (`othersSendingUntil`), and each confirms only its own calls and those
+ * whose hold has ended, so one of them confirming never hides the other's send still in flight, and
+ * no mark outlives the deliveries of its message. A mark written before holds were kept has no
+ * `unconfirmedBy`: nothing waits for it, and the next confirming write clears it.
  */
 export interface UnconfirmedSends {
   unconfirmedSend?: true;
@@ -261,6 +263,21 @@ export function markUnconfirmed(holder: UnconfirmedSends, workerId: string, unti
 /** Whether `holder` carries `workerId`'s own mark (written by this worker, not yet confirmed). */
 export function markedBy(holder: UnconfirmedSends, workerId: string): boolean {
   return holder.unconfirmedBy !== undefined && Object.hasOwn(holder.unconfirmedBy, workerId);
+}
+
+/**
+ * The latest end (epoch ms) of the holds of marks on `holder` other than `workerId`'s that still run
+ * at `now`, else undefined: until then another delivery may still be sending.
+ */
+export function othersSendingUntil(
+  holder: UnconfirmedSends,
+  workerId: string,
+  now: number,
+): number | undefined {
+  const running = Object.entries(holder.unconfirmedBy ?? {})
+    .filter(([by, until]) => by !== workerId && until > now)
+    .map(([, until]) => until);
+  return running.length === 0 ? undefined : Math.max(...running);
 }
 
 /**

@@ -7,9 +7,10 @@ import {
   failureClassOf,
   isConnectorError,
 } from '../errors.ts';
+import { ledgerKey } from '../ledger.ts';
 import type { FailureAttributes, FailureQueue } from '../ports.ts';
 import { DEFAULT_VERIFY_MS, type Outcome, settleMsFor, type WorkerDeps } from './flow.ts';
-import { processEvent } from './process-event.ts';
+import { processEvent, withPrefix } from './process-event.ts';
 
 export interface BatchDeps extends WorkerDeps {
   readonly failures: FailureQueue;
@@ -43,9 +44,10 @@ export interface RecordReport {
 
 /**
  * Processes an SQS FIFO batch the way Lambda's event source mapping expects with
- * ReportBatchItemFailures: message groups run concurrently, each group strictly in order, and once a
- * message of a group fails, the rest of that group in this batch is reported failed unprocessed (so
- * the order of one order's events is kept). Permanent failures are parked in the DLQ with readable
+ * ReportBatchItemFailures: message groups run concurrently, each group strictly in order (two groups
+ * holding messages of one order one after the other, `orderOf`), and once a message of a group
+ * fails, the rest of that group in this batch is reported failed unprocessed (so the order of one
+ * order's events is kept). Permanent failures are parked in the DLQ with readable
  * attributes and then count as handled, and so are transient ones on the queue's last receive; if
  * parking fails, the message stays in the queue. A message held back is never on a later receive
  * than the failed one ahead of it (a FIFO queue hands out a group's later message only with the
@@ -69,35 +71,72 @@ export async function processBatch(
     list.push(record);
     groups.set(group, list);
   }
+  const lanes = new Map<string, SQSRecord[][]>();
+  for (const [id, group] of groups) {
+    const lane = orderOf(deps, group) ?? `group ${id}`;
+    lanes.set(lane, [...(lanes.get(lane) ?? []), group]);
+  }
   const failed: string[] = [];
   await Promise.all(
-    [...groups.values()].map(async (group) => {
-      for (const [index, record] of group.entries()) {
-        const result = await processRecord(deps, record, deadline);
-        if (result === true) continue;
-        failed.push(record.messageId);
-        for (const rest of group.slice(index + 1)) {
-          failed.push(rest.messageId);
-          // A FIFO group stays blocked while any of its messages is in flight: the ones behind the
-          // failed message are hidden for the same backoff, so the group comes back when it does
-          // (not after the queue's whole visibility timeout).
-          if (result.hiddenForSeconds !== undefined) {
-            await deps.failures.delay(rest.receiptHandle, result.hiddenForSeconds).catch(() => undefined);
-          }
-          // SQS counts this receive too. On its last, the failed one ahead of it, on its last as well,
-          // could not be parked: the redrive moves both, in order, this one with no reason.
-          deps.observe?.({
-            messageId: rest.messageId,
-            receiveCount: receiveCount(rest),
-            status: 'skipped_after_group_failure',
-            reason: isLastReceive(deps, rest) ? leftToRedrive(deps, rest, record) : undefined,
-          });
-        }
-        return;
-      }
+    [...lanes.values()].map(async (lane) => {
+      for (const group of lane) await processGroup(deps, group, deadline, failed);
     }),
   );
   return { batchItemFailures: failed.map((itemIdentifier) => ({ itemIdentifier })) };
+}
+
+/**
+ * The ledger record a group's messages are about, when one of them says. Two groups can hold
+ * messages of one order (a message queued under a source's older grouping keeps that group, and so
+ * does its replay: docs/exactly-once.md, rule 4): they run one after the other, as side by side under
+ * one worker id the marks of their sends left unconfirmed would be one.
+ */
+function orderOf(deps: BatchDeps, group: readonly SQSRecord[]): string | undefined {
+  for (const record of group) {
+    let parsed: ReturnType<typeof ConnectorEvent.safeParse>;
+    try {
+      parsed = ConnectorEvent.safeParse(JSON.parse(record.body));
+    } catch {
+      continue;
+    }
+    const source = parsed.success ? deps.sources.get(parsed.data.source) : undefined;
+    if (parsed.success && source) {
+      return `order ${ledgerKey(source.program, withPrefix(source, parsed.data).externalId)}`;
+    }
+  }
+  return undefined;
+}
+
+/** Runs one group's records in order; once one fails, the rest are reported failed unprocessed. */
+async function processGroup(
+  deps: BatchDeps,
+  group: readonly SQSRecord[],
+  deadline: number,
+  failed: string[],
+): Promise<void> {
+  for (const [index, record] of group.entries()) {
+    const result = await processRecord(deps, record, deadline);
+    if (result === true) continue;
+    failed.push(record.messageId);
+    for (const rest of group.slice(index + 1)) {
+      failed.push(rest.messageId);
+      // A FIFO group stays blocked while any of its messages is in flight: the ones behind the
+      // failed message are hidden for the same backoff, so the group comes back when it does
+      // (not after the queue's whole visibility timeout).
+      if (result.hiddenForSeconds !== undefined) {
+        await deps.failures.delay(rest.receiptHandle, result.hiddenForSeconds).catch(() => undefined);
+      }
+      // SQS counts this receive too. On its last, the failed one ahead of it, on its last as well,
+      // could not be parked: the redrive moves both, in order, this one with no reason.
+      deps.observe?.({
+        messageId: rest.messageId,
+        receiveCount: receiveCount(rest),
+        status: 'skipped_after_group_failure',
+        reason: isLastReceive(deps, rest) ? leftToRedrive(deps, rest, record) : undefined,
+      });
+    }
+    return;
+  }
 }
 
 function receiveCount(record: SQSRecord): number {

@@ -24,7 +24,7 @@ import {
   type WorkerDeps,
 } from './flow.ts';
 import { netHeldRefunds } from './refund-net.ts';
-import { ALREADY_REFUSED, applyRefunds } from './refunds.ts';
+import { ALREADY_REFUSED, applyRefunds, waitForOtherSends } from './refunds.ts';
 import { recordShadowed } from './shadow.ts';
 
 /**
@@ -71,8 +71,10 @@ export async function placeOrder(
         // the lookup it needed, failed): their own messages are done, so this retry applies them. Or a
         // worker of this message that applied them died after its call, and another worker has
         // recorded them applied since: its target may have reached the platform after the ledger's,
-        // so this delivery sends the ledger's again (`applyRefunds`). The mark goes in a write
-        // before any call (a record written before it existed has none yet).
+        // so this delivery sends the ledger's again (`applyRefunds`), once no other delivery of
+        // the message may still be sending. The mark goes in a write before any call (a record
+        // written before it existed has none yet).
+        waitForOtherSends(deps, existing, undefined);
         if (!markedBy(existing, deps.workerId)) {
           markUnconfirmed(existing, deps.workerId, deps.now() + deps.leaseMs);
           if (!(await deps.ledger.update(existing))) continue;

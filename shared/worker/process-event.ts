@@ -26,7 +26,7 @@ export async function processEvent(
 }
 
 /** The shop's order id as the platform and the ledger know it. Finance already names that id. */
-function withPrefix(source: SourceConfig, event: ConnectorEvent): ConnectorEvent {
+export function withPrefix(source: SourceConfig, event: ConnectorEvent): ConnectorEvent {
   if (!source.externalIdPrefix) return event;
   if (event.type === 'OrderRefunded' && event.origin === 'finance') return event;
   return { ...event, externalId: `${source.externalIdPrefix}${event.externalId}` };

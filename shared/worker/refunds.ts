@@ -17,6 +17,7 @@ import {
   markedBy,
   markUnconfirmed,
   type OrderRecord,
+  othersSendingUntil,
   type RefundRecord,
   recordRefund,
   refundOf,
@@ -239,6 +240,7 @@ export async function applyRefunds(
     ? inherited?.status === 'applied' && inherited.unconfirmedSend === true
     : record.unconfirmedSend === true && !countedRefunds(record).some((r) => r.status === 'pending');
   for (let round = 0; round < 4; round++) {
+    waitForOtherSends(deps, record, event);
     const counted = countedRefunds(record);
     // Held refunds applied by their order's arrival are described by the last of them.
     const described = event ?? counted.filter((r) => r.status === 'pending').at(-1) ?? counted.at(-1);
@@ -463,6 +465,33 @@ async function markOwn(
   if (!holder || markedBy(holder, deps.workerId)) return true;
   markUnconfirmed(holder, deps.workerId, deps.now() + deps.leaseMs);
   return deps.ledger.update(record);
+}
+
+/**
+ * Throws a transient error, to come back once it ends, while another delivery's hold on this
+ * message's mark runs on a live conversion: that delivery may still be sending (a batch the event
+ * source invoked late; or it died, which this one cannot tell). This one sends nothing meanwhile, as
+ * an add waits for another worker's lease. Were it to send and end its message beside them, nothing
+ * would come back once they stop: a stale target of theirs landing last would stay on the platform,
+ * their mark on the record for ever. Once the hold ends, the delivery sends the ledger's target and
+ * clears the mark (`confirmOwn`).
+ */
+export function waitForOtherSends(
+  deps: WorkerDeps,
+  record: OrderRecord,
+  event: OrderRefunded | undefined,
+): void {
+  const holder = event ? refundOf(record, event.refundId) : record;
+  if (!holder || record.state !== 'added') return;
+  const now = deps.now();
+  const until = othersSendingUntil(holder, deps.workerId, now);
+  if (until === undefined) return;
+  const message = event ? `refund ${event.refundId}'s message` : `order ${record.externalId}'s message`;
+  throw new TransientError(
+    `another delivery of ${message} may still be sending to the platform, until ${new Date(until).toISOString()}: ` +
+      "this one waits for it, then sends the ledger's amount; if this message is parked, replay it",
+    { retryAfterMs: until - now },
+  );
 }
 
 /**

@@ -44,6 +44,11 @@ const SETTLE_MS = 10_000;
 const VERIFY_MS = 600_000;
 /** Between epochs: SQS hides a failed message for its backoff; leases and verification windows pass. */
 const EPOCH_JUMP_MS = LEASE_MS + VERIFY_MS + SETTLE_MS + 60_000;
+/**
+ * Between epochs on the local stack's timing: its queue hands a message out again after 30 s
+ * (infra/local/emulators.ts), within the hold of a worker's marks (`LEASE_MS`) and its add lease.
+ */
+export const LOCAL_EPOCH_JUMP_MS = 30_000;
 const MAX_RECEIVES = 6;
 /** Rounds of fault-free deliveries after the epochs before the queue must be quiet. */
 const DRAIN_ROUNDS = 12;
@@ -509,6 +514,8 @@ export async function playScenario(
   ledger: Ledger & ReservationLedger,
   tag: string,
   scheduler: fc.Scheduler | undefined,
+  /** How far the clock moves between epochs (the drain's rounds always pass every window). */
+  epochJumpMs = EPOCH_JUMP_MS,
 ): Promise<RunResult> {
   const platform = new ModelPlatform(scenario);
   const trace: string[] = [];
@@ -628,7 +635,7 @@ export async function playScenario(
     const all = Promise.all(actors);
     await (scheduler ? scheduler.waitFor(all, gate.act) : all);
     later.push(...queue);
-    clock += EPOCH_JUMP_MS;
+    clock += epochJumpMs;
   }
 
   const calm = new Gate(undefined);

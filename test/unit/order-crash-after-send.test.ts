@@ -31,6 +31,10 @@ const refund = (refundId: string, amount: number): ConnectorEvent => partialRefu
 
 const worker = workersOf(SOURCE, () => NOW);
 
+/** A worker `ms` after the crash: SQS hands a dead worker's message out again after its visibility timeout. */
+const later = (ledger: MemoryLedger, platform: MemoryPlatform, ms: number) =>
+  workersOf(SOURCE, () => NOW + ms)(ledger, platform, 'w-later');
+
 /**
  * Refund r1 (20.00) came before order 1001 (50.00) and is held; the platform has the order already
  * (its pixel, at 50.00), so the order's add will be answered 409 and its worker adopt that
@@ -75,11 +79,11 @@ describe("an order's message that died after a stale send applying the refunds h
 
   it("after an adoption, brings the platform to the ledger's target when SQS delivers the order again", async () => {
     // Prepare
-    const { ledger, platform, live, order } = await adoptionCrash();
+    const { ledger, platform, order } = await adoptionCrash();
     platform.calls.length = 0;
 
-    // Act: the visibility timeout passed; the same message again
-    const outcome = await processEvent(live, order);
+    // Act: the visibility timeout (3 minutes) passed; the same message again
+    const outcome = await processEvent(later(ledger, platform, 180_000), order);
 
     // Assess: one absolute update to the ledger's 20.00, nothing subtracted twice, no add
     const record = await ledger.get(KEY);
@@ -93,12 +97,12 @@ describe("an order's message that died after a stale send applying the refunds h
     // Prepare: that delivery comes once the visibility timeout (3 minutes) has run out, when the
     // dead worker's calls are long over (a mark of a worker that may still be sending stays)
     const { ledger, platform, order } = await adoptionCrash();
-    const later = workersOf(SOURCE, () => NOW + 180_000)(ledger, platform, 'w-live');
-    await processEvent(later, order);
+    const again = later(ledger, platform, 180_000);
+    await processEvent(again, order);
     platform.calls.length = 0;
 
     // Act
-    const duplicate = await processEvent(later, order);
+    const duplicate = await processEvent(again, order);
 
     // Assess
     expect(duplicate.result).toBe('duplicate');
@@ -108,19 +112,19 @@ describe("an order's message that died after a stale send applying the refunds h
 
   it("on the order's retry after the adoption's update failed, brings the platform to the ledger's target", async () => {
     // Prepare: r1 held; the adoption's Update conversion amount is answered 503, so the record is
-    // added with r1 still pending and the order's message comes back; that retry dies after its
-    // stale send beside r2
+    // added with r1 still pending and the order's message comes back, to another worker once the
+    // first one's hold (its 60 s lease) is over; that retry dies after its stale send beside r2
     const { ledger, platform, live } = await heldRefundAndPixel();
     platform.updateFaults.push(new TransientError('conversions.update answered 503', { status: 503 }));
     const order = trackedOrder('shop');
     await expect(processEvent(live, order)).rejects.toThrow(/503/);
     expect((await ledger.get(KEY))?.refunds['r1']?.status).toBe('pending');
-    await staleSendThenCrash({ ledger, platform, worker }, order);
+    await staleSendThenCrash({ ledger, platform, worker: workersOf(SOURCE, () => NOW + 60_000) }, order);
     expect(platform.amountOf('1001')).toBe(3_000);
     platform.calls.length = 0;
 
-    // Act: the order's message once more
-    await processEvent(live, order);
+    // Act: the order's message once more, after the visibility timeout (3 minutes)
+    await processEvent(later(ledger, platform, 240_000), order);
 
     // Assess
     expect(platform.calls).toEqual(['update 2000']);
@@ -132,7 +136,6 @@ describe("an order's message that died after a stale send applying the refunds h
     // Prepare: the record as an earlier version left it after a failed update, no mark on it
     const ledger = new MemoryLedger(() => NOW);
     const platform = new MemoryPlatform();
-    const live = worker(ledger, platform, 'w-live');
     platform.has('1001', 5_000);
     const earlier: OrderRecord = {
       key: KEY,
@@ -166,8 +169,8 @@ describe("an order's message that died after a stale send applying the refunds h
     expect(platform.amountOf('1001')).toBe(3_000);
     platform.calls.length = 0;
 
-    // Act
-    await processEvent(live, order);
+    // Act: the order's message again, after the visibility timeout (3 minutes)
+    await processEvent(later(ledger, platform, 180_000), order);
 
     // Assess
     expect(platform.calls).toEqual(['update 2000']);

@@ -19,6 +19,10 @@ const refund = (refundId: string, amount: number): ConnectorEvent => partialRefu
 
 const worker = workersOf(SOURCE, () => NOW);
 
+/** A worker once the visibility timeout (3 minutes) has run out: SQS hands a dead worker's message out again. */
+const later = (ledger: MemoryLedger, platform: MemoryPlatform) =>
+  workersOf(SOURCE, () => NOW + 180_000)(ledger, platform, 'w-later');
+
 /**
  * Order 1001 added at 50.00; then refund r1 (20.00) in a worker that dies right after its Update
  * conversion amount reached the platform, while refund r2 (10.00) ran beside it from start to end:
@@ -52,11 +56,11 @@ describe('a refund whose worker died after a stale Update conversion amount', ()
 
   it("brings the platform to the ledger's target when SQS delivers its message again", async () => {
     // Prepare
-    const { ledger, platform, live, r1 } = await refundCrash();
+    const { ledger, platform, r1 } = await refundCrash();
     platform.calls.length = 0;
 
-    // Act: the visibility timeout passed; the same message again
-    const outcome = await processEvent(live, r1);
+    // Act: the visibility timeout (3 minutes) passed; the same message again
+    const outcome = await processEvent(later(ledger, platform), r1);
 
     // Assess: one absolute update to the ledger's 20.00, nothing subtracted twice
     const record = await ledger.get(KEY);
@@ -71,9 +75,9 @@ describe('a refund whose worker died after a stale Update conversion amount', ()
     // Prepare
     const { ledger, platform, live, r1 } = await refundCrash();
 
-    // Act: refund r3 (5.00), then r1's message again
+    // Act: refund r3 (5.00), then r1's message again after the visibility timeout (3 minutes)
     const next = await processEvent(live, refund('r3', 500));
-    const again = await processEvent(live, r1);
+    const again = await processEvent(later(ledger, platform), r1);
 
     // Assess: 50.00 − 20.00 − 10.00 − 5.00 on both sides
     const record = await ledger.get(KEY);
@@ -87,12 +91,12 @@ describe('a refund whose worker died after a stale Update conversion amount', ()
     // Prepare: the redelivery comes once the visibility timeout (3 minutes) has run out, when the
     // dead worker's calls are long over (a mark of a worker that may still be sending stays)
     const { ledger, platform, r1 } = await refundCrash();
-    const later = workersOf(SOURCE, () => NOW + 180_000)(ledger, platform, 'w-live');
-    await processEvent(later, r1);
+    const again = later(ledger, platform);
+    await processEvent(again, r1);
     platform.calls.length = 0;
 
     // Act
-    const duplicate = await processEvent(later, r1);
+    const duplicate = await processEvent(again, r1);
 
     // Assess
     expect(duplicate.result).toBe('refund_duplicate');

@@ -63,13 +63,13 @@ function instance(ledger: MemoryLedger, backend: ConversionBackend, workerId: st
     sleep: async () => {},
     random: () => 0.5,
   };
-  let messageNo = 0;
   return {
     parked,
     reports,
     /** Hands `event` over as receive `receiveCount` of its message; the report of how it ended. */
     async deliver(event: ConnectorEvent, receiveCount = 1): Promise<RecordReport | undefined> {
-      const messageId = `${workerId}-m${++messageNo}`;
+      // One message per event: SQS hands the same message out again
+      const messageId = `m-${event.eventId}`;
       await processBatch(
         { ...deps, observe: (report) => reports.push(report) },
         [fifoRecord(event, { messageId, program: PROGRAM, sentAt: NOW, receiveCount })],

@@ -27,16 +27,17 @@ describe('two deliveries of one refund side by side', () => {
     );
 
     // Refund r2 (7.00): its first delivery records it, then its Update conversion amount (43.00) is
-    // held in flight. Its delivery again runs beside it from start to end (43.00), then refund r1
-    // (10.00) does (33.00). The held 43.00 reaches the platform last; its worker dies right after.
+    // held in flight. Its delivery again beside it sends nothing while the first one's hold lasts,
+    // then refund r1 (10.00) runs (33.00, r2 with it). The held 43.00 reaches the platform last; its
+    // worker dies right after.
     const r2 = partialRefund('shop', 'r2', 700);
     const dying = new KillableLedger(ledger);
     const held = holdUpdates(platform);
     const first = processEvent(worker(dying, held.backend, 'w-first'), r2);
     await held.sending;
-    expect(await processEvent(worker(ledger, platform, 'w-beside'), r2)).toMatchObject({
-      result: 'refund_applied',
-      amount: 4_300,
+    await expect(processEvent(worker(ledger, platform, 'w-beside'), r2)).rejects.toMatchObject({
+      name: 'TransientError',
+      retryAfterMs: 60_000,
     });
     expect(
       await processEvent(worker(ledger, platform, 'w-r1'), partialRefund('shop', 'r1', 1_000)),

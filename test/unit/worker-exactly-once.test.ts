@@ -372,9 +372,10 @@ describe('two refunds of one order applied side by side', () => {
 
   it('leave the platform at the amount the ledger records', async () => {
     // Prepare: a prefixed source's order at 50.00; a finance refund (named by the platform's id
-    // `shopB-1001`) and a shop refund (by the shop's `1001`) of it, in one batch, in two message
-    // groups, so the worker runs them at once. The first Update conversion amount to go out is
-    // answered last, after the other worker recorded both refunds.
+    // `shopB-1001`) and a shop refund (by the shop's `1001`) of it, in two message groups, so two
+    // worker instances take them at once (one instance's batch would run them one after the other).
+    // The first Update conversion amount to go out is answered last, after the other worker recorded
+    // both refunds.
     const source = shop({ externalIdPrefix: 'shopB-' });
     const ledger = new WatchingLedger(() => NOW);
     const platform = new FakePlatform();
@@ -428,20 +429,24 @@ describe('two refunds of one order applied side by side', () => {
     };
 
     // Act
-    const answer = await processBatch(
-      batch,
-      [
-        fifoRecord(finance, { messageId: 'm-finance', program: PROGRAM, sentAt: NOW }),
-        fifoRecord(shopRefund, { messageId: 'm-shop', program: PROGRAM, sentAt: NOW }),
-      ],
-      NOW + 60_000,
-    );
+    const answers = await Promise.all([
+      processBatch(
+        { ...batch, workerId: 'w1' },
+        [fifoRecord(finance, { messageId: 'm-finance', program: PROGRAM, sentAt: NOW })],
+        NOW + 60_000,
+      ),
+      processBatch(
+        { ...batch, workerId: 'w2' },
+        [fifoRecord(shopRefund, { messageId: 'm-shop', program: PROGRAM, sentAt: NOW })],
+        NOW + 60_000,
+      ),
+    ]);
 
     // Assess: the held update went out once both refunds were recorded, so the stale target landed
     // last; 50.00 - 20.00 - 10.00 = 20.00, on the platform as in the ledger
     expect(released).toBe('both refunds recorded applied');
     const record = await ledger.get(ledgerKey(PROGRAM, 'shopB-1001'));
-    expect(answer.batchItemFailures).toEqual([]);
+    expect(answers.flatMap((a) => a.batchItemFailures)).toEqual([]);
     expect(record?.currentAmount).toBe(2_000);
     expect(Object.values(record?.refunds ?? {}).map((r) => r.status)).toEqual(['applied', 'applied']);
     expect(platform.conversions.get('shopB-1001')?.amount).toBe(2_000);
