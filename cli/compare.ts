@@ -15,7 +15,7 @@ export type DifferenceKind =
   | 'duplicate'
   /** `adding` long after its lease: see `stuck.ts`. */
   | 'stuck_add'
-  /** `failed` with no conversion on the platform: see `failedAddDifference`. Told by `reconcile`. */
+  /** `failed` with no conversion on the platform: see `failedAddDifference`. */
   | 'failed_add';
 
 export interface Difference {
@@ -47,7 +47,7 @@ export function money(amount: number | undefined, currency: string | undefined):
 /**
  * The differences between one order's record and its conversion(s) on the platform; none when they
  * agree. An add in flight (`adding`) is not judged, unless it was left unfinished long before `now`,
- * nor is a shadow source's record.
+ * nor is a shadow source's record. A `failed` record without a conversion is a `failed_add`.
  */
 export function compareOrder(
   program: string,
@@ -88,6 +88,7 @@ export function compareOrder(
     if (now !== undefined && isStuckAdd(record, now)) out.push(stuckAddDifference(program, record, now));
     return out;
   }
+  if (record.state === 'failed' && !conversion) return [failedAddDifference(program, record)];
   // A shadow source sent nothing: the pixel's conversion is compared by `connector shadow-report`.
   if (record.shadow) return out;
   if (!conversion) {
@@ -176,8 +177,19 @@ export function failedAddDifference(program: string, record: OrderRecord): Diffe
     ledgerState: record.state,
     ledgerAmount: record.currentAmount,
     ...(record.currency ? { currency: record.currency } : {}),
-    detail:
-      `no conversion on the platform: replay the order's message if it is parked (connector dlq list --external-id ${record.externalId}), ` +
-      `else send the order again (the shop, or connector backfill); the ledger holds it failed: ${record.lastError ?? 'no reason recorded'}`,
+    detail: `no conversion on the platform: ${failedOrderWayOut(record.externalId)}; the ledger holds it failed: ${record.lastError ?? 'no reason recorded'}`,
   };
+}
+
+/**
+ * What adds an order the ledger holds `failed`, true whichever made it so: its message replayed if
+ * it is parked, else the order sent again (a message discarded, expired after the DLQ's 14 days, or
+ * a stuck add `reconcile --repair` turned failed, which never had one there). For `failed_add` and
+ * the refunds held for such an order.
+ */
+export function failedOrderWayOut(externalId: string): string {
+  return (
+    `replay the order's message if it is parked (connector dlq list --external-id ${externalId}), ` +
+    'else send the order again (the shop, or connector backfill)'
+  );
 }

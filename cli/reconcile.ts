@@ -4,7 +4,7 @@ import type { Conversion } from '../shared/affiliate/schemas.ts';
 import { ledgerKey, type OrderRecord, type WaitingRefund, waitingRefunds } from '../shared/ledger.ts';
 import { formatMoney } from '../shared/money.ts';
 import type { Ledger } from '../shared/ports.ts';
-import { compareOrder, type Difference, failedAddDifference, money, stuckAddDifference } from './compare.ts';
+import { compareOrder, type Difference, failedOrderWayOut, money, stuckAddDifference } from './compare.ts';
 import { settingOptions, withContext } from './context.ts';
 import { csvCell } from './csv.ts';
 import {
@@ -48,7 +48,8 @@ function waitingText(waiting: readonly WaitingRefund[]): string {
       w.externalId,
       cell(w.refundId, 40),
       w.source ?? '-',
-      w.ledgerState === 'awaiting' ? 'not arrived' : 'parked in the DLQ: replay it',
+      // Whether the order's message is parked the ledger cannot tell: both ways out.
+      w.ledgerState === 'awaiting' ? 'not arrived' : `failed: ${failedOrderWayOut(w.externalId)}`,
     ]),
   );
   return `\n${waiting.length} refund${waiting.length === 1 ? '' : 's'} waiting for their order (applied when it is added):\n${table}`;
@@ -162,9 +163,7 @@ export async function reconcile(
       }
       if (record.state !== 'added' && record.state !== 'refused' && record.state !== 'failed') continue;
       const elsewhere = await client.conversionInfo({ program, externalId: record.externalId });
-      if (!elsewhere && record.state === 'failed') differences.push(failedAddDifference(program, record));
-      else
-        differences.push(...compareOrder(program, record.externalId, record, elsewhere ? [elsewhere] : []));
+      differences.push(...compareOrder(program, record.externalId, record, elsewhere ? [elsewhere] : []));
     }
   }
   const order = [

@@ -8,7 +8,7 @@ import {
   type RefundReservation,
   unrecordedReservations,
 } from '../shared/ledger.ts';
-import { compareOrder, type Difference, money } from './compare.ts';
+import { compareOrder, type Difference, failedOrderWayOut, money } from './compare.ts';
 import { awsCall, type CliContext, settingOptions, withContext } from './context.ts';
 import { CliError, type CliIo, cell, formatTable, nowOf, terminalJson, writeLine } from './io.ts';
 import { reservedAmount } from './reservations.ts';
@@ -49,8 +49,9 @@ export function registerStatus(program: Command, io: CliIo): void {
     .summary("an order's ledger record and its conversion on the platform")
     .description(
       "Shows what the connector recorded for an order (ledger) next to the platform's conversion, with its " +
-        'refunds and those POST /refunds reserved that the worker has not recorded yet. Exit code 0 when both agree, 1 when they differ, the order is unknown, or its add was left ' +
-        'unfinished long ago (stuck_add: see connector reconcile --repair).',
+        'refunds and those POST /refunds reserved that the worker has not recorded yet. Exit code 0 when both agree, 1 when they differ, the order is unknown, its add was left ' +
+        'unfinished long ago (stuck_add: see connector reconcile --repair), or the ledger holds it failed with no ' +
+        'conversion on the platform (failed_add: replay its message if parked, else send the order again).',
     )
     .argument('<externalId>', "the shop's order id")
     .option('--source <id>', "look in this source's program")
@@ -328,7 +329,9 @@ function netNote(amountFrom: string | undefined): string | undefined {
 
 /**
  * The line for refunds the ledger holds until their order is added: the order has not arrived
- * (`awaiting`), or it is parked in the DLQ (`failed`) and its replay applies them.
+ * (`awaiting`), or its add failed (`failed`): its message replayed if it is parked, else the order
+ * sent again, applies them. Whether a message is parked the ledger cannot tell (discarded, expired,
+ * or a stuck add `reconcile --repair` turned failed, which has none), so both ways are given.
  */
 function waitingLine(record: OrderRecord): string | undefined {
   if (record.state !== 'awaiting' && record.state !== 'failed') return undefined;
@@ -337,7 +340,7 @@ function waitingLine(record: OrderRecord): string | undefined {
   const what = `… ${n} refund${n === 1 ? '' : 's'} waiting for the order since ${record.awaitingSince ?? record.createdAt}`;
   return record.state === 'awaiting'
     ? `${what}: applied when order ${record.externalId} arrives (if it never does, check the shop sent it)`
-    : `${what}: applied when the parked order is replayed (connector dlq list --external-id ${record.externalId})`;
+    : `${what}: applied once order ${record.externalId} is added: ${failedOrderWayOut(record.externalId)}`;
 }
 
 /**

@@ -12,6 +12,7 @@ import {
   countedRefunds,
   ledgerKey,
   type OrderRecord,
+  type RefundRecord,
   type RefundReservation,
   type RefundReservations,
   refundOf,
@@ -334,13 +335,31 @@ export function refundAmountOf(
 const HAS_AMOUNT = new Set<OrderRecord['state']>(['adding', 'added', 'failed']);
 
 /**
- * What partial refunds may still take from an order's conversion: its amount less every counted
- * refund (applied or pending), as the worker computes it. Undefined when the ledger cannot tell: no
+ * The refunds of an order that paid the buyer back: those counted towards the conversion amount
+ * (pending, applied, settled by hand) and the late ones (`lateRefundsOf`). The worker's target leaves
+ * the late ones out, since the platform's amount cannot follow them; what is left to refund cannot:
+ * without them finance could refund more than the order's amount, the excess recorded late too.
+ */
+function paidBack(record: OrderRecord): RefundRecord[] {
+  return [...countedRefunds(record), ...lateRefundsOf(record)];
+}
+
+/**
+ * The refunds the platform could no longer apply (its conversion locked, or accepted for a partial
+ * refund), which the buyer got back all the same (docs/runbook.md, "Late refunds").
+ */
+function lateRefundsOf(record: OrderRecord): RefundRecord[] {
+  return Object.values(record.refunds).filter((r) => r.status === 'late');
+}
+
+/**
+ * What partial refunds may still take from an order: its amount less every refund paid back
+ * (`paidBack`: applied, pending, settled by hand, or late). Undefined when the ledger cannot tell: no
  * record, an amount-less import, or no conversion to lower (skipped, refused).
  */
 export function remainingOf(record: OrderRecord | undefined): number | undefined {
   if (!record || !HAS_AMOUNT.has(record.state) || record.amountUnknown) return undefined;
-  return record.originalAmount - countedRefunds(record).reduce((sum, r) => sum + r.amount, 0);
+  return record.originalAmount - paidBack(record).reduce((sum, r) => sum + r.amount, 0);
 }
 
 /** Partial refunds of the same order sent along with the one judged, which the ledger does not hold yet. */
@@ -353,9 +372,10 @@ export interface SentAlongside {
 
 /**
  * The reason to refuse a partial refund of `amount` (minor units) that is larger than what remains:
- * the worker would refuse the whole conversion, which cannot be undone. Undefined when it fits, when
- * `refundId` is already recorded (a resend counts once), or when the ledger cannot tell (the worker
- * then decides). `alongside` are refunds of the order sent before this one and not recorded yet (the
+ * the worker would refuse the whole conversion, which cannot be undone; or, past what late refunds
+ * left, pay the buyer back more than the order (they are named: the platform's amount does not show
+ * them). Undefined when it fits, when `refundId` is already recorded (a resend counts once), or when
+ * the ledger cannot tell (the worker then decides). `alongside` are refunds of the order sent before this one and not recorded yet (the
  * earlier rows of a CSV, the refunds `POST /refunds` reserved): they take from what remains first.
  * Shared by `POST /refunds` and `connector refund`.
  */
@@ -372,10 +392,21 @@ export function overRefundMessage(
   if (amount <= remaining) return undefined;
   const currency = record?.currency;
   const after = alongside ? ` after ${alongside.what} (${formatMinor(alongside.amount, currency)})` : '';
+  // Late refunds leave the platform's amount where it was: named, or what remains would look wrong.
+  const late = record ? lateRefundsOf(record) : [];
+  const them = late.length === 1 ? 'it' : 'them';
+  const lateSum = late.reduce((sum, r) => sum + r.amount, 0);
+  const lateText =
+    late.length === 0
+      ? ''
+      : `, with ${namedRefunds('late refund', late)} (${formatMinor(lateSum, currency)}) counted: ` +
+        `the buyer got ${them} back, though the platform could not apply ${them}`;
+  const past =
+    late.length === 0 ? 'refuse the conversion' : "pay the buyer back more than the order's amount";
   return (
     `${formatMinor(amount, currency)} is more than is left of order ${record?.externalId}: ` +
-    `${formatMinor(Math.max(remaining, 0), currency)} remains${after}. A partial refund past it would refuse the ` +
-    'conversion; to refund the whole order, send a full refund (full: true, or --full) instead'
+    `${formatMinor(Math.max(remaining, 0), currency)} remains${after}${lateText}. A partial refund past it would ${past}; ` +
+    'to refund the whole order, send a full refund (full: true, or --full) instead'
   );
 }
 
@@ -428,17 +459,19 @@ export function refundIdConflict(
 
 /**
  * The reason to refuse a partial refund of an order being refunded in full: a full refund of it
- * reserved (`reserved`, not yet recorded), or recorded and counted (pending, applied or settled by
- * hand; a cancellation too). The worker would never apply the partial refund: the full one refuses
- * the conversion, and a refund after that is recorded skipped ("conversion already refused"), or,
- * for an order not yet arrived, the order is never added. Undefined when no full refund is held.
+ * reserved (`reserved`, not yet recorded), or recorded and paid back (pending, applied, settled by
+ * hand, or late; a cancellation too). The worker would never apply the partial refund: the full one
+ * refuses the conversion, and a refund after that is recorded skipped ("conversion already
+ * refused"), or, for an order not yet arrived, the order is never added; after a late one, the
+ * conversion can no longer change, and the buyer has had all of it back. Undefined when no full
+ * refund is held.
  */
 export function refundedInFullMessage(
   record: OrderRecord | undefined,
   reserved: readonly RefundReservation[],
   externalId: string,
 ): string | undefined {
-  const recorded = record ? countedRefunds(record).find((r) => r.full) : undefined;
+  const recorded = record ? paidBack(record).find((r) => r.full) : undefined;
   const pending = reserved.find((r) => r.full);
   let which: string;
   if (recorded) {
@@ -459,7 +492,7 @@ export function refundedInFullMessage(
  */
 const RESERVE_ROUNDS = 8;
 
-/** Most refund ids a refusal names among the reservations it counted. */
+/** Most refund ids a refusal names among the reservations (or the late refunds) it counted. */
 const NAMED_RESERVATIONS = 3;
 
 /**
@@ -536,13 +569,18 @@ export function reserveRefund(
 export function reservedAlongside(all: readonly RefundReservation[]): SentAlongside | undefined {
   const reserved = all.filter((r) => !r.full);
   if (reserved.length === 0) return undefined;
-  const named = reserved.slice(0, NAMED_RESERVATIONS).map((r) => r.refundId);
-  const more = reserved.length - named.length;
-  const ids = more > 0 ? `${named.join(', ')} and ${more} more` : named.join(', ');
   return {
     amount: reserved.reduce((sum, r) => sum + r.amount, 0),
-    what: `refund${reserved.length > 1 ? 's' : ''} ${ids}, requested and not yet applied`,
+    what: `${namedRefunds('refund', reserved)}, requested and not yet applied`,
   };
+}
+
+/** `refunds RF-a, RF-b, RF-c and 1 more`: at most `NAMED_RESERVATIONS` refund ids named. */
+function namedRefunds(what: string, refunds: readonly { readonly refundId: string }[]): string {
+  const named = refunds.slice(0, NAMED_RESERVATIONS).map((r) => r.refundId);
+  const more = refunds.length - named.length;
+  const ids = more > 0 ? `${named.join(', ')} and ${more} more` : named.join(', ');
+  return `${what}${refunds.length > 1 ? 's' : ''} ${ids}`;
 }
 
 /**

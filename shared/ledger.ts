@@ -368,7 +368,7 @@ export interface WaitingRefund {
   readonly program: string;
   readonly externalId: string;
   readonly refundId: string;
-  /** `awaiting`: the order has not arrived; `failed`: it is parked in the DLQ. */
+  /** `awaiting`: the order has not arrived; `failed`: its add failed (its message parked, or gone). */
   readonly ledgerState: 'awaiting' | 'failed';
   readonly since: string;
   readonly source?: string;

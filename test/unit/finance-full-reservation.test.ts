@@ -97,6 +97,8 @@ describe('POST /refunds: a partial refund of an order whose record holds a full 
     ],
     ['applied', 'applied', { state: 'refused' }, 'is refunded in full (refund RF-1, applied)'],
     ['settled by hand', 'manual', {}, 'is refunded in full (refund RF-1, manual)'],
+    // The platform could no longer apply it (locked); the buyer got all of it back all the same.
+    ['late', 'late', {}, 'is refunded in full (refund RF-1, late)'],
   ] as const)('answers 400 naming amount when it is %s', async (_, status, overrides, what) => {
     // Prepare
     const ledger = await ledgerWithOrder([recordedInFull({ status })], overrides);
@@ -107,9 +109,9 @@ describe('POST /refunds: a partial refund of an order whose record holds a full 
     expect(partial.body['message']).toBe(`order 1001 ${what}: ${IN_FULL}`);
   });
 
-  it('leaves it to the worker when the full refund was not counted (late: the conversion was locked)', async () => {
+  it('leaves it to the worker when the full refund paid nothing back (rejected: another currency)', async () => {
     // Prepare
-    const ledger = await ledgerWithOrder([recordedInFull({ status: 'late' })]);
+    const ledger = await ledgerWithOrder([recordedInFull({ status: 'rejected' })]);
     // Act
     const partial = await submit(ledger, { refundId: 'RF-2', amount: '1.00' });
     // Assess
