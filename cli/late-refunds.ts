@@ -43,6 +43,11 @@ export interface LateRefundRow {
    * so there is nothing left to take back for this one.
    */
   readonly refusedBy?: string;
+  /**
+   * When `refusedBy` was recorded: a period holding it lists this row too, so that finance, settling
+   * a period at a time, reverses the adjustment an earlier period made for it.
+   */
+  readonly refusedAt?: string;
   readonly recordedAt: string;
   readonly origin: RefundRecord['origin'];
 }
@@ -106,7 +111,7 @@ export function lateRefunds(records: Iterable<OrderRecord>): LateRefundRow[] {
           : { commission: late.commission, commissionShare: share }),
         recordedAt: recordedAt(refund),
         origin: refund.origin,
-        ...(refused === undefined ? {} : { refusedBy: refused }),
+        ...(refused === undefined ? {} : { refusedBy: refused.refundId, refusedAt: recordedAt(refused) }),
       });
     }
   }
@@ -120,21 +125,27 @@ function recordedAt(refund: RefundRecord): string {
 }
 
 /**
- * The id of the refund the conversion was refused for (full, or leaving nothing; by the worker, or
- * settled by hand), of a record in state `refused`; the refunds in the order they were recorded.
+ * The refund the conversion was refused for (full, or leaving nothing; by the worker, or settled by
+ * hand), of a record in state `refused`; the refunds in the order they were recorded.
  */
-function refusedBy(refunds: readonly RefundRecord[]): string | undefined {
+function refusedBy(refunds: readonly RefundRecord[]): RefundRecord | undefined {
   return refunds.find(
     (r) => (r.status === 'applied' || r.status === 'manual') && (r.full || r.resultingAmount === 0),
-  )?.refundId;
+  );
 }
 
-/** The rows recorded from `from` to `to` (ISO timestamps, both included); all of them without either. */
+/**
+ * The rows recorded from `from` to `to` (ISO timestamps, both included), and those whose conversion
+ * was refused then (`refusedAt`): an adjustment made for them in an earlier period is to be reversed.
+ * All of them without either bound.
+ */
 export function inPeriod(rows: readonly LateRefundRow[], from?: Date, to?: Date): LateRefundRow[] {
-  return rows.filter((r) => {
-    const at = Date.parse(r.recordedAt);
+  const within = (iso: string | undefined) => {
+    if (iso === undefined) return false;
+    const at = Date.parse(iso);
     return (from === undefined || at >= from.getTime()) && (to === undefined || at <= to.getTime());
-  });
+  };
+  return rows.filter((r) => within(r.recordedAt) || within(r.refusedAt));
 }
 
 /** The late refunds of these programs' ledger records, oldest first. */
@@ -264,7 +275,9 @@ are the platform's when the refund came; "-" when the platform gave no commissio
 A full refund after late partial ones counts what they left. An accepted conversion refused since
 (a full refund, a cancellation) gave its whole commission back: its late refunds' shares are 0.
 --from and --to (both included) take the refunds recorded late in that period, with the shares of the
-whole list: consecutive periods (--to 2026-05-31, then --from 2026-06-01) list each refund once.
+whole list: consecutive periods (--to 2026-05-31, then --from 2026-06-01) list each refund once,
+but for one whose conversion a later period refused: listed again then, share 0, to reverse its
+adjustment.
 
 Examples:
   $ npx connector late-refunds

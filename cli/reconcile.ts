@@ -421,7 +421,9 @@ function repairText(r: StuckRepair): string {
   switch (r.action) {
     case 'added': {
       const differs = stillDiffers(r);
-      return `added: the platform has conversion ${r.conversionId}${differs ? `; still differs: ${differs}` : ''}`;
+      // Recorded refused, as the worker adopts a conversion the platform shows refused.
+      const taken = r.record.state === 'refused' ? 'refused' : 'added';
+      return `${taken}: the platform has conversion ${r.conversionId}${taken === 'refused' ? ', refused there: nothing is sent to it' : ''}${differs ? `; still differs: ${differs}` : ''}`;
     }
     case 'failed':
       return 'failed: no conversion on the platform (send the order again or replay it to add it once; reconcile lists it as failed_add until then)';

@@ -3,6 +3,7 @@ import type { Conversion } from '../shared/affiliate/schemas.ts';
 import type { OrderRecord } from '../shared/ledger.ts';
 import type { Ledger } from '../shared/ports.ts';
 import { otherCurrencyReason } from '../shared/worker/flow.ts';
+import { ALREADY_REFUSED } from '../shared/worker/refunds.ts';
 
 /**
  * A ledger record left in `adding` for good: its worker died mid-add and its message is gone (a
@@ -34,7 +35,8 @@ export type StuckRepair =
 
 /**
  * What repairing a stuck add does, decided by the platform (Conversion info by externalId): the add
- * went through → `added` with its conversion; it did not → `failed`, so that the order sent again
+ * went through → `added` with its conversion (`refused` when the platform shows it refused, its held
+ * refunds closed, as the worker adopts one); it did not → `failed`, so that the order sent again
  * (or replayed) is added once. A conversion in another currency than the order's is not its add
  * (`otherCurrencyReason`, as the worker decides): the record is left as it is, with the reason.
  * Nothing is written when `apply` is false (the dry run). The record, lost to a writer meanwhile (a
@@ -66,7 +68,17 @@ export async function repairStuckAdd(
   current.leaseOwner = undefined;
   current.leaseUntil = undefined;
   current.updatedAt = new Date(now).toISOString();
-  if (found) {
+  if (found?.status === 'refused') {
+    // As the worker adopts a refused conversion: never accepted, nothing sent to it (an update or an
+    // accept of it is refused), the refunds held for the order closed.
+    current.state = 'refused';
+    current.conversionId = found.id;
+    current.currentAmount = found.amount ?? current.originalAmount;
+    current.acceptDueAt = undefined;
+    current.lastError = undefined;
+    current.unclearAddAt = undefined;
+    closeHeldRefunds(current, now);
+  } else if (found) {
     current.state = 'added';
     current.conversionId = found.id;
     current.lastError = undefined;
@@ -106,6 +118,18 @@ function settleCarriedRefunds(record: OrderRecord, now: number): void {
     refund.status = 'applied';
     refund.appliedAt = at;
     refund.resultingAmount = record.currentAmount;
+  }
+  record.awaitingSince = undefined;
+}
+
+/** The refunds held for an order whose conversion is refused: nothing is sent to it. */
+function closeHeldRefunds(record: OrderRecord, now: number): void {
+  const at = new Date(now).toISOString();
+  for (const refund of Object.values(record.refunds)) {
+    if (refund.status !== 'pending') continue;
+    refund.status = 'skipped';
+    refund.outcome = ALREADY_REFUSED;
+    refund.appliedAt = at;
   }
   record.awaitingSince = undefined;
 }

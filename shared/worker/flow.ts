@@ -1,7 +1,7 @@
 import type { SourceConfig } from '../config/sources.ts';
 import { connectorRefundId } from '../domain/events.ts';
 import { foreignMessage } from '../errors.ts';
-import { ledgerKey, type OrderRecord } from '../ledger.ts';
+import { ledgerKey, type OrderRecord, type RefundRecord } from '../ledger.ts';
 import { formatMinor, otherCurrency } from '../money.ts';
 import type { ConversionBackend, Ledger, PlatformConversion } from '../ports.ts';
 
@@ -101,6 +101,26 @@ export function newRecord(
     updatedAt: iso,
     ...fields,
   };
+}
+
+/**
+ * Why a refund held for an order of `source` in `currency` is not the order's own: a shop's refund
+ * from another source, or one in another currency. Undefined when it is. The rule by which the
+ * order's delivery rejects the refunds held for it, and by which the refunds of the shadow period are
+ * judged once the pixel's conversion of an order shadow mode skipped is adopted.
+ */
+export function foreignRefundReason(
+  refund: RefundRecord,
+  source: string,
+  currency: string | undefined,
+): string | undefined {
+  if (refund.origin === 'shop' && refund.source !== undefined && refund.source !== source) {
+    return `refund from source "${refund.source}" for an order of source "${source}": not applied`;
+  }
+  if (otherCurrency(refund.currency, currency)) {
+    return `refund currency ${refund.currency} differs from the order's ${currency}`;
+  }
+  return undefined;
 }
 
 /**

@@ -10,12 +10,12 @@ import {
   markUnconfirmed,
   type OrderRecord,
 } from '../ledger.ts';
-import { otherCurrency } from '../money.ts';
 import type { CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
 import { type AttributionDecision, decideAttribution, toApiDate } from './attribution.ts';
 import {
   CANCELLATION_REFUND_ID,
   DEFAULT_VERIFY_MS,
+  foreignRefundReason,
   LEASE_LOST,
   newRecord,
   type Outcome,
@@ -228,6 +228,9 @@ function prepareOrder(
     record.originalAmount = event.amount;
     record.currentAmount = event.amount;
     record.currency = event.currency;
+    // The pixel may have seen the click: should a refund after the switch adopt its conversion, the
+    // refunds are turned net from the order's lines (see `refundOrder`).
+    if (source.mode === 'shadow') record.refundBasis = event.basis;
     record.acceptDueAt = undefined;
     clearLease(record);
     settleHeldRefunds(
@@ -274,12 +277,7 @@ function takeOrder(record: OrderRecord, event: OrderPlaced): void {
 function rejectForeignRefunds(record: OrderRecord, event: OrderPlaced, at: string): void {
   for (const refund of countedRefunds(record)) {
     if (refund.status !== 'pending') continue;
-    let why: string | undefined;
-    if (refund.origin === 'shop' && refund.source !== undefined && refund.source !== event.source) {
-      why = `refund from source "${refund.source}" for an order of source "${event.source}": not applied`;
-    } else if (otherCurrency(refund.currency, event.currency)) {
-      why = `refund currency ${refund.currency} differs from the order's ${event.currency}`;
-    }
+    const why = foreignRefundReason(refund, event.source, event.currency);
     if (why) {
       refund.status = 'rejected';
       refund.outcome = why;

@@ -26,12 +26,13 @@ import { formatMinor, sameCurrency } from '../money.ts';
 import type { CallOptions, ConversionBackend, PlatformConversion } from '../ports.ts';
 import {
   CANCELLATION_REFUND_ID,
+  foreignRefundReason,
   newRecord,
   type Outcome,
   otherCurrencyReason,
   type WorkerDeps,
 } from './flow.ts';
-import { heldEntry, netRefund, refundEntry, refundsBefore } from './refund-net.ts';
+import { heldEntry, netHeldRefunds, netRefund, refundEntry, refundsBefore } from './refund-net.ts';
 import { recordShadowRefund } from './shadow.ts';
 
 /**
@@ -126,8 +127,12 @@ export async function refundOrder(
       return { result: 'refund_duplicate', detail: `refund ${event.refundId} already ${known.status}` };
     }
     if (!known) {
-      const entry = refundEntry(event, source, iso);
-      if (entry.status === 'pending') netRefund(record.refundBasis, entry, refundsBefore(record, entry));
+      // Kept as a held refund is by an order shadow mode skipped: a pixel's conversion adopted later
+      // turns it net with the shadow period's refunds, in the order they came (`takeShadowRefunds`).
+      const held = record.state === 'skipped' && record.shadow === true;
+      const entry = held ? heldEntry(event, source, iso) : refundEntry(event, source, iso);
+      if (entry.status === 'pending' && !held)
+        netRefund(record.refundBasis, entry, refundsBefore(record, entry));
       if (record.state === 'skipped') {
         entry.status = 'skipped';
         entry.outcome = `order was skipped (${record.skipReason ?? 'no affiliate signal'}): no conversion to change`;
@@ -194,7 +199,10 @@ function importFromPlatform(
 /**
  * The refunds shadow mode recorded for an order whose conversion, the pixel's, is adopted: each
  * counts against it, those closed with an order shadow mode `skipped` too (pending again, applied
- * with the refund at hand). A refused conversion takes none: they are closed.
+ * with the refund at hand). Closed with the order before they were judged, those are judged now as
+ * the order's delivery judges the refunds held for it: one from another shop or in another currency
+ * is rejected (`foreignRefundReason`), the others turned net from the order's lines in the order
+ * they came. A refused conversion takes none: they are closed.
  */
 function takeShadowRefunds(record: OrderRecord, skipped: boolean, at: string): void {
   for (const refund of Object.values(record.refunds)) {
@@ -203,11 +211,13 @@ function takeShadowRefunds(record: OrderRecord, skipped: boolean, at: string): v
       refund.outcome = ALREADY_REFUSED;
       refund.appliedAt = at;
     } else if (record.state === 'added' && skipped && refund.status === 'skipped') {
-      refund.status = 'pending';
-      refund.outcome = undefined;
-      refund.appliedAt = undefined;
+      const foreign = foreignRefundReason(refund, record.source, record.currency);
+      refund.status = foreign ? 'rejected' : 'pending';
+      refund.outcome = foreign;
+      refund.appliedAt = foreign ? at : undefined;
     }
   }
+  if (record.state === 'added' && skipped) netHeldRefunds(record);
   record.awaitingSince = undefined;
 }
 
