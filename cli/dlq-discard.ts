@@ -1,4 +1,11 @@
-import { confirmSends, ledgerKey, type OrderRecord, type RefundRecord, refundOf } from '../shared/ledger.ts';
+import {
+  confirmSends,
+  countedRefunds,
+  ledgerKey,
+  type OrderRecord,
+  type RefundRecord,
+  refundOf,
+} from '../shared/ledger.ts';
 import type { Ledger } from '../shared/ports.ts';
 import { messageGroupId } from '../shared/queueing.ts';
 import { CANCELLATION_REFUND_ID } from '../shared/worker/flow.ts';
@@ -287,12 +294,26 @@ function markManual(refund: RefundRecord, iso: string): void {
 }
 
 /**
+ * Whether the refunds done with (applied, or settled by hand) refund the added order in full: a full
+ * refund or the cancellation among them, or their amounts reaching the order's. The worker refuses
+ * the conversion then, and so has the operator who settled such a refund by hand; a refund still
+ * pending is its own worker's to apply.
+ */
+function refundedInFull(record: OrderRecord): boolean {
+  const done = countedRefunds(record).filter((r) => r.status !== 'pending');
+  if (done.some((r) => r.full)) return true;
+  return done.length > 0 && done.reduce((sum, r) => sum + r.amount, 0) >= record.originalAmount;
+}
+
+/**
  * Records refunds as settled by hand (status `manual`, with when and how in `outcome`), the ones
  * `pick` chooses on the record as read, or why none. The write is conditional on the version read;
  * when another writer got there first the record is read again and `pick` judges again, so a refund
  * a worker applied meanwhile stays applied. The marks of sends left unconfirmed are cleared
  * (`confirmSends`): the operator's settling is what the platform holds now, and a later delivery
- * repeating a send from before it would set the ledger's amount from before it.
+ * repeating a send from before it would set the ledger's amount from before it. An order the
+ * settling refunds in full is recorded `refused`, as the worker records the conversion it refuses:
+ * left `added`, the accept job would try to accept the conversion the operator refused, and park it.
  */
 async function settleRecord(
   ledger: Pick<Ledger, 'get' | 'update'>,
@@ -308,6 +329,7 @@ async function settleRecord(
     if ('why' in picked) return { kind: 'unchanged', why: picked.why };
     for (const refund of picked.refunds) markManual(refund, iso);
     if (!Object.values(record.refunds).some((r) => r.status === 'pending')) record.awaitingSince = undefined;
+    if (record.state === 'added' && refundedInFull(record)) record.state = 'refused';
     confirmSends(record);
     if (await ledger.update(record)) return { kind: 'settled', record, refunds: picked.refunds };
   }

@@ -34,7 +34,8 @@ export interface LateRefundRow {
   /**
    * `commissionShare(commission, refundAmount, conversionAmount)` (a full refund: the whole
    * commission), capped at what the conversion's earlier late refunds left of its commission; 0 once
-   * the conversion is refused (`refusedBy`); absent without a commission.
+   * the conversion is refused (`refusedBy`) or the refund re-applied (`reappliedAt`); absent without
+   * a commission.
    */
   readonly commissionShare?: number;
   /**
@@ -48,6 +49,13 @@ export interface LateRefundRow {
    * a period at a time, reverses the adjustment an earlier period made for it.
    */
   readonly refusedAt?: string;
+  /**
+   * When finance sent the refund again and the platform's conversion, changeable again, took it
+   * (docs/runbook.md, "Late refunds"): the platform carries it, so its share is 0 and an adjustment
+   * made for it is to be reversed. A period holding it lists this row too, as for `refusedAt`.
+   */
+  readonly reappliedAt?: string;
+  /** When the refund was recorded late. */
   readonly recordedAt: string;
   readonly origin: RefundRecord['origin'];
 }
@@ -66,7 +74,10 @@ export function commissionShare(commission: number, refund: number, conversionAm
  * commission at most: each share is rounded on its own, so a later one gets only what is left. A
  * full refund after late partial ones is what they left of the conversion's amount. A conversion
  * refused since (a full refund or a cancellation of an accepted one) gave its whole commission back:
- * its late refunds' shares are 0, naming the refund that refused it.
+ * its late refunds' shares are 0, naming the refund that refused it. A late refund finance sent again
+ * and the platform then took (`LateRefund.lateAt`, applied since) is listed re-applied, share 0; it no
+ * longer counts in what the conversion's other late refunds take. One sent again and not yet applied
+ * is listed late as before.
  */
 export function lateRefunds(records: Iterable<OrderRecord>): LateRefundRow[] {
   const out: LateRefundRow[] = [];
@@ -78,19 +89,26 @@ export function lateRefunds(records: Iterable<OrderRecord>): LateRefundRow[] {
     );
     const refusal = record.state === 'refused' ? refusedBy(refunds) : undefined;
     for (const refund of refunds) {
-      if (refund.status !== 'late' || !refund.late) continue;
       const { late } = refund;
+      if (!late) continue;
+      // Sent again (`lateAt`): late until applied, then re-applied (by the worker, or settled by hand).
+      const sentAgain = late.lateAt !== undefined;
+      const reapplied = sentAgain && (refund.status === 'applied' || refund.status === 'manual');
+      const stillLate = refund.status === 'late' || (sentAgain && refund.status === 'pending');
+      if (!stillLate && !reapplied) continue;
       const refundedBefore = refunded.get(late.conversionId) ?? 0;
       const refundAmount = refund.full ? Math.max(0, late.conversionAmount - refundedBefore) : refund.amount;
-      refunded.set(late.conversionId, refundedBefore + refundAmount);
+      if (!reapplied) refunded.set(late.conversionId, refundedBefore + refundAmount);
       const refused =
-        refusal && (record.conversionId === undefined || record.conversionId === late.conversionId)
+        !reapplied &&
+        refusal &&
+        (record.conversionId === undefined || record.conversionId === late.conversionId)
           ? refusal
           : undefined;
       let share: number | undefined;
       if (late.commission !== undefined) {
         const before = taken.get(late.conversionId) ?? 0;
-        const left = refused === undefined ? Math.max(0, late.commission - before) : 0;
+        const left = refused === undefined && !reapplied ? Math.max(0, late.commission - before) : 0;
         const whole = refund.full ? late.conversionAmount : refund.amount;
         share = Math.min(commissionShare(late.commission, whole, late.conversionAmount), left);
         taken.set(late.conversionId, before + share);
@@ -109,9 +127,10 @@ export function lateRefunds(records: Iterable<OrderRecord>): LateRefundRow[] {
         ...(late.commission === undefined || share === undefined
           ? {}
           : { commission: late.commission, commissionShare: share }),
-        recordedAt: recordedAt(refund),
+        recordedAt: late.lateAt ?? recordedAt(refund),
         origin: refund.origin,
         ...(refused === undefined ? {} : { refusedBy: refused.refundId, refusedAt: recordedAt(refused) }),
+        ...(reapplied ? { reappliedAt: recordedAt(refund) } : {}),
       });
     }
   }
@@ -136,8 +155,8 @@ function refusedBy(refunds: readonly RefundRecord[]): RefundRecord | undefined {
 
 /**
  * The rows recorded from `from` to `to` (ISO timestamps, both included), and those whose conversion
- * was refused then (`refusedAt`): an adjustment made for them in an earlier period is to be reversed.
- * All of them without either bound.
+ * was refused then (`refusedAt`) or that were re-applied then (`reappliedAt`): an adjustment made for
+ * them in an earlier period is to be reversed. All of them without either bound.
  */
 export function inPeriod(rows: readonly LateRefundRow[], from?: Date, to?: Date): LateRefundRow[] {
   const within = (iso: string | undefined) => {
@@ -145,7 +164,7 @@ export function inPeriod(rows: readonly LateRefundRow[], from?: Date, to?: Date)
     const at = Date.parse(iso);
     return (from === undefined || at >= from.getTime()) && (to === undefined || at <= to.getTime());
   };
-  return rows.filter((r) => within(r.recordedAt) || within(r.refusedAt));
+  return rows.filter((r) => within(r.recordedAt) || within(r.refusedAt) || within(r.reappliedAt));
 }
 
 /** The late refunds of these programs' ledger records, oldest first. */
@@ -173,6 +192,7 @@ const CSV_HEADER = [
   'source',
   'program',
   'refusedBy',
+  'reappliedAt',
 ];
 
 function decimal(amount: number | undefined, currency: string | undefined): string {
@@ -197,6 +217,7 @@ export function lateRefundsCsv(rows: readonly LateRefundRow[]): string {
       r.source,
       r.program,
       r.refusedBy ?? '',
+      r.reappliedAt ?? '',
     ].map(csvCell),
   );
   return [CSV_HEADER, ...lines].map((r) => r.join(',')).join('\n');
@@ -223,14 +244,19 @@ function lateRefundsText(rows: readonly LateRefundRow[]): string {
     shares.set(r.currency ?? '', (shares.get(r.currency ?? '') ?? 0) + r.commissionShare);
   }
   const total = [...shares].map(([currency, amount]) => money(amount, currency || undefined)).join(', ');
-  const refused = rows.flatMap((r) =>
-    r.refusedBy === undefined
-      ? []
-      : [
-          `${cell(r.externalId)} ${cell(r.refundId)}: conversion refused since by refund ${cell(r.refusedBy)}, which took its whole ` +
-            'commission back: nothing to take back (reverse an adjustment already made for it)',
-        ],
-  );
+  const refused = rows.flatMap((r) => {
+    if (r.reappliedAt !== undefined) {
+      return [
+        `${cell(r.externalId)} ${cell(r.refundId)}: re-applied on the platform since (${cell(r.reappliedAt)}), whose ` +
+          'conversion carries it: nothing to take back (reverse an adjustment already made for it)',
+      ];
+    }
+    if (r.refusedBy === undefined) return [];
+    return [
+      `${cell(r.externalId)} ${cell(r.refundId)}: conversion refused since by refund ${cell(r.refusedBy)}, which took its whole ` +
+        'commission back: nothing to take back (reverse an adjustment already made for it)',
+    ];
+  });
   const n = rows.length;
   return (
     `${table}\n${refused.map((line) => `${line}\n`).join('')}${n} late refund${n === 1 ? '' : 's'}` +
@@ -277,7 +303,8 @@ A full refund after late partial ones counts what they left. An accepted convers
 --from and --to (both included) take the refunds recorded late in that period, with the shares of the
 whole list: consecutive periods (--to 2026-05-31, then --from 2026-06-01) list each refund once,
 but for one whose conversion a later period refused: listed again then, share 0, to reverse its
-adjustment.
+adjustment. So is one finance sent again (same refund id and amount) that the platform then took,
+its conversion changeable again (reappliedAt): share 0, nothing to take back.
 
 Examples:
   $ npx connector late-refunds

@@ -126,6 +126,15 @@ export function createControl(deps: ControlDeps): InternalControl {
         record.forcedLockedAt = null;
         record.lockSuspended = true;
       }),
+    reopen: (id) =>
+      change(id, (record) => {
+        record.status = 'pending';
+        record.acceptedAt = null;
+        record.refuseReason = null;
+        record.refusedAt = null;
+        record.forcedLockedAt = null;
+        record.lockSuspended = true;
+      }),
     remove(id) {
       if (!store.removeConversion(id)) throw new HttpError(404, `no conversion ${id}`, 'id');
       store.changed();
@@ -231,6 +240,12 @@ export const CONTROL_ROUTES: readonly ControlRoute[] = [
     path: '/_sandbox/conversions/{id}/unlock',
     body: false,
     handle: (r, c) => ok({ conversion: c.unlock(id(r)) }),
+  },
+  {
+    method: 'POST',
+    path: '/_sandbox/conversions/{id}/reopen',
+    body: false,
+    handle: (r, c) => ok({ conversion: c.reopen(id(r)) }),
   },
   {
     method: 'PATCH',

@@ -200,6 +200,11 @@ export interface SandboxControl {
   lock(id: string): StoredConversion;
   /** Unlocks and keeps it unlocked until `lock` is called again. */
   unlock(id: string): StoredConversion;
+  /**
+   * Sets it pending again, whatever the status: not accepted, not refused, unlocked until `lock` is
+   * called again (the platform's support reopening a conversion).
+   */
+  reopen(id: string): StoredConversion;
   remove(id: string): void;
   /** Sets the amount whatever the status, recorded in amountHistory. */
   setAmount(id: string, amount: number): StoredConversion;

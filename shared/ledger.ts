@@ -52,6 +52,12 @@ export interface LateRefund {
   readonly conversionAmount: number;
   /** Absent when the platform did not give the conversion's commission. */
   readonly commission?: number;
+  /**
+   * When the refund was recorded late, once finance sent it again and it became pending to be applied
+   * (the platform let the conversion change again; docs/runbook.md, "Late refunds"): its `appliedAt`
+   * then says when it was applied. `connector late-refunds` lists it as re-applied.
+   */
+  readonly lateAt?: string;
 }
 
 export interface RefundRecord {
@@ -84,7 +90,7 @@ export interface RefundRecord {
   gross?: number;
   /** How `amount` was computed (from the order's lines, the refund's, or the current rules and why). */
   amountFrom?: string;
-  /** Set with status `late`. */
+  /** Set with status `late`; kept (with `lateAt`) once a refund sent again is applied after all. */
   late?: LateRefund;
   /**
    * The worker of this refund's own message may have set the conversion to a target that none of

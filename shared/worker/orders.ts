@@ -229,9 +229,11 @@ function prepareOrder(
     record.currentAmount = event.amount;
     record.currency = event.currency;
     // The pixel may have seen the click: should a refund after the switch adopt its conversion, the
-    // refunds are turned net from the order's lines (see `refundOrder`).
+    // refunds are turned net from the order's lines (see `refundOrder`), and the accept job takes it
+    // on the due date set above from the order's date, as a `shadowed` order's (the record keeps no
+    // order date; a skipped record is never offered to the job: `awaitsAccept`).
     if (source.mode === 'shadow') record.refundBasis = event.basis;
-    record.acceptDueAt = undefined;
+    else record.acceptDueAt = undefined;
     clearLease(record);
     settleHeldRefunds(
       record,

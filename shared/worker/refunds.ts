@@ -1,3 +1,4 @@
+import { acceptDueAt } from '../accept/due.ts';
 import type { SourceConfig } from '../config/sources.ts';
 import type { OrderRefunded } from '../domain/events.ts';
 import { shopText } from '../domain/text.ts';
@@ -104,6 +105,11 @@ export async function refundOrder(
         record.currentAmount = found.amount ?? record.originalAmount;
         record.shadow = undefined;
         record.skipReason = undefined;
+        // Due as a `shadowed` order is, from the order's date (`prepareOrder` keeps it). One skipped
+        // by an earlier version, which kept no due date, is dated from when the ledger first saw the
+        // order: never before the order's own window ends.
+        if (shadowSkipped && record.state === 'added')
+          record.acceptDueAt ??= acceptDueAt(source, record.createdAt);
         takeShadowRefunds(record, shadowSkipped, iso);
         if (!(await deps.ledger.update(record))) continue;
       }
@@ -124,7 +130,13 @@ export async function refundOrder(
     // target may have reached the platform after the ledger's. This delivery puts that right.
     const unconfirmed = known?.status === 'applied' && known.unconfirmedSend === true;
     if (known && known.status !== 'pending' && !unconfirmed) {
-      return { result: 'refund_duplicate', detail: `refund ${event.refundId} already ${known.status}` };
+      const duplicate = `refund ${event.refundId} already ${known.status}`;
+      if (!(record.state === 'added' && lateSentAgain(known, event))) {
+        return { result: 'refund_duplicate', detail: duplicate };
+      }
+      const stillLate = await reopenLate(deps, backend, source, record, known, call);
+      if (stillLate === false) continue;
+      if (stillLate) return { result: 'refund_duplicate', detail: `${duplicate}: ${stillLate}` };
     }
     if (!known) {
       // Kept as a held refund is by an order shadow mode skipped: a pixel's conversion adopted later
@@ -149,6 +161,7 @@ export async function refundOrder(
         entry.status = 'rejected';
         entry.outcome = NO_PLATFORM_AMOUNT;
       }
+      if (entry.status === 'pending') waitForAccept(deps, record);
       // In the write before any call: should this worker die after a call, the record says so.
       if (entry.status === 'pending') markUnconfirmed(entry, deps.workerId, deps.now() + deps.leaseMs);
       recordRefund(record, entry);
@@ -159,6 +172,81 @@ export async function refundOrder(
     return applyRefunds(deps, backend, source, record, event, call);
   }
   throw new TransientError('the ledger record kept changing under this worker; will retry');
+}
+
+/**
+ * Whether `event` is finance sending late refund `known` again, as recorded (the same `full` flag and
+ * amount: `POST /refunds` answers another one 409): the runbook's way to apply it once the platform
+ * lets its conversion change again. A shop's delivery of it again is a duplicate as any other: shops
+ * resend their refunds with every update of an order (WooCommerce's `refunds[]`), which looks nothing up.
+ */
+function lateSentAgain(known: RefundRecord, event: OrderRefunded): boolean {
+  return (
+    known.status === 'late' &&
+    known.late !== undefined &&
+    event.origin === 'finance' &&
+    event.full === known.full &&
+    (known.full || event.amount === known.amount)
+  );
+}
+
+/**
+ * A late refund sent again (`lateSentAgain`): looks its conversion up, and when the platform lets it
+ * change for this refund now (pending again; for a refund that refuses it, unlocked), records it
+ * pending, marked as any refund before its call, for this delivery to apply: the platform then
+ * carries it and finance takes nothing back for it. It keeps when it was recorded late
+ * (`LateRefund.lateAt`), so that `connector late-refunds` lists it, re-applied, in that period too.
+ * Else why it stays late (nothing written, nothing sent); `false` when the write lost to another.
+ */
+async function reopenLate(
+  deps: WorkerDeps,
+  backend: ConversionBackend,
+  source: SourceConfig,
+  record: OrderRecord,
+  refund: RefundRecord,
+  call: CallOptions,
+): Promise<string | false | undefined> {
+  const late = refund.late;
+  if (!late) return 'it was recorded late without its conversion';
+  const conversionId = record.conversionId ?? late.conversionId;
+  const current = await backend.find(source.program, record.externalId, call);
+  if (current?.id !== conversionId) {
+    return `conversion ${conversionId} is no longer found on the platform; settle it with a commission adjustment`;
+  }
+  const left = record.originalAmount - countedRefunds(record).reduce((sum, r) => sum + r.amount, 0);
+  if (current.status === 'refused') return `conversion ${conversionId} is refused on the platform`;
+  const because = lateBecause(current, refund.full || left <= refund.amount);
+  if (because) return `conversion ${conversionId} is still ${because} on the platform`;
+  const lateAt = late.lateAt ?? refund.appliedAt ?? refund.receivedAt;
+  refund.status = 'pending';
+  refund.late = { ...late, lateAt };
+  refund.appliedAt = undefined;
+  refund.outcome =
+    `recorded late ${lateAt}, re-applied once the platform let its conversion change: ` +
+    'reverse any commission adjustment made for it';
+  markUnconfirmed(refund, deps.workerId, deps.now() + deps.leaseMs);
+  return (await deps.ledger.update(record)) ? undefined : false;
+}
+
+/**
+ * Throws a transient error, to come back once it ends, while the accept job's call for the order's
+ * conversion is in flight (`acceptLeaseUntil`, written with a condition on the version it read: a
+ * refund recorded since makes it fail). A refund recorded and sent under it could reach the platform
+ * just before the accept: the amount accepted would carry it while the worker, told 422 for the
+ * accepted conversion, recorded it late, for finance, as well; or refuse the conversion under the job,
+ * which parked its refused accept for an operator. Recorded after the accept, a partial refund is
+ * late, once, and a full one or the cancellation refuses the accepted conversion. In turn the job
+ * holds an order with a refund pending.
+ */
+function waitForAccept(deps: WorkerDeps, record: OrderRecord): void {
+  const now = deps.now();
+  const until = record.acceptLeaseUntil ?? 0;
+  if (record.state !== 'added' || record.acceptedAt !== undefined || until <= now) return;
+  throw new TransientError(
+    `the accept job is accepting order ${record.externalId}'s conversion until ${new Date(until).toISOString()}: ` +
+      'the refund waits for it, then is applied, or recorded late once the conversion is accepted',
+    { retryAfterMs: until - now },
+  );
 }
 
 function waiting(event: OrderRefunded, detail?: string): Outcome {
@@ -353,7 +441,8 @@ export async function applyRefunds(
           }
           // A conversion that no longer changes: no call of this worker's can leave it off the ledger.
           confirmOwn(deps, record, event);
-          return lateOrThrow(deps, backend, source, record, conversionId, refuse, error, call);
+          record = await lateOrThrow(deps, backend, source, record, conversionId, refuse, error, call);
+          continue;
         }
         sent = wanted;
       }
@@ -521,11 +610,18 @@ async function readAgain(deps: WorkerDeps, key: string): Promise<OrderRecord> {
   return fresh;
 }
 
-/** Where the record says the conversion is (refused, or at its current amount); undefined before it is added. */
+/**
+ * Where the record says the conversion is (refused, or at its current amount); undefined before it is
+ * added. A refund settled by hand sets no amount (`currentAmount` stays what the connector last set):
+ * the operator put the conversion at the order's amount less the refunds counted, that one
+ * included (not those still pending), and sending `currentAmount` again would undo it.
+ */
 function recordedTarget(record: OrderRecord): Target | undefined {
   if (record.state === 'refused') return 'refused';
-  if (record.state === 'added') return record.currentAmount;
-  return undefined;
+  if (record.state !== 'added') return undefined;
+  if (!Object.values(record.refunds).some((r) => r.status === 'manual')) return record.currentAmount;
+  const done = countedRefunds(record).filter((r) => r.status !== 'pending');
+  return record.originalAmount - done.reduce((sum, r) => sum + r.amount, 0);
 }
 
 function appliedOutcome(record: OrderRecord, conversionId: string | undefined, detail: string): Outcome {
@@ -550,6 +646,7 @@ async function setConversion(
 /**
  * A call refused for good: a conversion the platform no longer lets change is a late refund, for
  * finance. Telling one needs the lookup: should it fail transiently, the refund is tried again later.
+ * The record as it is now when the look-up shows the conversion refused by a worker beside this one.
  */
 async function lateOrThrow(
   deps: WorkerDeps,
@@ -560,21 +657,29 @@ async function lateOrThrow(
   refuse: boolean,
   error: ConnectorError,
   call: CallOptions,
-): Promise<never> {
+): Promise<OrderRecord> {
   const current = await backend.find(source.program, record.externalId, call).catch((lookup: unknown) => {
     if (failureClassOf(lookup) === 'transient') throw lookup;
     return undefined;
   });
-  const because =
-    current?.id !== conversionId
-      ? undefined
-      : current.isLocked
-        ? 'locked'
-        : !refuse && current.status === 'accepted'
-          ? 'accepted'
-          : undefined;
-  if (!current || !because) throw error;
-  return recordLateRefunds(deps, record, current, because, error);
+  const because = current?.id === conversionId ? lateBecause(current, refuse) : undefined;
+  if (current && because) return recordLateRefunds(deps, record, current, because, error);
+  // Refused since the record was read again (a full refund or the cancellation beside this worker
+  // refused the accepted conversion after its 422): that worker recorded its refund before its
+  // call, so the record has moved on, and says what to carry on from.
+  const fresh =
+    current?.id === conversionId && current.status === 'refused' ? await movedOn(deps, record) : undefined;
+  if (fresh) return fresh;
+  throw error;
+}
+
+/**
+ * Why the platform no longer lets `current` change for a refund (one that refuses it when `refuse`):
+ * locked, or accepted for an amount (only a pending conversion's amount changes); else undefined.
+ */
+function lateBecause(current: PlatformConversion, refuse: boolean): LateRefund['because'] | undefined {
+  if (current.isLocked) return 'locked';
+  return !refuse && current.status === 'accepted' ? 'accepted' : undefined;
 }
 
 /**
@@ -599,7 +704,9 @@ async function recordLateRefunds(
   for (const refund of countedRefunds(record)) {
     if (refund.status !== 'pending') continue;
     refund.status = 'late';
-    refund.appliedAt = at;
+    // Sent again and late again (the platform locked it between the lookup and the call): it stays
+    // listed in the period it was first recorded late, not twice.
+    refund.appliedAt = refund.late?.lateAt ?? at;
     refund.late = late;
     refund.outcome =
       because === 'locked'

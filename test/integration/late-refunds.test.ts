@@ -116,7 +116,7 @@ describe('a refund after the platform locked the conversion', () => {
     expect(csv.code, csv.stderr).toBe(0);
     const lines = csv.stdout.trim().split('\n');
     expect(lines[0]).toBe(
-      'externalId,refundId,refundAmount,full,conversionId,conversionAmount,commission,commissionShare,currency,because,recordedAt,source,program,refusedBy',
+      'externalId,refundId,refundAmount,full,conversionId,conversionAmount,commission,commissionShare,currency,because,recordedAt,source,program,refusedBy,reappliedAt',
     );
     // 3.33 × 10.00 / 33.33 = 0.9991, rounded half away from zero to the cent.
     expect(lines).toContainEqual(
