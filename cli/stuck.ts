@@ -3,6 +3,7 @@ import type { Conversion } from '../shared/affiliate/schemas.ts';
 import type { OrderRecord } from '../shared/ledger.ts';
 import type { Ledger } from '../shared/ports.ts';
 import { otherCurrencyReason } from '../shared/worker/flow.ts';
+import { settleHeldRefunds } from '../shared/worker/orders.ts';
 import { ALREADY_REFUSED } from '../shared/worker/refunds.ts';
 
 /**
@@ -77,7 +78,7 @@ export async function repairStuckAdd(
     current.acceptDueAt = undefined;
     current.lastError = undefined;
     current.unclearAddAt = undefined;
-    closeHeldRefunds(current, now);
+    settleHeldRefunds(current, 'skipped', ALREADY_REFUSED, new Date(now).toISOString());
   } else if (found) {
     current.state = 'added';
     current.conversionId = found.id;
@@ -118,18 +119,6 @@ function settleCarriedRefunds(record: OrderRecord, now: number): void {
     refund.status = 'applied';
     refund.appliedAt = at;
     refund.resultingAmount = record.currentAmount;
-  }
-  record.awaitingSince = undefined;
-}
-
-/** The refunds held for an order whose conversion is refused: nothing is sent to it. */
-function closeHeldRefunds(record: OrderRecord, now: number): void {
-  const at = new Date(now).toISOString();
-  for (const refund of Object.values(record.refunds)) {
-    if (refund.status !== 'pending') continue;
-    refund.status = 'skipped';
-    refund.outcome = ALREADY_REFUSED;
-    refund.appliedAt = at;
   }
   record.awaitingSince = undefined;
 }

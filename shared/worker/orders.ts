@@ -310,7 +310,7 @@ function neverAdded(record: OrderRecord, why: string, at: string): void {
 }
 
 /** Closes the refunds an order held when it turns out to need no conversion. */
-function settleHeldRefunds(
+export function settleHeldRefunds(
   record: OrderRecord,
   status: 'applied' | 'skipped',
   outcome: string,
