@@ -71,15 +71,17 @@ export async function processBatch(
     list.push(record);
     groups.set(group, list);
   }
+  // Each body read once: by the lanes below, then by the record's processing.
+  const events = new Map(records.map((record) => [record, eventOf(record)] as const));
   const lanes = new Map<string, SQSRecord[][]>();
   for (const [id, group] of groups) {
-    const lane = orderOf(deps, group) ?? `group ${id}`;
+    const lane = orderOf(deps, group, events) ?? `group ${id}`;
     lanes.set(lane, [...(lanes.get(lane) ?? []), group]);
   }
   const failed: string[] = [];
   await Promise.all(
     [...lanes.values()].map(async (lane) => {
-      for (const group of lane) await processGroup(deps, group, deadline, failed);
+      for (const group of lane) await processGroup(deps, group, events, deadline, failed);
     }),
   );
   return { batchItemFailures: failed.map((itemIdentifier) => ({ itemIdentifier })) };
@@ -91,31 +93,39 @@ export async function processBatch(
  * does its replay: docs/exactly-once.md, rule 4): they run one after the other, as side by side under
  * one worker id the marks of their sends left unconfirmed would be one.
  */
-function orderOf(deps: BatchDeps, group: readonly SQSRecord[]): string | undefined {
+function orderOf(
+  deps: BatchDeps,
+  group: readonly SQSRecord[],
+  events: ReadonlyMap<SQSRecord, ConnectorEvent | undefined>,
+): string | undefined {
   for (const record of group) {
-    let parsed: ReturnType<typeof ConnectorEvent.safeParse>;
-    try {
-      parsed = ConnectorEvent.safeParse(JSON.parse(record.body));
-    } catch {
-      continue;
-    }
-    const source = parsed.success ? deps.sources.get(parsed.data.source) : undefined;
-    if (parsed.success && source) {
-      return `order ${ledgerKey(source.program, withPrefix(source, parsed.data).externalId)}`;
-    }
+    const event = events.get(record);
+    const source = event && deps.sources.get(event.source);
+    if (event && source) return `order ${ledgerKey(source.program, withPrefix(source, event).externalId)}`;
   }
   return undefined;
+}
+
+/** The connector event a message carries; undefined when its body is not one. */
+function eventOf(record: SQSRecord): ConnectorEvent | undefined {
+  try {
+    const parsed = ConnectorEvent.safeParse(JSON.parse(record.body));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Runs one group's records in order; once one fails, the rest are reported failed unprocessed. */
 async function processGroup(
   deps: BatchDeps,
   group: readonly SQSRecord[],
+  events: ReadonlyMap<SQSRecord, ConnectorEvent | undefined>,
   deadline: number,
   failed: string[],
 ): Promise<void> {
   for (const [index, record] of group.entries()) {
-    const result = await processRecord(deps, record, deadline);
+    const result = await processRecord(deps, record, events.get(record), deadline);
     if (result === true) continue;
     failed.push(record.messageId);
     for (const rest of group.slice(index + 1)) {
@@ -152,17 +162,18 @@ interface GivenBack {
   readonly hiddenForSeconds?: number;
 }
 
-/** True when the message is done with (applied, duplicate, or parked in the DLQ). */
+/**
+ * True when the message is done with (applied, duplicate, or parked in the DLQ). `event`: what its
+ * body carries (`eventOf`), undefined when it is not a connector event.
+ */
 async function processRecord(
   deps: BatchDeps,
   record: SQSRecord,
+  event: ConnectorEvent | undefined,
   deadline: number,
 ): Promise<true | GivenBack> {
   const count = receiveCount(record);
-  let event: ConnectorEvent;
-  try {
-    event = ConnectorEvent.parse(JSON.parse(record.body));
-  } catch {
+  if (event === undefined) {
     return park(
       deps,
       record,
