@@ -3,8 +3,7 @@ import type { Conversion } from '../shared/affiliate/schemas.ts';
 import type { OrderRecord } from '../shared/ledger.ts';
 import type { Ledger } from '../shared/ports.ts';
 import { otherCurrencyReason } from '../shared/worker/flow.ts';
-import { settleHeldRefunds } from '../shared/worker/orders.ts';
-import { ALREADY_REFUSED } from '../shared/worker/refunds.ts';
+import { takeRefused } from '../shared/worker/orders.ts';
 
 /**
  * A ledger record left in `adding` for good: its worker died mid-add and its message is gone (a
@@ -72,13 +71,7 @@ export async function repairStuckAdd(
   if (found?.status === 'refused') {
     // As the worker adopts a refused conversion: never accepted, nothing sent to it (an update or an
     // accept of it is refused), the refunds held for the order closed.
-    current.state = 'refused';
-    current.conversionId = found.id;
-    current.currentAmount = found.amount ?? current.originalAmount;
-    current.acceptDueAt = undefined;
-    current.lastError = undefined;
-    current.unclearAddAt = undefined;
-    settleHeldRefunds(current, 'skipped', ALREADY_REFUSED, new Date(now).toISOString());
+    takeRefused(current, found, new Date(now).toISOString());
   } else if (found) {
     current.state = 'added';
     current.conversionId = found.id;

@@ -310,7 +310,7 @@ function neverAdded(record: OrderRecord, why: string, at: string): void {
 }
 
 /** Closes the refunds an order held when it turns out to need no conversion. */
-export function settleHeldRefunds(
+function settleHeldRefunds(
   record: OrderRecord,
   status: 'applied' | 'skipped',
   outcome: string,
@@ -486,6 +486,26 @@ async function adoptFromPlatform(
 }
 
 /**
+ * Records `found`, a conversion the platform shows refused, as the order's: `refused` with its id,
+ * its lease cleared, never accepted, the refunds held for the order closed (`at`). Shared by the
+ * worker's adoption and `reconcile --repair` of a stuck add.
+ */
+export function takeRefused(
+  record: OrderRecord,
+  found: Pick<PlatformConversion, 'id' | 'amount'>,
+  at: string,
+): void {
+  record.state = 'refused';
+  record.conversionId = found.id;
+  record.currentAmount = found.amount ?? record.originalAmount;
+  record.acceptDueAt = undefined;
+  clearLease(record);
+  record.lastError = undefined;
+  record.unclearAddAt = undefined;
+  settleHeldRefunds(record, 'skipped', ALREADY_REFUSED, at);
+}
+
+/**
  * Adopts a conversion the platform has refused (the advertiser refused the pixel's, or the add that
  * went through): the record says `refused`, with its id, and is never accepted; the refunds held for
  * the order are closed, as nothing is sent to a refused conversion (an update of one is answered 422).
@@ -496,14 +516,7 @@ async function adoptRefused(
   found: PlatformConversion,
   detail: string,
 ): Promise<Outcome> {
-  record.state = 'refused';
-  record.conversionId = found.id;
-  record.currentAmount = found.amount ?? record.originalAmount;
-  record.acceptDueAt = undefined;
-  clearLease(record);
-  record.lastError = undefined;
-  record.unclearAddAt = undefined;
-  settleHeldRefunds(record, 'skipped', ALREADY_REFUSED, new Date(deps.now()).toISOString());
+  takeRefused(record, found, new Date(deps.now()).toISOString());
   if (!(await deps.ledger.update(record))) {
     return { result: 'duplicate', detail: LEASE_LOST, conversionId: found.id };
   }
