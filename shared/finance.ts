@@ -9,10 +9,10 @@ import { answerFor, type EdgeOutcome, type EdgeResult, outcomeOf, refusedBody } 
 import type { HttpAnswer } from './http/types.ts';
 import { parseJsonBody } from './json.ts';
 import {
-  countedRefunds,
+  lateRefunds,
   ledgerKey,
   type OrderRecord,
-  type RefundRecord,
+  paidBackRefunds,
   type RefundReservation,
   type RefundReservations,
   refundOf,
@@ -335,31 +335,13 @@ export function refundAmountOf(
 const HAS_AMOUNT = new Set<OrderRecord['state']>(['adding', 'added', 'failed']);
 
 /**
- * The refunds of an order that paid the buyer back: those counted towards the conversion amount
- * (pending, applied, settled by hand) and the late ones (`lateRefundsOf`). The worker's target leaves
- * the late ones out, since the platform's amount cannot follow them; what is left to refund cannot:
- * without them finance could refund more than the order's amount, the excess recorded late too.
- */
-function paidBack(record: OrderRecord): RefundRecord[] {
-  return [...countedRefunds(record), ...lateRefundsOf(record)];
-}
-
-/**
- * The refunds the platform could no longer apply (its conversion locked, or accepted for a partial
- * refund), which the buyer got back all the same (docs/runbook.md, "Late refunds").
- */
-function lateRefundsOf(record: OrderRecord): RefundRecord[] {
-  return Object.values(record.refunds).filter((r) => r.status === 'late');
-}
-
-/**
  * What partial refunds may still take from an order: its amount less every refund paid back
- * (`paidBack`: applied, pending, settled by hand, or late). Undefined when the ledger cannot tell: no
+ * (`paidBackRefunds`: applied, pending, settled by hand, or late). Undefined when the ledger cannot tell: no
  * record, an amount-less import, or no conversion to lower (skipped, refused).
  */
 export function remainingOf(record: OrderRecord | undefined): number | undefined {
   if (!record || !HAS_AMOUNT.has(record.state) || record.amountUnknown) return undefined;
-  return record.originalAmount - paidBack(record).reduce((sum, r) => sum + r.amount, 0);
+  return record.originalAmount - paidBackRefunds(record).reduce((sum, r) => sum + r.amount, 0);
 }
 
 /** Partial refunds of the same order sent along with the one judged, which the ledger does not hold yet. */
@@ -393,7 +375,7 @@ export function overRefundMessage(
   const currency = record?.currency;
   const after = alongside ? ` after ${alongside.what} (${formatMinor(alongside.amount, currency)})` : '';
   // Late refunds leave the platform's amount where it was: named, or what remains would look wrong.
-  const late = record ? lateRefundsOf(record) : [];
+  const late = record ? lateRefunds(record) : [];
   const them = late.length === 1 ? 'it' : 'them';
   const lateSum = late.reduce((sum, r) => sum + r.amount, 0);
   const lateText =
@@ -471,7 +453,7 @@ export function refundedInFullMessage(
   reserved: readonly RefundReservation[],
   externalId: string,
 ): string | undefined {
-  const recorded = record ? paidBack(record).find((r) => r.full) : undefined;
+  const recorded = record ? paidBackRefunds(record).find((r) => r.full) : undefined;
   const pending = reserved.find((r) => r.full);
   let which: string;
   if (recorded) {

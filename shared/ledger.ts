@@ -227,6 +227,23 @@ export function countedRefunds(record: OrderRecord): RefundRecord[] {
 }
 
 /**
+ * The refunds the platform could no longer apply (its conversion locked, or accepted for a partial
+ * refund), which the buyer got back all the same (docs/runbook.md, "Late refunds").
+ */
+export function lateRefunds(record: OrderRecord): RefundRecord[] {
+  return Object.values(record.refunds).filter((r) => r.status === 'late');
+}
+
+/**
+ * The refunds that paid the buyer back: the counted ones and the late ones. The worker's target
+ * leaves the late ones out, since the platform's amount cannot follow them; what is left to refund
+ * (`POST /refunds`) and the lines a new refund's shares follow (`refundsBefore`) cannot.
+ */
+export function paidBackRefunds(record: OrderRecord): RefundRecord[] {
+  return [...countedRefunds(record), ...lateRefunds(record)];
+}
+
+/**
  * Clears the marks of sends left unconfirmed (`unconfirmedSend`) that a later delivery would repeat:
  * the record's own and those of refunds no longer pending (a pending refund's worker still has its
  * call to make, and confirms it itself). For a writer that has just seen, or set, what the platform

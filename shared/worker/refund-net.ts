@@ -1,6 +1,6 @@
 import type { SourceConfig } from '../config/sources.ts';
 import type { BasisLine, OrderRefunded, RefundBasis, RefundLine } from '../domain/events.ts';
-import { countedRefunds, type OrderRecord, type RefundRecord } from '../ledger.ts';
+import { countedRefunds, type OrderRecord, paidBackRefunds, type RefundRecord } from '../ledger.ts';
 import { prorateMinor, sumMinor } from '../money.ts';
 
 /**
@@ -183,10 +183,7 @@ export function netRefund(
  * amount could not follow.
  */
 export function refundsBefore(record: OrderRecord, refund: RefundRecord): RefundRecord[] {
-  return [
-    ...countedRefunds(record),
-    ...Object.values(record.refunds).filter((r) => r.status === 'late'),
-  ].filter((r) => r.refundId !== refund.refundId);
+  return paidBackRefunds(record).filter((r) => r.refundId !== refund.refundId);
 }
 
 /**
